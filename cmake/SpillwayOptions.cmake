@@ -1,0 +1,11 @@
+# Compiler flags for spillway's own code: warnings as errors, optional sanitizers.
+function(spillway_target_options target)
+  target_compile_options(${target} PRIVATE
+    $<$<COMPILE_LANGUAGE:CXX,C>:-Wall -Wextra -Werror>)
+endfunction()
+
+if(SPILLWAY_SANITIZE)
+  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer
+                      -fno-sanitize-recover=undefined)
+  add_link_options(-fsanitize=address,undefined)
+endif()
