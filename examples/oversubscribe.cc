@@ -1,0 +1,193 @@
+// The demo workload: allocates several times the device memory with cuMemAlloc, runs a few passes
+// of kernels over all of it, and checks the checksum against one computed on the host. Without
+// spillway it stops with out-of-memory; under `spillway run` it is meant to finish.
+//
+//   oversubscribe [--factor F] [--bytes SIZE] [--buffer SIZE] [--passes N]
+#include <cuda.h>
+
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/size.h"
+#include "examples/example_util.h"
+#include "examples/kernels/demo_kernels.h"
+
+namespace spillway_demo {
+namespace {
+
+struct Options {
+  double factor = 3.0;
+  uint64_t bytes = 0;  // 0: factor × the device memory cuMemGetInfo reports
+  uint64_t buffer = 64ull << 20;
+  int passes = 3;
+};
+
+void Usage(FILE* out) {
+  std::fprintf(out,
+               "usage: oversubscribe [--factor F] [--bytes SIZE] [--buffer SIZE] [--passes N]\n"
+               "  Allocates F times the device memory (default 3) in buffers of SIZE (64MiB),\n"
+               "  runs N passes of kernels over it (3) and verifies a checksum.\n");
+}
+
+uint64_t SizeArg(const char* flag, const char* text) {
+  const auto size = spillway::ParseSize(text);
+  if (!size.ok() || *size == 0) {
+    std::fprintf(stderr, "oversubscribe: %s: %s\n", flag,
+                 size.ok() ? "must be positive" : std::string(size.status().message()).c_str());
+    std::exit(kExitError);
+  }
+  return *size;
+}
+
+Options ParseOptions(int argc, char** argv) {
+  Options options;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "-h" || arg == "--help") {
+      Usage(stdout);
+      std::exit(kExitOk);
+    }
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "oversubscribe: unknown option or missing value: '%s'\n", arg.c_str());
+      Usage(stderr);
+      std::exit(kExitError);
+    }
+    const char* value = argv[++i];
+    if (arg == "--factor") {
+      options.factor = std::atof(value);
+    } else if (arg == "--bytes") {
+      options.bytes = SizeArg("--bytes", value);
+    } else if (arg == "--buffer") {
+      options.buffer = SizeArg("--buffer", value);
+    } else if (arg == "--passes") {
+      options.passes = std::atoi(value);
+    } else {
+      std::fprintf(stderr, "oversubscribe: unknown option '%s'\n", arg.c_str());
+      Usage(stderr);
+      std::exit(kExitError);
+    }
+  }
+  if (options.factor <= 0 || options.passes < 0) {
+    std::fprintf(stderr, "oversubscribe: --factor must be > 0 and --passes >= 0\n");
+    std::exit(kExitError);
+  }
+  return options;
+}
+
+uint32_t PassMul(int pass) { return 1664525u + 2u * static_cast<uint32_t>(pass); }
+uint32_t PassAdd(int pass) { return 1013904223u + static_cast<uint32_t>(pass); }
+
+// The checksum the device must produce, computed on the host (two threads).
+uint64_t ExpectedChecksum(size_t buffers, uint64_t words_per_buffer, int passes) {
+  std::vector<uint64_t> partial(2, 0);
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < partial.size(); ++t) {
+    threads.emplace_back([&, t] {
+      for (size_t b = t; b < buffers; b += partial.size()) {
+        for (uint64_t i = 0; i < words_per_buffer; ++i) {
+          uint32_t v = Mix(i, static_cast<uint32_t>(b));
+          for (int p = 0; p < passes; ++p) v = v * PassMul(p) + PassAdd(p);
+          partial[t] += v;
+        }
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  return partial[0] + partial[1];
+}
+
+void Launch(CUfunction function, void** params) {
+  DEMO_CHECK(cuLaunchKernel(function, 1024, 1, 1, 256, 1, 1, 0, nullptr, params, nullptr));
+}
+
+int Run(const Options& options) {
+  DEMO_CHECK(cuInit(0));
+  CUdevice device;
+  DEMO_CHECK(cuDeviceGet(&device, 0));
+  CUcontext context;
+  DEMO_CHECK(cuDevicePrimaryCtxRetain(&context, device));
+  DEMO_CHECK(cuCtxSetCurrent(context));
+  char name[256] = {};
+  DEMO_CHECK(cuDeviceGetName(name, sizeof(name), device));
+  size_t free_bytes = 0, total_bytes = 0;
+  DEMO_CHECK(cuMemGetInfo(&free_bytes, &total_bytes));
+
+  const uint64_t target = options.bytes != 0
+                              ? options.bytes
+                              : static_cast<uint64_t>(options.factor * static_cast<double>(total_bytes));
+  const uint64_t words_per_buffer = options.buffer / sizeof(uint32_t);
+  const size_t buffers = static_cast<size_t>((target + options.buffer - 1) / options.buffer);
+  std::printf("device: %s, %s of memory; workload: %zu buffers of %s = %s (%.2fx)\n", name,
+              spillway::FormatSize(total_bytes).c_str(), buffers,
+              spillway::FormatSize(options.buffer).c_str(),
+              spillway::FormatSize(buffers * options.buffer).c_str(),
+              static_cast<double>(buffers * options.buffer) / static_cast<double>(total_bytes));
+
+  const CUmodule module = LoadDemoKernels(device);
+  const CUfunction fill = GetKernel(module, "fill");
+  const CUfunction update = GetKernel(module, "update");
+  const CUfunction checksum = GetKernel(module, "checksum");
+
+  std::vector<CUdeviceptr> data(buffers);
+  for (size_t b = 0; b < buffers; ++b) {
+    const CUresult result = cuMemAlloc(&data[b], options.buffer);
+    if (result == CUDA_ERROR_OUT_OF_MEMORY) {
+      std::printf("out of memory: the device held %s of the %s this workload needs "
+                  "(cuMemAlloc of buffer %zu returned CUDA_ERROR_OUT_OF_MEMORY)\n",
+                  spillway::FormatSize(b * options.buffer).c_str(),
+                  spillway::FormatSize(buffers * options.buffer).c_str(), b);
+      return kExitOutOfMemory;
+    }
+    if (result != CUDA_SUCCESS) Fail("cuMemAlloc", result);
+  }
+
+  for (size_t b = 0; b < buffers; ++b) {
+    uint64_t words = data[b], count = words_per_buffer;
+    uint32_t seed = static_cast<uint32_t>(b), unused = 0;
+    void* params[] = {&words, &count, &seed, &unused};
+    Launch(fill, params);
+  }
+  for (int p = 0; p < options.passes; ++p) {
+    for (size_t b = 0; b < buffers; ++b) {
+      uint64_t words = data[b], count = words_per_buffer;
+      uint32_t mul = PassMul(p), add = PassAdd(p);
+      void* params[] = {&words, &count, &mul, &add};
+      Launch(update, params);
+    }
+  }
+  CUdeviceptr sum_device;
+  DEMO_CHECK(cuMemAlloc(&sum_device, sizeof(uint64_t)));
+  DEMO_CHECK(cuMemsetD32(sum_device, 0, 2));
+  for (size_t b = 0; b < buffers; ++b) {
+    uint64_t words = data[b], count = words_per_buffer, out = sum_device;
+    void* params[] = {&words, &count, &out};
+    Launch(checksum, params);
+  }
+  uint64_t sum = 0;
+  DEMO_CHECK(cuMemcpyDtoH(&sum, sum_device, sizeof(sum)));
+  DEMO_CHECK(cuCtxSynchronize());
+
+  const uint64_t expected = ExpectedChecksum(buffers, words_per_buffer, options.passes);
+  for (const CUdeviceptr buffer : data) DEMO_CHECK(cuMemFree(buffer));
+  DEMO_CHECK(cuMemFree(sum_device));
+  DEMO_CHECK(cuModuleUnload(module));
+  DEMO_CHECK(cuDevicePrimaryCtxRelease(device));
+  if (sum != expected) {
+    std::printf("checksum 0x%016" PRIx64 " is WRONG: expected 0x%016" PRIx64 "\n", sum, expected);
+    return kExitWrongResult;
+  }
+  std::printf("checksum 0x%016" PRIx64 " matches the host's: %d passes over %s done\n", sum,
+              options.passes, spillway::FormatSize(buffers * options.buffer).c_str());
+  return kExitOk;
+}
+
+}  // namespace
+}  // namespace spillway_demo
+
+int main(int argc, char** argv) {
+  return spillway_demo::Run(spillway_demo::ParseOptions(argc, argv));
+}

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Configures and builds spillway into a build folder: build/ (default) or build-sanitize/ with
+# --sanitize (AddressSanitizer + UndefinedBehaviorSanitizer). Prints the folder on its last line.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+dir="$root/build"
+args=()
+if [[ "${1:-}" == "--sanitize" ]]; then
+  dir="$root/build-sanitize"
+  args+=(-DSPILLWAY_SANITIZE=ON)
+fi
+"$root/scripts/setup.sh" >&2
+generator=()
+command -v ninja >/dev/null && generator=(-G Ninja)
+if [[ ! -f "$dir/CMakeCache.txt" ]]; then
+  cmake -S "$root" -B "$dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo "${args[@]}" >&2
+fi
+cmake --build "$dir" -j "$(nproc)" >&2
+echo "$dir"

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Runs spillway's CPU tests (everything not labelled `gpu`): installs what is missing, builds,
+# runs ctest. --sanitize runs the same tests built with ASan + UBSan; --all runs both legs.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+run_leg() {
+  local dir
+  dir=$("$root/scripts/build.sh" "$@" | tail -n 1)
+  echo "== ctest ${1:-(plain)} in $dir"
+  (cd "$dir" && ctest -LE gpu --output-on-failure -j "$(nproc)" --timeout 300)
+}
+
+case "${1:-}" in
+  "") run_leg ;;
+  --sanitize) run_leg --sanitize ;;
+  --all) run_leg && run_leg --sanitize ;;
+  -h|--help) echo "usage: scripts/test.sh [--sanitize | --all]"; exit 0 ;;
+  *) echo "test.sh: unknown option '$1' (use --sanitize or --all)" >&2; exit 2 ;;
+esac
