@@ -5,7 +5,8 @@ function(spillway_target_options target)
 endfunction()
 
 if(SPILLWAY_SANITIZE)
-  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer
-                      -fno-sanitize-recover=undefined)
+  add_compile_options($<$<COMPILE_LANGUAGE:CXX,C>:-fsanitize=address,undefined>
+                      $<$<COMPILE_LANGUAGE:CXX,C>:-fno-omit-frame-pointer>
+                      $<$<COMPILE_LANGUAGE:CXX,C>:-fno-sanitize-recover=undefined>)
   add_link_options(-fsanitize=address,undefined)
 endif()

@@ -8,6 +8,12 @@ run_leg() {
   local dir
   dir=$("$root/scripts/build.sh" "$@" | tail -n 1)
   echo "== ctest ${1:-(plain)} in $dir"
+  if [[ "${1:-}" == "--sanitize" ]]; then
+    # simgpu catches kernels' accesses to non-resident managed memory with its own SIGSEGV
+    # handler; the shim is preloaded ahead of libasan in the tests that run jobs under it.
+    export ASAN_OPTIONS="handle_segv=0:allow_user_segv_handler=1:verify_asan_link_order=0:detect_leaks=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+    export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
+  fi
   (cd "$dir" && ctest -LE gpu --output-on-failure -j "$(nproc)" --timeout 300)
 }
 

@@ -1,0 +1,26 @@
+// Runs a program as a child process with extra environment variables and captures its output,
+// for tests that compare a job's behaviour with and without the preloaded shim.
+#ifndef SPILLWAY_TESTS_INTEGRATION_SUBPROCESS_H_
+#define SPILLWAY_TESTS_INTEGRATION_SUBPROCESS_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace spillway::testing {
+
+struct ProcessResult {
+  int exit_code = -1;  // the exit status, or 128 + signal number when killed by a signal
+  std::string output;  // stdout and stderr, interleaved
+};
+
+// Runs argv[0] (a path) with `env` added to (and overriding) this process's environment.
+ProcessResult RunProcess(const std::vector<std::string>& argv,
+                         const std::map<std::string, std::string>& env);
+
+// Reads a whole file; empty when it cannot be read.
+std::string ReadFile(const std::string& path);
+
+}  // namespace spillway::testing
+
+#endif  // SPILLWAY_TESTS_INTEGRATION_SUBPROCESS_H_
