@@ -1,0 +1,79 @@
+// Parsing of the shim's environment variables.
+#include "interpose/config.h"
+
+#include "common/env.h"
+
+namespace spillway::interpose {
+
+std::optional<Mode> ParseMode(std::string_view text) {
+  if (text == "run") return Mode::kRun;
+  if (text == "record") return Mode::kRecord;
+  if (text == "off") return Mode::kOff;
+  return std::nullopt;
+}
+
+std::string_view ModeName(Mode mode) {
+  switch (mode) {
+    case Mode::kRun:
+      return "run";
+    case Mode::kRecord:
+      return "record";
+    case Mode::kOff:
+      return "off";
+  }
+  return "off";
+}
+
+std::optional<LogLevel> ParseLogLevel(std::string_view text) {
+  if (text == "error") return LogLevel::kError;
+  if (text == "warn" || text == "warning") return LogLevel::kWarn;
+  if (text == "info") return LogLevel::kInfo;
+  if (text == "debug") return LogLevel::kDebug;
+  return std::nullopt;
+}
+
+Config MakeConfig(std::optional<std::string_view> mode, std::optional<std::string_view> log,
+                  std::optional<std::string_view> log_file,
+                  std::optional<std::string_view> summary) {
+  Config config;
+  if (mode.has_value() && !mode->empty()) {
+    if (const std::optional<Mode> parsed = ParseMode(*mode)) {
+      config.mode = *parsed;
+    } else {
+      config.mode = Mode::kOff;
+      config.problems.push_back("SPILLWAY_MODE: unknown value '" + std::string(*mode) +
+                                "' (expected run, record or off); falling back to passthrough");
+    }
+  }
+  if (log.has_value() && !log->empty()) {
+    if (const std::optional<LogLevel> parsed = ParseLogLevel(*log)) {
+      config.log_level = *parsed;
+    } else {
+      config.problems.push_back("SPILLWAY_LOG: unknown value '" + std::string(*log) +
+                                "' (expected error, warn, info or debug); using warn");
+    }
+  }
+  if (log_file.has_value()) config.log_file = std::string(*log_file);
+  if (summary.has_value()) config.summary_path = std::string(*summary);
+  return config;
+}
+
+Config ReadConfigFromEnvironment() {
+  return MakeConfig(GetEnv("SPILLWAY_MODE"), GetEnv("SPILLWAY_LOG"), GetEnv("SPILLWAY_LOG_FILE"),
+                    GetEnv("SPILLWAY_SUMMARY"));
+}
+
+std::string ExpandSummaryPath(std::string_view path, long pid) {
+  std::string out;
+  for (size_t i = 0; i < path.size(); ++i) {
+    if (path[i] == '%' && i + 1 < path.size() && path[i + 1] == 'p') {
+      out += std::to_string(pid);
+      ++i;
+    } else {
+      out += path[i];
+    }
+  }
+  return out;
+}
+
+}  // namespace spillway::interpose

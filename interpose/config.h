@@ -1,0 +1,45 @@
+// The shim's settings, read once from the environment: SPILLWAY_MODE, SPILLWAY_LOG,
+// SPILLWAY_LOG_FILE, SPILLWAY_SUMMARY. Parsing is pure so tests can feed it values directly.
+#ifndef SPILLWAY_INTERPOSE_CONFIG_H_
+#define SPILLWAY_INTERPOSE_CONFIG_H_
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace spillway::interpose {
+
+// `run`: hooks count and (later) drive the engine; `record`: the same plus trace recording (later);
+// `off`: pure passthrough, only per-function call counts are kept.
+enum class Mode { kRun, kRecord, kOff };
+
+enum class LogLevel { kError = 0, kWarn = 1, kInfo = 2, kDebug = 3 };
+
+std::optional<Mode> ParseMode(std::string_view text);
+std::string_view ModeName(Mode mode);
+std::optional<LogLevel> ParseLogLevel(std::string_view text);
+
+struct Config {
+  Mode mode = Mode::kRun;
+  LogLevel log_level = LogLevel::kWarn;
+  std::string log_file;      // empty: stderr
+  std::string summary_path;  // empty: no summary; "%p" is replaced by the pid when written
+  // One line per setting that was rejected, e.g. "SPILLWAY_MODE: unknown value 'x' ...".
+  std::vector<std::string> problems;
+};
+
+// Builds the configuration from the values of the variables (nullopt = unset).
+Config MakeConfig(std::optional<std::string_view> mode, std::optional<std::string_view> log,
+                  std::optional<std::string_view> log_file,
+                  std::optional<std::string_view> summary);
+
+// MakeConfig over the process environment (an environ scan, no getenv).
+Config ReadConfigFromEnvironment();
+
+// Replaces every "%p" in `path` with `pid`.
+std::string ExpandSummaryPath(std::string_view path, long pid);
+
+}  // namespace spillway::interpose
+
+#endif  // SPILLWAY_INTERPOSE_CONFIG_H_

@@ -1,0 +1,252 @@
+// spillway-doctor (`spillway doctor`): what this machine's CUDA driver supports that spillway
+// relies on (managed memory, managed memory pools, the CUDA 13 batch prefetch/discard calls) and
+// whether spillway's hooks resolve. Loads the driver with dlopen, so it runs without a GPU and
+// reports that plainly. Exit status: 0 when the driver loads and has a device, 1 otherwise.
+#include <cuda.h>
+#include <dlfcn.h>
+#include <link.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "interpose/hook_table.h"
+
+#ifndef SPILLWAY_VERSION
+#define SPILLWAY_VERSION "unknown"
+#endif
+
+namespace spillway::doctor {
+namespace {
+
+// The driver, reached only through pointers from dlsym (hooks, when libspillway.so is preloaded).
+class Driver {
+ public:
+  explicit Driver(void* handle) : handle_(handle) {}
+
+  template <typename Fn>
+  Fn Get(const char* name) const {
+    return reinterpret_cast<Fn>(dlsym(handle_, name));
+  }
+
+  // Calls `name` when the driver has it; CUDA_ERROR_NOT_FOUND otherwise.
+  template <typename... Args>
+  CUresult Call(const char* name, Args... args) const {
+    using Fn = CUresult (*)(Args...);
+    const Fn fn = Get<Fn>(name);
+    return fn != nullptr ? fn(args...) : CUDA_ERROR_NOT_FOUND;
+  }
+
+  std::string ErrorName(CUresult result) const {
+    const char* text = nullptr;
+    if (Call("cuGetErrorName", result, &text) != CUDA_SUCCESS || text == nullptr) {
+      return "error " + std::to_string(static_cast<int>(result));
+    }
+    return text;
+  }
+
+  void* handle() const { return handle_; }
+
+ private:
+  void* handle_;
+};
+
+void Report(const char* what, const std::string& value) {
+  std::printf("%-34s %s\n", what, value.c_str());
+}
+
+std::string Yes(bool ok, const std::string& detail = "") {
+  std::string text = ok ? "yes" : "no";
+  if (!detail.empty()) text += " (" + detail + ")";
+  return text;
+}
+
+std::string DriverPath(void* handle) {
+  link_map* map = nullptr;
+  if (dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map != nullptr && map->l_name != nullptr) {
+    return map->l_name;
+  }
+  return "?";
+}
+
+std::string FormatMiB(size_t bytes) {
+  char text[64];
+  std::snprintf(text, sizeof(text), "%.0f MiB", static_cast<double>(bytes) / (1 << 20));
+  return text;
+}
+
+// Allocates 1 MiB of managed memory, writes and reads it from the host, frees it.
+std::string CheckManagedMemory(const Driver& driver) {
+  CUdeviceptr ptr = 0;
+  const size_t bytes = 1 << 20;
+  CUresult result = driver.Call("cuMemAllocManaged", &ptr, bytes, unsigned{CU_MEM_ATTACH_GLOBAL});
+  if (result != CUDA_SUCCESS) return Yes(false, "cuMemAllocManaged: " + driver.ErrorName(result));
+  auto* bytes_ptr = reinterpret_cast<unsigned char*>(ptr);
+  std::memset(bytes_ptr, 0x5a, bytes);
+  const bool readable = bytes_ptr[bytes - 1] == 0x5a;
+  result = driver.Call("cuMemFree_v2", ptr);
+  if (result != CUDA_SUCCESS) return Yes(false, "cuMemFree: " + driver.ErrorName(result));
+  return Yes(readable, readable ? "allocate, touch, free" : "host read back the wrong value");
+}
+
+// Creates a managed pool on `device` and allocates from it in stream order.
+std::string CheckManagedPool(const Driver& driver, CUdevice device) {
+  CUmemPoolProps props;
+  std::memset(&props, 0, sizeof(props));
+  props.allocType = CU_MEM_ALLOCATION_TYPE_MANAGED;
+  props.handleTypes = CU_MEM_HANDLE_TYPE_NONE;
+  props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  props.location.id = device;
+  CUmemoryPool pool = nullptr;
+  CUresult result = driver.Call("cuMemPoolCreate", &pool, static_cast<const CUmemPoolProps*>(&props));
+  if (result != CUDA_SUCCESS) return Yes(false, "cuMemPoolCreate: " + driver.ErrorName(result));
+  CUstream stream = nullptr;
+  std::string verdict;
+  result = driver.Call("cuStreamCreate", &stream, unsigned{CU_STREAM_NON_BLOCKING});
+  if (result != CUDA_SUCCESS) {
+    verdict = Yes(false, "cuStreamCreate: " + driver.ErrorName(result));
+  } else {
+    CUdeviceptr ptr = 0;
+    result = driver.Call("cuMemAllocFromPoolAsync", &ptr, size_t{1} << 20, pool, stream);
+    if (result == CUDA_SUCCESS) {
+      driver.Call("cuMemFreeAsync", ptr, stream);
+      result = driver.Call("cuStreamSynchronize", stream);
+      verdict = Yes(result == CUDA_SUCCESS, "cuMemPoolCreate + cuMemAllocFromPoolAsync");
+    } else {
+      verdict = Yes(false, "cuMemAllocFromPoolAsync: " + driver.ErrorName(result));
+    }
+    driver.Call("cuStreamDestroy_v2", stream);
+  }
+  driver.Call("cuMemPoolDestroy", pool);
+  return verdict;
+}
+
+std::string CheckProcAddress(const Driver& driver, const char* symbol) {
+  void* fn = nullptr;
+  CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+  const CUresult result =
+      driver.Call("cuGetProcAddress_v2", symbol, &fn, CUDA_VERSION, cuuint64_t{0}, &status);
+  if (result == CUDA_SUCCESS && fn != nullptr) return "yes";
+  if (status == CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT) return "no (driver too old)";
+  return "no";
+}
+
+// Every hooked name found in the driver; and, preloaded, dlsym handing back spillway's hook.
+void CheckHooks(const Driver& driver) {
+  std::vector<std::string> missing;
+  for (const interpose::HookInfo& hook : interpose::kHookInfo) {
+    const std::string name(hook.name);
+    if (dlsym(driver.handle(), name.c_str()) == nullptr) missing.push_back(name);
+  }
+  std::string found = std::to_string(interpose::kNumHooks - static_cast<int>(missing.size())) +
+                      " of " + std::to_string(interpose::kNumHooks);
+  for (const std::string& name : missing) found += (name == missing.front() ? "; missing: " : ", ") + name;
+  Report("hooked functions in driver", found);
+
+  const bool preloaded = dlopen("libspillway.so", RTLD_NOW | RTLD_NOLOAD) != nullptr;
+  if (!preloaded) {
+    Report("hooks active", "no (libspillway.so is not loaded; run `spillway doctor`)");
+    return;
+  }
+  void* launch = dlsym(driver.handle(), "cuLaunchKernel");
+  Dl_info info;
+  const bool ours = launch != nullptr && dladdr(launch, &info) != 0 &&
+                    info.dli_fname != nullptr &&
+                    std::string_view(info.dli_fname).find("libspillway.so") != std::string_view::npos;
+  Report("hooks active", Yes(ours, ours ? "dlsym(libcuda, \"cuLaunchKernel\") is spillway's hook"
+                                        : "dlsym(libcuda, \"cuLaunchKernel\") is not the hook"));
+}
+
+int Run(const char* driver_path) {
+  Report("spillway", SPILLWAY_VERSION);
+  void* handle = dlopen(driver_path, RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    const char* why = dlerror();
+    Report("driver", std::string("not found: ") + (why != nullptr ? why : driver_path));
+    return 1;
+  }
+  const Driver driver(handle);
+  Report("driver library", DriverPath(handle));
+  CUresult result = driver.Call("cuInit", 0u);
+  if (result != CUDA_SUCCESS) {
+    Report("cuInit", "failed: " + driver.ErrorName(result));
+    CheckHooks(driver);
+    return 1;
+  }
+  int version = 0;
+  driver.Call("cuDriverGetVersion", &version);
+  Report("driver CUDA version",
+         std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10));
+  int count = 0;
+  driver.Call("cuDeviceGetCount", &count);
+  Report("devices", std::to_string(count));
+  if (count == 0) {
+    CheckHooks(driver);
+    return 1;
+  }
+  CUdevice device = 0;
+  driver.Call("cuDeviceGet", &device, 0);
+  char name[256] = {};
+  driver.Call("cuDeviceGetName", name, static_cast<int>(sizeof(name)), device);
+  Report("device 0", name);
+  size_t total = 0;
+  driver.Call("cuDeviceTotalMem_v2", &total, device);
+  Report("device memory", FormatMiB(total));
+  CUcontext context = nullptr;
+  result = driver.Call("cuDevicePrimaryCtxRetain", &context, device);
+  if (result == CUDA_SUCCESS) result = driver.Call("cuCtxSetCurrent", context);
+  if (result != CUDA_SUCCESS) {
+    Report("context", "failed: " + driver.ErrorName(result));
+    CheckHooks(driver);
+    return 1;
+  }
+  size_t free_bytes = 0;
+  driver.Call("cuMemGetInfo_v2", &free_bytes, &total);
+  Report("free memory", FormatMiB(free_bytes));
+  int attribute = 0;
+  driver.Call("cuDeviceGetAttribute", &attribute, CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS,
+              device);
+  Report("concurrent managed access", Yes(attribute != 0));
+  Report("managed memory", CheckManagedMemory(driver));
+  Report("managed memory pools", CheckManagedPool(driver, device));
+  Report("cuMemPrefetchBatchAsync", CheckProcAddress(driver, "cuMemPrefetchBatchAsync"));
+  Report("cuMemDiscardBatchAsync", CheckProcAddress(driver, "cuMemDiscardBatchAsync"));
+  Report("cuMemDiscardAndPrefetchBatchAsync",
+         CheckProcAddress(driver, "cuMemDiscardAndPrefetchBatchAsync"));
+  CheckHooks(driver);
+  driver.Call("cuDevicePrimaryCtxRelease_v2", device);
+  return 0;
+}
+
+constexpr const char* kUsage =
+    "usage: spillway-doctor [--driver PATH]\n"
+    "Reports what the CUDA driver supports that spillway relies on, and whether the hooks\n"
+    "resolve (run it as `spillway doctor` so libspillway.so is preloaded).\n";
+
+}  // namespace
+}  // namespace spillway::doctor
+
+int main(int argc, char** argv) {
+  const char* driver = "libcuda.so.1";
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "-h" || arg == "--help") {
+      std::fputs(spillway::doctor::kUsage, stdout);
+      return 0;
+    }
+    if (arg == "--version") {
+      std::printf("spillway %s\n", SPILLWAY_VERSION);
+      return 0;
+    }
+    if (arg == "--driver" && i + 1 < argc) {
+      driver = argv[++i];
+      continue;
+    }
+    std::fprintf(stderr, "spillway-doctor: unknown option '%s'\n%s", argv[i],
+                 spillway::doctor::kUsage);
+    return 2;
+  }
+  return spillway::doctor::Run(driver);
+}

@@ -1,0 +1,255 @@
+// Configuration, counters, the allocation registry, recorded problems, fork handling and the exit
+// summary. Objects that must outlive static destruction (the summary is written from a destructor
+// function, after static destructors ran) are allocated once and never freed.
+#include "interpose/runtime.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <cstdarg>
+#include <cstdio>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "absl/status/status.h"
+#include "common/json_writer.h"
+#include "interpose/log.h"
+#include "interpose/real_driver.h"
+#include "interpose/summary.h"
+
+#ifndef SPILLWAY_VERSION
+#define SPILLWAY_VERSION "unknown"
+#endif
+
+namespace spillway::interpose {
+
+thread_local bool ReentrancyGuard::active_ = false;
+// Every global below is constant-initialized (constinit): hooks and the library's constructor may
+// run before this file's dynamic initializers would.
+constinit CallCounter g_call_counts[kNumHooks];
+
+namespace {
+
+// ---- configuration ----
+
+enum ConfigState : int { kConfigNone = 0, kConfigBusy = 1, kConfigDone = 2 };
+constinit std::atomic<int> g_config_state{kConfigNone};
+constinit std::atomic<int> g_mode{static_cast<int>(Mode::kRun)};
+constinit Config* g_config = nullptr;  // set once, never freed
+
+// ---- allocations ----
+
+struct LiveAllocation {
+  uint64_t bytes;
+  bool managed;
+};
+
+struct AllocationRegistry {
+  std::mutex mutex;
+  std::unordered_map<uint64_t, LiveAllocation> live;
+  uint64_t live_bytes = 0;
+  uint64_t live_managed_bytes = 0;
+  // Read at exit without the lock.
+  std::atomic<uint64_t> count{0};
+  std::atomic<uint64_t> bytes_peak{0};
+  std::atomic<uint64_t> managed_bytes_peak{0};
+  std::atomic<uint64_t> vmm_count{0};
+};
+
+AllocationRegistry& Registry() {
+  static AllocationRegistry* registry = new AllocationRegistry;
+  return *registry;
+}
+
+// ---- problems: fixed slots, lock-free append ----
+
+constexpr int kMaxProblems = 32;
+struct ProblemSlot {
+  std::atomic<bool> ready{false};
+  char text[256] = {};
+};
+constinit ProblemSlot g_problems[kMaxProblems];
+constinit std::atomic<int> g_problem_count{0};
+
+void RecordProblemText(const char* text) {
+  const int slot = g_problem_count.fetch_add(1, std::memory_order_relaxed);
+  if (slot >= kMaxProblems) return;
+  std::snprintf(g_problems[slot].text, sizeof(g_problems[slot].text), "%s", text);
+  g_problems[slot].ready.store(true, std::memory_order_release);
+}
+
+// ---- fork ----
+
+// True in a forked child until it makes its first hooked call: such a child does not overwrite
+// its parent's summary.
+constinit std::atomic<bool> g_forked_child{false};
+
+void BeforeFork() { Registry().mutex.lock(); }
+void AfterForkInParent() { Registry().mutex.unlock(); }
+void AfterForkInChild() {
+  AllocationRegistry& registry = Registry();
+  registry.live.clear();
+  registry.live_bytes = 0;
+  registry.live_managed_bytes = 0;
+  registry.count = 0;
+  registry.bytes_peak = 0;
+  registry.managed_bytes_peak = 0;
+  registry.vmm_count = 0;
+  registry.mutex.unlock();
+  for (CallCounter& counter : g_call_counts) counter.value.store(0, std::memory_order_relaxed);
+  g_forked_child.store(true, std::memory_order_relaxed);
+  ResetDriverAfterFork();
+}
+
+int OpenLogFile(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  return fd;
+}
+
+void Configure() {
+  g_config = new Config(ReadConfigFromEnvironment());
+  int fd = STDERR_FILENO;
+  bool log_file_failed = false;
+  if (!g_config->log_file.empty()) {
+    const int opened = OpenLogFile(g_config->log_file);
+    if (opened >= 0) {
+      fd = opened;
+    } else {
+      log_file_failed = true;
+    }
+  }
+  SetLogSink(g_config->log_level, fd);
+  g_mode.store(static_cast<int>(g_config->mode), std::memory_order_relaxed);
+  if (log_file_failed) {
+    ReportProblem(LogLevel::kWarn, "SPILLWAY_LOG_FILE: cannot open '%s'; logging to stderr",
+                  g_config->log_file.c_str());
+  }
+  for (const std::string& problem : g_config->problems) {
+    // An unknown mode is an error (the job runs without spillway); a bad log level a warning.
+    const bool is_mode = problem.rfind("SPILLWAY_MODE", 0) == 0;
+    ReportProblem(is_mode ? LogLevel::kError : LogLevel::kWarn, "%s", problem.c_str());
+  }
+  Log(LogLevel::kInfo, "mode %s, version %s", std::string(ModeName(g_config->mode)).c_str(),
+      SPILLWAY_VERSION);
+  pthread_atfork(BeforeFork, AfterForkInParent, AfterForkInChild);
+}
+
+bool MadeAnyCall() {
+  for (const CallCounter& counter : g_call_counts) {
+    if (counter.value.load(std::memory_order_relaxed) != 0) return true;
+  }
+  return false;
+}
+
+SummaryData CollectSummary() {
+  SummaryData data;
+  data.version = SPILLWAY_VERSION;
+  data.mode = std::string(ModeName(CurrentMode()));
+  data.pid = static_cast<long>(::getpid());
+  data.driver = DriverPath();
+  for (int i = 0; i < kNumHooks; ++i) {
+    const uint64_t count = g_call_counts[i].value.load(std::memory_order_relaxed);
+    if (count == 0) continue;
+    data.calls.emplace_back(kHookInfo[i].name, count);
+    if (KindOf(i) == HookKind::kLaunch) data.launches += count;
+    if (KindOf(i) == HookKind::kGraphLaunch) data.graph_launches += count;
+  }
+  AllocationRegistry& registry = Registry();
+  data.allocation_count = registry.count.load(std::memory_order_relaxed);
+  data.bytes_peak = registry.bytes_peak.load(std::memory_order_relaxed);
+  data.managed_bytes_peak = registry.managed_bytes_peak.load(std::memory_order_relaxed);
+  data.vmm_count = registry.vmm_count.load(std::memory_order_relaxed);
+  const int problems = std::min(g_problem_count.load(std::memory_order_relaxed), kMaxProblems);
+  for (int i = 0; i < problems; ++i) {
+    if (g_problems[i].ready.load(std::memory_order_acquire)) data.errors.emplace_back(g_problems[i].text);
+  }
+  if (g_problem_count.load(std::memory_order_relaxed) > kMaxProblems) {
+    data.errors.emplace_back("(more problems were logged than the summary keeps)");
+  }
+  return data;
+}
+
+}  // namespace
+
+void EnsureConfigured() {
+  if (g_config_state.load(std::memory_order_acquire) == kConfigDone) return;
+  for (;;) {
+    int state = g_config_state.load(std::memory_order_acquire);
+    if (state == kConfigDone) return;
+    if (state == kConfigBusy) {
+      sched_yield();
+      continue;
+    }
+    if (g_config_state.compare_exchange_strong(state, kConfigBusy, std::memory_order_acq_rel)) {
+      Configure();
+      g_config_state.store(kConfigDone, std::memory_order_release);
+      return;
+    }
+  }
+}
+
+Mode CurrentMode() { return static_cast<Mode>(g_mode.load(std::memory_order_relaxed)); }
+
+void OnAllocated(uint64_t address, uint64_t bytes, bool managed) {
+  AllocationRegistry& registry = Registry();
+  registry.count.fetch_add(1, std::memory_order_relaxed);
+  std::lock_guard<std::mutex> lock(registry.mutex);
+  const auto [it, inserted] = registry.live.try_emplace(address, LiveAllocation{bytes, managed});
+  if (!inserted) {
+    // The driver reused an address we never saw freed (freed by a path we do not hook).
+    registry.live_bytes -= it->second.bytes;
+    if (it->second.managed) registry.live_managed_bytes -= it->second.bytes;
+    it->second = LiveAllocation{bytes, managed};
+  }
+  registry.live_bytes += bytes;
+  if (registry.live_bytes > registry.bytes_peak.load(std::memory_order_relaxed)) {
+    registry.bytes_peak.store(registry.live_bytes, std::memory_order_relaxed);
+  }
+  if (managed) {
+    registry.live_managed_bytes += bytes;
+    if (registry.live_managed_bytes > registry.managed_bytes_peak.load(std::memory_order_relaxed)) {
+      registry.managed_bytes_peak.store(registry.live_managed_bytes, std::memory_order_relaxed);
+    }
+  }
+}
+
+void OnFreed(uint64_t address) {
+  AllocationRegistry& registry = Registry();
+  std::lock_guard<std::mutex> lock(registry.mutex);
+  const auto it = registry.live.find(address);
+  if (it == registry.live.end()) return;
+  registry.live_bytes -= it->second.bytes;
+  if (it->second.managed) registry.live_managed_bytes -= it->second.bytes;
+  registry.live.erase(it);
+}
+
+void OnVmmCreated() { Registry().vmm_count.fetch_add(1, std::memory_order_relaxed); }
+
+void ReportProblem(LogLevel level, const char* format, ...) {
+  char text[256];
+  va_list args;
+  va_start(args, format);
+  std::vsnprintf(text, sizeof(text), format, args);
+  va_end(args);
+  Log(level, "%s", text);
+  RecordProblemText(text);
+}
+
+void WriteSummaryAtExit() {
+  if (g_config_state.load(std::memory_order_acquire) != kConfigDone) return;
+  if (g_config == nullptr || g_config->summary_path.empty()) return;
+  const std::string path = ExpandSummaryPath(g_config->summary_path, ::getpid());
+  const bool made_calls = MadeAnyCall();
+  // A process that never reached a hook (a shell around the job, a forked helper) does not
+  // replace a summary another process of the job already wrote.
+  if (!made_calls && (g_forked_child.load() || ::access(path.c_str(), F_OK) == 0)) return;
+  const absl::Status status = WriteFileAtomically(path, FormatSummary(CollectSummary()));
+  if (!status.ok()) {
+    Log(LogLevel::kError, "SPILLWAY_SUMMARY: %s", std::string(status.message()).c_str());
+  }
+}
+
+}  // namespace spillway::interpose

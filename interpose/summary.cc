@@ -1,0 +1,39 @@
+// Formats the exit summary with spillway's JSON writer.
+#include "interpose/summary.h"
+
+#include "common/json_writer.h"
+
+namespace spillway::interpose {
+
+std::string FormatSummary(const SummaryData& data) {
+  JsonWriter json;
+  json.BeginObject();
+  json.Key("version").String(data.version);
+  json.Key("mode").String(data.mode);
+  json.Key("pid").Int(data.pid);
+  json.Key("driver").String(data.driver);
+  json.Key("calls").BeginObject();
+  for (const auto& [name, count] : data.calls) json.Key(name).Uint(count);
+  json.EndObject();
+  json.Key("launches").Uint(data.launches);
+  json.Key("graph_launches").Uint(data.graph_launches);
+  json.Key("allocations").BeginObject();
+  json.Key("count").Uint(data.allocation_count);
+  json.Key("bytes_peak").Uint(data.bytes_peak);
+  json.Key("managed_bytes_peak").Uint(data.managed_bytes_peak);
+  json.Key("vmm_count").Uint(data.vmm_count);
+  json.EndObject();
+  json.Key("engine").BeginObject();
+  json.Key("policy").String("passthrough");
+  json.Key("prefetch_bytes").Uint(0);
+  json.Key("evict_bytes").Uint(0);
+  json.Key("discard_bytes").Uint(0);
+  json.EndObject();
+  json.Key("errors").BeginArray();
+  for (const std::string& error : data.errors) json.String(error);
+  json.EndArray();
+  json.EndObject();
+  return json.str() + "\n";
+}
+
+}  // namespace spillway::interpose

@@ -1,0 +1,34 @@
+// The exit summary (SPILLWAY_SUMMARY): what the shim saw during the process, as one JSON object.
+// The format is documented in docs/summary-format.md; tests and benchmarks read it.
+#ifndef SPILLWAY_INTERPOSE_SUMMARY_H_
+#define SPILLWAY_INTERPOSE_SUMMARY_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace spillway::interpose {
+
+struct SummaryData {
+  std::string version;
+  std::string mode;
+  long pid = 0;
+  std::string driver;  // path of the driver the hooks forward to; empty when never resolved
+  // Hooked functions called at least once, in hook-list order.
+  std::vector<std::pair<std::string_view, uint64_t>> calls;
+  uint64_t launches = 0;
+  uint64_t graph_launches = 0;
+  uint64_t allocation_count = 0;
+  uint64_t bytes_peak = 0;
+  uint64_t managed_bytes_peak = 0;
+  uint64_t vmm_count = 0;
+  std::vector<std::string> errors;
+};
+
+std::string FormatSummary(const SummaryData& data);
+
+}  // namespace spillway::interpose
+
+#endif  // SPILLWAY_INTERPOSE_SUMMARY_H_

@@ -1,0 +1,106 @@
+// simgpu's configuration from SIMGPU_* environment variables, its statistics counters and the
+// stats JSON written at process exit (SIMGPU_STATS).
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "common/env.h"
+#include "common/json_writer.h"
+#include "common/size.h"
+#include "simgpu_internal.h"
+
+namespace simgpu {
+namespace {
+
+Config* g_config = new Config();
+
+void ReadSize(const char* name, uint64_t* value) {
+  std::optional<std::string_view> text = spillway::GetEnv(name);
+  if (!text.has_value() || text->empty()) return;
+  absl::StatusOr<uint64_t> parsed = spillway::ParseSize(*text);
+  if (!parsed.ok() || *parsed == 0) {
+    std::string why = parsed.ok() ? std::string("must be positive")
+                                  : std::string(parsed.status().message());
+    std::fprintf(stderr, "simgpu: %s='%.*s' is not a valid size (%s); using the default %llu\n",
+                 name, static_cast<int>(text->size()), text->data(), why.c_str(),
+                 static_cast<unsigned long long>(*value));
+    return;
+  }
+  *value = *parsed;
+}
+
+void ReadDouble(const char* name, double scale, double* value) {
+  std::optional<std::string_view> text = spillway::GetEnv(name);
+  if (!text.has_value() || text->empty()) return;
+  std::string s(*text);
+  char* end = nullptr;
+  double v = std::strtod(s.c_str(), &end);
+  if (end == s.c_str() || *end != '\0' || !(v > 0)) {
+    std::fprintf(stderr, "simgpu: %s='%s' is not a positive number; using the default %g\n",
+                 name, s.c_str(), *value / scale);
+    return;
+  }
+  *value = v * scale;
+}
+
+}  // namespace
+
+Config ReadConfig() {
+  Config c;
+  ReadSize("SIMGPU_MEMORY", &c.capacity_bytes);
+  ReadDouble("SIMGPU_H2D_GBPS", 1e9, &c.h2d_bytes_per_s);
+  ReadDouble("SIMGPU_D2H_GBPS", 1e9, &c.d2h_bytes_per_s);
+  ReadDouble("SIMGPU_D2D_GBPS", 1e9, &c.d2d_bytes_per_s);
+  ReadDouble("SIMGPU_FAULT_BATCH_US", 1e-6, &c.fault_batch_seconds);
+  ReadSize("SIMGPU_FAULT_BATCH_BYTES", &c.fault_batch_bytes);
+  ReadDouble("SIMGPU_DEFAULT_KERNEL_SECONDS", 1, &c.default_kernel_seconds);
+  double engines = c.copy_engines;
+  ReadDouble("SIMGPU_COPY_ENGINES", 1, &engines);
+  c.copy_engines = engines >= 2 ? 2 : 1;
+  if (std::optional<std::string_view> p = spillway::GetEnv("SIMGPU_STATS")) c.stats_path = *p;
+  return c;
+}
+
+const Config& config() { return *g_config; }
+void SetConfig(const Config& c) { *g_config = c; }
+
+Stats& stats() {
+  static Stats* s = new Stats();
+  return *s;
+}
+
+void WriteStatsFile() {
+  const Config& c = config();
+  if (c.stats_path.empty()) return;
+  Stats& s = stats();
+  spillway::JsonWriter w;
+  w.BeginObject();
+  w.Key("device_name").String("simgpu");
+  w.Key("device_capacity_bytes").Uint(c.capacity_bytes);
+  w.Key("peak_resident_bytes").Uint(s.peak_resident_bytes.load());
+  w.Key("resident_bytes_at_exit").Uint(ResidentBytes());
+  w.Key("device_alloc_bytes_peak").Uint(s.device_alloc_bytes_peak.load());
+  w.Key("managed_alloc_bytes_peak").Uint(s.managed_alloc_bytes_peak.load());
+  w.Key("demand_faults").BeginObject();
+  w.Key("count").Uint(s.fault_count.load());
+  w.Key("bytes").Uint(s.fault_bytes.load());
+  w.Key("batches").Uint(s.fault_batches.load());
+  w.EndObject();
+  w.Key("prefetched_bytes").Uint(s.prefetched_bytes.load());
+  w.Key("evicted_bytes").Uint(s.evicted_bytes.load());
+  w.Key("discarded_bytes").Uint(s.discarded_bytes.load());
+  w.Key("remote_mapped_bytes").Uint(s.remote_mapped_bytes.load());
+  w.Key("host_opened_chunks").Uint(s.host_opened_chunks.load());
+  w.Key("overcommit_faults").Uint(s.overcommit_faults.load());
+  w.Key("memcpy_bytes").Uint(s.memcpy_bytes.load());
+  w.Key("kernels_launched").Uint(s.kernels_launched.load());
+  w.Key("virtual_seconds").Double(VirtualSeconds());
+  w.EndObject();
+  absl::Status st = spillway::WriteFileAtomically(c.stats_path, w.str() + "\n");
+  if (!st.ok()) {
+    std::string msg(st.message());
+    std::fprintf(stderr, "simgpu: cannot write SIMGPU_STATS: %s\n", msg.c_str());
+  }
+}
+
+}  // namespace simgpu

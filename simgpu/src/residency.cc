@@ -1,0 +1,518 @@
+// Device memory and managed-memory residency. Every simgpu allocation lives in one reserved
+// address arena, in whole 2 MiB chunks, so the SIGSEGV handler finds a chunk by arithmetic,
+// without allocating or taking a lock that its own thread could hold.
+//
+// A managed chunk is in one of three states:
+//   armed     PROT_NONE, not resident: any access faults;
+//   host-open RW, not resident: the host touched it (legitimate host data); re-armed before the
+//             next device-side operation starts so the device's accesses still fault;
+//   resident  RW, resident on the simulated device (counted against capacity).
+// A device-side access (a kernel or a device copy on a stream worker, marked by the thread-local
+// account) to an armed chunk is a demand fault: evict the oldest-resident chunks while over
+// capacity, then make the chunk resident.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <map>
+
+#include "simgpu_internal.h"
+
+namespace simgpu {
+namespace {
+
+constexpr uint64_t kArenaBytes = uint64_t{1} << 40;  // 1 TiB of address space, reserved only
+constexpr uint64_t kDeviceAllocGranule = 256;
+
+enum ChunkState : uint8_t { kUnused = 0, kDevice, kArmed, kHostOpen, kResident };
+
+struct Chunk {
+  uint8_t state;
+  uint8_t advice;
+  uint8_t in_open_list;
+  int32_t prev;  // FIFO of resident managed chunks, oldest first
+  int32_t next;
+};
+
+// All guarded by g_spin (taken by the signal handler; never held across an access to managed
+// memory, a lock, an allocation or a call out of this file).
+std::atomic_flag g_spin = ATOMIC_FLAG_INIT;
+char* g_arena = nullptr;
+uint32_t g_num_chunks = 0;
+Chunk* g_chunks = nullptr;
+int32_t* g_open_list = nullptr;
+std::atomic<uint32_t> g_open_top{0};
+int32_t g_fifo_head = -1;
+int32_t g_fifo_tail = -1;
+uint64_t g_resident_managed = 0;
+uint64_t g_device_bytes = 0;
+
+thread_local DeviceAccount* tls_account __attribute__((tls_model("initial-exec"))) = nullptr;
+struct sigaction g_prev_segv;
+
+class SpinGuard {
+ public:
+  SpinGuard() {
+    while (g_spin.test_and_set(std::memory_order_acquire)) sched_yield();
+  }
+  ~SpinGuard() { g_spin.clear(std::memory_order_release); }
+  SpinGuard(const SpinGuard&) = delete;
+  SpinGuard& operator=(const SpinGuard&) = delete;
+};
+
+// Allocation bookkeeping, guarded by g_alloc_mu (never taken by the signal handler).
+struct AllocRecord {
+  size_t size;
+  uint32_t num_chunks;
+  bool managed;
+  uint64_t id;
+  uint64_t accounted;  // device bytes charged against capacity
+  CUmemoryPool pool;
+};
+std::mutex* g_alloc_mu = new std::mutex();
+std::map<uint32_t, AllocRecord>* g_allocs = new std::map<uint32_t, AllocRecord>();
+std::map<uint32_t, uint32_t>* g_free_ranges = new std::map<uint32_t, uint32_t>();  // first -> n
+uint32_t g_bump = 0;
+uint64_t g_next_alloc_id = 1;
+
+void WriteStderr(const char* msg) {
+  ssize_t ignored = write(STDERR_FILENO, msg, strlen(msg));
+  (void)ignored;
+}
+
+char* ChunkAddr(int32_t idx) { return g_arena + static_cast<uint64_t>(idx) * kChunkBytes; }
+
+bool Protect(int32_t idx, int prot) {
+  if (mprotect(ChunkAddr(idx), kChunkBytes, prot) == 0) return true;
+  WriteStderr("simgpu: mprotect failed on a managed chunk (vm.max_map_count too low?)\n");
+  return false;
+}
+
+void UpdatePeakLocked() {
+  uint64_t now = g_resident_managed + g_device_bytes;
+  uint64_t peak = stats().peak_resident_bytes.load(std::memory_order_relaxed);
+  while (now > peak && !stats().peak_resident_bytes.compare_exchange_weak(peak, now)) {
+  }
+}
+
+void FifoAppendLocked(int32_t idx) {
+  Chunk& c = g_chunks[idx];
+  c.prev = g_fifo_tail;
+  c.next = -1;
+  if (g_fifo_tail >= 0) g_chunks[g_fifo_tail].next = idx;
+  else g_fifo_head = idx;
+  g_fifo_tail = idx;
+}
+
+void FifoRemoveLocked(int32_t idx) {
+  Chunk& c = g_chunks[idx];
+  if (c.prev >= 0) g_chunks[c.prev].next = c.next;
+  else g_fifo_head = c.next;
+  if (c.next >= 0) g_chunks[c.next].prev = c.prev;
+  else g_fifo_tail = c.prev;
+  c.prev = c.next = -1;
+}
+
+// Drops a resident chunk's residency (PROT_NONE, armed).
+void DropResidencyLocked(int32_t idx) {
+  FifoRemoveLocked(idx);
+  Protect(idx, PROT_NONE);
+  g_chunks[idx].state = kArmed;
+  g_resident_managed -= kChunkBytes;
+}
+
+// Evicts oldest-resident chunks until `need` more bytes fit. Returns false when nothing is left
+// to evict (device allocations fill the capacity).
+bool MakeRoomLocked(uint64_t need, uint64_t* evicted) {
+  const uint64_t cap = config().capacity_bytes;
+  while (g_device_bytes + g_resident_managed + need > cap) {
+    int32_t victim = g_fifo_head;
+    if (victim < 0) return false;
+    DropResidencyLocked(victim);
+    *evicted += kChunkBytes;
+    stats().evicted_bytes.fetch_add(kChunkBytes, std::memory_order_relaxed);
+  }
+  return true;
+}
+
+void MakeResidentLocked(int32_t idx) {
+  Chunk& c = g_chunks[idx];
+  if (c.state != kHostOpen) Protect(idx, PROT_READ | PROT_WRITE);
+  c.state = kResident;
+  FifoAppendLocked(idx);
+  g_resident_managed += kChunkBytes;
+  UpdatePeakLocked();
+}
+
+void OpenForHostLocked(int32_t idx) {
+  Chunk& c = g_chunks[idx];
+  Protect(idx, PROT_READ | PROT_WRITE);
+  c.state = kHostOpen;
+  if (!c.in_open_list) {
+    c.in_open_list = 1;
+    uint32_t top = g_open_top.load(std::memory_order_relaxed);
+    g_open_list[top] = idx;
+    g_open_top.store(top + 1, std::memory_order_relaxed);
+  }
+}
+
+// The SIGSEGV path. Returns true when the access may be retried.
+bool HandleFault(uintptr_t addr) {
+  uintptr_t base = reinterpret_cast<uintptr_t>(g_arena);
+  if (g_arena == nullptr || addr < base || addr >= base + kArenaBytes) return false;
+  int32_t idx = static_cast<int32_t>((addr - base) / kChunkBytes);
+  DeviceAccount* account = tls_account;
+  SpinGuard guard;
+  Chunk& c = g_chunks[idx];
+  if (c.state == kResident || c.state == kHostOpen) return true;  // another thread won the race
+  if (c.state != kArmed) return false;                              // not managed memory
+  if (account == nullptr) {
+    OpenForHostLocked(idx);
+    stats().host_opened_chunks.fetch_add(1, std::memory_order_relaxed);
+    return true;
+  }
+  if (c.advice & kAdvisePreferHost) {  // stays on the host; the device maps it remotely
+    OpenForHostLocked(idx);
+    stats().remote_mapped_bytes.fetch_add(kChunkBytes, std::memory_order_relaxed);
+    return true;
+  }
+  uint64_t evicted = 0;
+  if (!MakeRoomLocked(kChunkBytes, &evicted)) {
+    stats().overcommit_faults.fetch_add(1, std::memory_order_relaxed);
+  }
+  MakeResidentLocked(idx);
+  account->fault_count += 1;
+  account->fault_bytes += kChunkBytes;
+  account->evicted_bytes += evicted;
+  stats().fault_count.fetch_add(1, std::memory_order_relaxed);
+  stats().fault_bytes.fetch_add(kChunkBytes, std::memory_order_relaxed);
+  return true;
+}
+
+void SegvHandler(int sig, siginfo_t* info, void* ucontext) {
+  int saved_errno = errno;
+  bool handled = HandleFault(reinterpret_cast<uintptr_t>(info->si_addr));
+  errno = saved_errno;
+  if (handled) return;
+  // Not simgpu's: hand it to whoever was there before.
+  if (g_prev_segv.sa_flags & SA_SIGINFO) {
+    if (g_prev_segv.sa_sigaction != nullptr) {
+      g_prev_segv.sa_sigaction(sig, info, ucontext);
+      return;
+    }
+  } else if (g_prev_segv.sa_handler != SIG_DFL && g_prev_segv.sa_handler != SIG_IGN) {
+    g_prev_segv.sa_handler(sig);
+    return;
+  }
+  // Default action: restore it; the faulting instruction runs again and the process dies.
+  struct sigaction dfl;
+  memset(&dfl, 0, sizeof(dfl));
+  dfl.sa_handler = SIG_DFL;
+  sigaction(SIGSEGV, &dfl, nullptr);
+}
+
+void* MapZeroed(size_t bytes) {
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                 -1, 0);
+  return p == MAP_FAILED ? nullptr : p;
+}
+
+// Chunk-range allocator over the arena (first fit, neighbours merged on free).
+bool TakeRangeLocked(uint32_t n, uint32_t* first) {
+  for (auto it = g_free_ranges->begin(); it != g_free_ranges->end(); ++it) {
+    if (it->second < n) continue;
+    *first = it->first;
+    uint32_t rest = it->second - n;
+    uint32_t rest_first = it->first + n;
+    g_free_ranges->erase(it);
+    if (rest > 0) (*g_free_ranges)[rest_first] = rest;
+    return true;
+  }
+  if (static_cast<uint64_t>(g_bump) + n > g_num_chunks) return false;
+  *first = g_bump;
+  g_bump += n;
+  return true;
+}
+
+void ReturnRangeLocked(uint32_t first, uint32_t n) {
+  auto next = g_free_ranges->find(first + n);
+  if (next != g_free_ranges->end()) {
+    n += next->second;
+    g_free_ranges->erase(next);
+  }
+  auto it = g_free_ranges->lower_bound(first);
+  if (it != g_free_ranges->begin()) {
+    auto prev = std::prev(it);
+    if (prev->first + prev->second == first) {
+      prev->second += n;
+      return;
+    }
+  }
+  (*g_free_ranges)[first] = n;
+}
+
+void UpdateMax(std::atomic<uint64_t>& peak, uint64_t now) {
+  uint64_t p = peak.load();
+  while (now > p && !peak.compare_exchange_weak(p, now)) {
+  }
+}
+
+CUresult Allocate(size_t bytes, bool managed, CUmemoryPool pool, CUdeviceptr* out) {
+  if (out == nullptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  uint64_t n64 = (bytes + kChunkBytes - 1) / kChunkBytes;
+  if (n64 > g_num_chunks) return CUDA_ERROR_OUT_OF_MEMORY;
+  uint32_t n = static_cast<uint32_t>(n64);
+  uint64_t accounted = managed ? 0 : (bytes + kDeviceAllocGranule - 1) / kDeviceAllocGranule *
+                                         kDeviceAllocGranule;
+  std::lock_guard<std::mutex> lock(*g_alloc_mu);
+  if (!managed) {
+    SpinGuard guard;
+    if (g_device_bytes + accounted > config().capacity_bytes) return CUDA_ERROR_OUT_OF_MEMORY;
+    uint64_t evicted = 0;
+    MakeRoomLocked(accounted, &evicted);  // resident managed chunks make way
+    g_device_bytes += accounted;
+    UpdatePeakLocked();
+  }
+  uint32_t first = 0;
+  if (!TakeRangeLocked(n, &first)) {
+    if (!managed) {
+      SpinGuard guard;
+      g_device_bytes -= accounted;
+    }
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  if (!managed && mprotect(ChunkAddr(first), uint64_t{n} * kChunkBytes, PROT_READ | PROT_WRITE)) {
+    ReturnRangeLocked(first, n);
+    SpinGuard guard;
+    g_device_bytes -= accounted;
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  {
+    SpinGuard guard;
+    for (uint32_t i = first; i < first + n; ++i) {
+      Chunk& c = g_chunks[i];
+      c.state = managed ? kArmed : kDevice;
+      c.advice = 0;
+      c.prev = c.next = -1;
+    }
+  }
+  (*g_allocs)[first] = AllocRecord{bytes, n, managed, g_next_alloc_id++, accounted, pool};
+  if (managed) {
+    UpdateMax(stats().managed_alloc_bytes_peak, stats().managed_alloc_bytes += bytes);
+  } else {
+    UpdateMax(stats().device_alloc_bytes_peak, stats().device_alloc_bytes += accounted);
+  }
+  *out = reinterpret_cast<CUdeviceptr>(ChunkAddr(first));
+  return CUDA_SUCCESS;
+}
+
+// Chunk index range [first, last] overlapping [ptr, ptr+bytes), clipped to the arena.
+bool ChunkSpan(CUdeviceptr ptr, size_t bytes, int32_t* first, int32_t* last) {
+  uintptr_t base = reinterpret_cast<uintptr_t>(g_arena);
+  if (bytes == 0 || ptr < base || ptr >= base + kArenaBytes) return false;
+  uint64_t end = std::min<uint64_t>(ptr + bytes, base + kArenaBytes);
+  *first = static_cast<int32_t>((ptr - base) / kChunkBytes);
+  *last = static_cast<int32_t>((end - 1 - base) / kChunkBytes);
+  return true;
+}
+
+bool IsManagedState(uint8_t s) { return s == kArmed || s == kHostOpen || s == kResident; }
+
+}  // namespace
+
+bool ResidencyInit() {
+  void* arena = mmap(nullptr, kArenaBytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                     -1, 0);
+  if (arena == MAP_FAILED) {
+    WriteStderr("simgpu: cannot reserve the device address arena\n");
+    return false;
+  }
+  g_num_chunks = static_cast<uint32_t>(kArenaBytes / kChunkBytes);
+  g_chunks = static_cast<Chunk*>(MapZeroed(sizeof(Chunk) * g_num_chunks));
+  g_open_list = static_cast<int32_t*>(MapZeroed(sizeof(int32_t) * g_num_chunks));
+  if (g_chunks == nullptr || g_open_list == nullptr) return false;
+  g_arena = static_cast<char*>(arena);
+  struct sigaction sa;
+  memset(&sa, 0, sizeof(sa));
+  sa.sa_sigaction = SegvHandler;
+  sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+  sigemptyset(&sa.sa_mask);
+  if (sigaction(SIGSEGV, &sa, &g_prev_segv) != 0) {
+    WriteStderr("simgpu: cannot install the SIGSEGV handler\n");
+    return false;
+  }
+  return true;
+}
+
+void BeginDeviceAccess(DeviceAccount* account) {
+  if (g_open_top.load(std::memory_order_relaxed) > 0) {
+    SpinGuard guard;
+    uint32_t top = g_open_top.load(std::memory_order_relaxed);
+    while (top > 0) {
+      int32_t idx = g_open_list[--top];
+      Chunk& c = g_chunks[idx];
+      c.in_open_list = 0;
+      if (c.state == kHostOpen && Protect(idx, PROT_NONE)) c.state = kArmed;
+    }
+    g_open_top.store(0, std::memory_order_relaxed);
+  }
+  tls_account = account;
+}
+
+void EndDeviceAccess() { tls_account = nullptr; }
+
+CUresult AllocateDevice(size_t bytes, CUmemoryPool pool, CUdeviceptr* out) {
+  return Allocate(bytes, false, pool, out);
+}
+
+CUresult AllocateManaged(size_t bytes, CUmemoryPool pool, CUdeviceptr* out) {
+  return Allocate(bytes, true, pool, out);
+}
+
+CUresult FreeAllocation(CUdeviceptr ptr) {
+  uintptr_t base = reinterpret_cast<uintptr_t>(g_arena);
+  if (ptr < base || ptr >= base + kArenaBytes || (ptr - base) % kChunkBytes != 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  uint32_t first = static_cast<uint32_t>((ptr - base) / kChunkBytes);
+  std::lock_guard<std::mutex> lock(*g_alloc_mu);
+  auto it = g_allocs->find(first);
+  if (it == g_allocs->end()) return CUDA_ERROR_INVALID_VALUE;
+  AllocRecord rec = it->second;
+  g_allocs->erase(it);
+  {
+    SpinGuard guard;
+    for (uint32_t i = first; i < first + rec.num_chunks; ++i) {
+      Chunk& c = g_chunks[i];
+      if (c.state == kResident) {
+        FifoRemoveLocked(static_cast<int32_t>(i));
+        g_resident_managed -= kChunkBytes;
+      }
+      c.state = kUnused;
+      c.advice = 0;
+    }
+    g_device_bytes -= rec.accounted;
+  }
+  uint64_t span = uint64_t{rec.num_chunks} * kChunkBytes;
+  mprotect(ChunkAddr(first), span, PROT_NONE);
+  madvise(ChunkAddr(first), span, MADV_DONTNEED);
+  ReturnRangeLocked(first, rec.num_chunks);
+  if (rec.managed) stats().managed_alloc_bytes -= rec.size;
+  else stats().device_alloc_bytes -= rec.accounted;
+  return CUDA_SUCCESS;
+}
+
+bool FindAllocation(CUdeviceptr ptr, AllocInfo* info) {
+  uintptr_t base = reinterpret_cast<uintptr_t>(g_arena);
+  if (g_arena == nullptr || ptr < base || ptr >= base + kArenaBytes) return false;
+  uint32_t idx = static_cast<uint32_t>((ptr - base) / kChunkBytes);
+  std::lock_guard<std::mutex> lock(*g_alloc_mu);
+  auto it = g_allocs->upper_bound(idx);
+  if (it == g_allocs->begin()) return false;
+  --it;
+  CUdeviceptr start = reinterpret_cast<CUdeviceptr>(ChunkAddr(it->first));
+  if (ptr >= start + it->second.size) return false;
+  info->base = start;
+  info->size = it->second.size;
+  info->managed = it->second.managed;
+  info->id = it->second.id;
+  info->pool = it->second.pool;
+  return true;
+}
+
+bool IsDeviceRange(CUdeviceptr ptr, size_t bytes) {
+  AllocInfo info;
+  if (!FindAllocation(ptr, &info)) return false;
+  return ptr + bytes <= info.base + info.size;
+}
+
+MoveResult PrefetchToDevice(CUdeviceptr ptr, size_t bytes) {
+  MoveResult r;
+  int32_t first, last;
+  if (!ChunkSpan(ptr, bytes, &first, &last)) return r;
+  for (int32_t i = first; i <= last; ++i) {
+    SpinGuard guard;
+    uint8_t s = g_chunks[i].state;
+    if (s != kArmed && s != kHostOpen) continue;
+    uint64_t evicted = 0;
+    if (!MakeRoomLocked(kChunkBytes, &evicted)) stats().overcommit_faults.fetch_add(1);
+    MakeResidentLocked(i);
+    r.in_bytes += kChunkBytes;
+    r.out_bytes += evicted;
+    stats().prefetched_bytes.fetch_add(kChunkBytes, std::memory_order_relaxed);
+  }
+  return r;
+}
+
+MoveResult PrefetchToHost(CUdeviceptr ptr, size_t bytes) {
+  MoveResult r;
+  int32_t first, last;
+  if (!ChunkSpan(ptr, bytes, &first, &last)) return r;
+  for (int32_t i = first; i <= last; ++i) {
+    SpinGuard guard;
+    if (g_chunks[i].state != kResident) continue;
+    DropResidencyLocked(i);
+    r.out_bytes += kChunkBytes;
+    stats().evicted_bytes.fetch_add(kChunkBytes, std::memory_order_relaxed);
+  }
+  return r;
+}
+
+MoveResult Discard(CUdeviceptr ptr, size_t bytes) {
+  MoveResult r;
+  int32_t first, last;
+  if (!ChunkSpan(ptr, bytes, &first, &last)) return r;
+  for (int32_t i = first; i <= last; ++i) {
+    SpinGuard guard;
+    if (g_chunks[i].state != kResident) continue;
+    DropResidencyLocked(i);
+    r.discarded_bytes += kChunkBytes;
+    stats().discarded_bytes.fetch_add(kChunkBytes, std::memory_order_relaxed);
+  }
+  return r;
+}
+
+MoveResult DiscardAndPrefetchToDevice(CUdeviceptr ptr, size_t bytes) {
+  MoveResult r;
+  int32_t first, last;
+  if (!ChunkSpan(ptr, bytes, &first, &last)) return r;
+  for (int32_t i = first; i <= last; ++i) {
+    SpinGuard guard;
+    uint8_t s = g_chunks[i].state;
+    if (s != kArmed && s != kHostOpen) continue;  // resident chunks simply stay
+    uint64_t evicted = 0;
+    if (!MakeRoomLocked(kChunkBytes, &evicted)) stats().overcommit_faults.fetch_add(1);
+    MakeResidentLocked(i);  // populated on the device, nothing copied
+    r.out_bytes += evicted;
+    r.discarded_bytes += kChunkBytes;
+    stats().discarded_bytes.fetch_add(kChunkBytes, std::memory_order_relaxed);
+  }
+  return r;
+}
+
+void Advise(CUdeviceptr ptr, size_t bytes, uint8_t set_bits, uint8_t clear_bits) {
+  int32_t first, last;
+  if (!ChunkSpan(ptr, bytes, &first, &last)) return;
+  SpinGuard guard;
+  for (int32_t i = first; i <= last; ++i) {
+    Chunk& c = g_chunks[i];
+    if (!IsManagedState(c.state)) continue;
+    c.advice = static_cast<uint8_t>((c.advice & ~clear_bits) | set_bits);
+  }
+}
+
+uint64_t ResidentBytes() {
+  SpinGuard guard;
+  return g_resident_managed + g_device_bytes;
+}
+
+uint64_t DeviceAllocBytes() {
+  SpinGuard guard;
+  return g_device_bytes;
+}
+
+}  // namespace simgpu

@@ -1,0 +1,254 @@
+// simgpu's internal interface: configuration, the managed-memory residency model, streams with
+// their virtual clock, and the objects behind CUDA handles. The cu* entry points (api_*.cc) are
+// thin translations onto these pieces.
+#ifndef SIMGPU_SRC_SIMGPU_INTERNAL_H_
+#define SIMGPU_SRC_SIMGPU_INTERNAL_H_
+
+// Exposes the raw exported names (cuMemAlloc and cuMemAlloc_v2, the _ptsz/_ptds forms) and gives
+// every declaration of cuda.h default visibility; all else in simgpu is hidden.
+#define __CUDA_API_VERSION_INTERNAL 1
+#pragma GCC visibility push(default)
+#include <cuda.h>
+#pragma GCC visibility pop
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "simgpu/kernel_library.h"
+
+namespace simgpu {
+
+inline constexpr size_t kChunkBytes = size_t{2} << 20;  // residency granule: a 2 MiB root chunk
+
+// ---- configuration (config.cc) ----------------------------------------------------------------
+
+struct Config {
+  uint64_t capacity_bytes = uint64_t{4} << 30;  // SIMGPU_MEMORY
+  double h2d_bytes_per_s = 45e9;                // SIMGPU_H2D_GBPS
+  double d2h_bytes_per_s = 53e9;                // SIMGPU_D2H_GBPS
+  double d2d_bytes_per_s = 1500e9;              // SIMGPU_D2D_GBPS (device-side copies, memsets)
+  double fault_batch_seconds = 30e-6;           // SIMGPU_FAULT_BATCH_US
+  uint64_t fault_batch_bytes = kChunkBytes;     // SIMGPU_FAULT_BATCH_BYTES
+  int copy_engines = 2;                         // SIMGPU_COPY_ENGINES
+  double default_kernel_seconds = 10e-6;        // SIMGPU_DEFAULT_KERNEL_SECONDS
+  std::string stats_path;                       // SIMGPU_STATS
+};
+
+// Reads the SIMGPU_* variables (once, at cuInit). Bad values are reported on stderr and replaced
+// by the default.
+Config ReadConfig();
+const Config& config();
+void SetConfig(const Config& c);
+
+// ---- statistics --------------------------------------------------------------------------------
+
+struct Stats {
+  std::atomic<uint64_t> peak_resident_bytes{0};
+  std::atomic<uint64_t> device_alloc_bytes{0};
+  std::atomic<uint64_t> device_alloc_bytes_peak{0};
+  std::atomic<uint64_t> managed_alloc_bytes{0};
+  std::atomic<uint64_t> managed_alloc_bytes_peak{0};
+  std::atomic<uint64_t> fault_count{0};
+  std::atomic<uint64_t> fault_bytes{0};
+  std::atomic<uint64_t> fault_batches{0};
+  std::atomic<uint64_t> prefetched_bytes{0};
+  std::atomic<uint64_t> evicted_bytes{0};
+  std::atomic<uint64_t> discarded_bytes{0};
+  std::atomic<uint64_t> remote_mapped_bytes{0};
+  std::atomic<uint64_t> host_opened_chunks{0};
+  std::atomic<uint64_t> kernels_launched{0};
+  std::atomic<uint64_t> memcpy_bytes{0};
+  std::atomic<uint64_t> overcommit_faults{0};
+};
+Stats& stats();
+// Writes SIMGPU_STATS (if set); called at exit.
+void WriteStatsFile();
+
+// ---- residency (residency.cc) ------------------------------------------------------------------
+
+// What one device-side operation (a kernel, a device copy) has cost in migrations so far. The
+// SIGSEGV handler adds to the account of the faulting simulated-device thread.
+struct DeviceAccount {
+  uint64_t fault_count = 0;
+  uint64_t fault_bytes = 0;
+  uint64_t evicted_bytes = 0;
+};
+
+// Reserves the address arena and installs the SIGSEGV handler. REQUIRES: called once.
+bool ResidencyInit();
+
+// Marks the calling thread as a simulated-device thread for the duration of a device-side access;
+// re-arms chunks the host opened so that the device's accesses fault again.
+void BeginDeviceAccess(DeviceAccount* account);
+void EndDeviceAccess();
+
+struct AllocInfo {
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  bool managed = false;
+  uint64_t id = 0;
+  CUmemoryPool pool = nullptr;
+};
+
+CUresult AllocateDevice(size_t bytes, CUmemoryPool pool, CUdeviceptr* out);
+CUresult AllocateManaged(size_t bytes, CUmemoryPool pool, CUdeviceptr* out);
+// Frees the allocation that starts at `ptr`.
+CUresult FreeAllocation(CUdeviceptr ptr);
+// Finds the allocation containing `ptr`.
+bool FindAllocation(CUdeviceptr ptr, AllocInfo* info);
+// True when [ptr, ptr+bytes) lies inside one live allocation.
+bool IsDeviceRange(CUdeviceptr ptr, size_t bytes);
+
+struct MoveResult {
+  uint64_t in_bytes = 0;   // migrated host -> device
+  uint64_t out_bytes = 0;  // evicted device -> host (copied back)
+  uint64_t discarded_bytes = 0;
+};
+// Residency changes on managed chunks overlapping [ptr, ptr+bytes); other memory is ignored.
+MoveResult PrefetchToDevice(CUdeviceptr ptr, size_t bytes);
+MoveResult PrefetchToHost(CUdeviceptr ptr, size_t bytes);
+MoveResult Discard(CUdeviceptr ptr, size_t bytes);
+MoveResult DiscardAndPrefetchToDevice(CUdeviceptr ptr, size_t bytes);
+
+enum AdviceBits : uint8_t {
+  kAdvisePreferHost = 1,
+  kAdvisePreferDevice = 2,
+  kAdviseAccessedBy = 4,
+  kAdviseReadMostly = 8,
+};
+void Advise(CUdeviceptr ptr, size_t bytes, uint8_t set_bits, uint8_t clear_bits);
+
+uint64_t ResidentBytes();  // device allocations + resident managed chunks
+uint64_t DeviceAllocBytes();
+
+// ---- streams, events and the virtual clock (streams.cc) ----------------------------------------
+
+struct Context {
+  CUdevice device = 0;
+  bool primary = false;
+  unsigned flags = 0;
+  uint64_t id = 0;
+};
+
+// Completion of one enqueued operation: its virtual end time once done. Guarded by the stream
+// lock (SyncMutex()).
+struct Marker {
+  bool done = false;
+  double vtime = 0;
+};
+using MarkerPtr = std::shared_ptr<Marker>;
+
+enum class Engine { kCompute, kH2D, kD2H };
+
+// Reserves `engine` for `seconds` starting no earlier than `earliest`; returns the end time.
+double BookEngine(Engine engine, double earliest, double seconds);
+
+// An operation's body runs on the stream's worker; it gets the virtual start time and returns the
+// virtual end time.
+using OpBody = std::function<double(double start)>;
+
+struct Stream {
+  uint64_t id = 0;
+  unsigned flags = 0;
+  int priority = 0;
+  Context* ctx = nullptr;
+  bool legacy = false;
+  bool per_thread = false;
+  // Guarded by SyncMutex().
+  struct Op {
+    std::vector<MarkerPtr> deps;
+    MarkerPtr done;
+    OpBody body;
+    bool stop = false;
+  };
+  std::deque<Op> queue;
+  MarkerPtr last;  // marker of the most recently enqueued op
+  double vtime = 0;
+  std::condition_variable cv;
+  std::thread worker;
+};
+
+std::mutex& SyncMutex();
+void StreamsInit();
+Stream* LegacyStream();
+Stream* PerThreadStream();
+Stream* CreateStream(unsigned flags, int priority, Context* ctx);
+// Waits for the stream's work, stops its worker and deletes it.
+void DestroyStream(Stream* s);
+bool IsLiveStream(Stream* s);
+// Resolves a CUstream handle: 0 is the legacy stream (the per-thread stream when `ptsz`).
+CUresult ResolveStream(CUstream h, bool ptsz, Stream** out);
+// Enqueues `body` (with extra dependencies) on `s`; returns the op's completion marker.
+MarkerPtr Enqueue(Stream* s, OpBody body, std::vector<MarkerPtr> extra_deps = {});
+void WaitMarker(const MarkerPtr& m);
+bool MarkerDone(const MarkerPtr& m);
+void SynchronizeStream(Stream* s);
+bool StreamIdle(Stream* s);
+void SynchronizeAll();
+double VirtualSeconds();
+
+struct Event {
+  unsigned flags = 0;
+  MarkerPtr marker;  // null until recorded; guarded by SyncMutex()
+};
+
+// ---- modules -----------------------------------------------------------------------------------
+
+struct Module;
+struct Function {
+  Module* module = nullptr;
+  const SimgpuKernel* kernel = nullptr;
+};
+struct Module {
+  void* handle = nullptr;
+  const SimgpuKernelLibrary* library = nullptr;
+  bool is_library = false;  // loaded by cuLibraryLoadFromFile (else cuModuleLoad)
+  std::vector<std::unique_ptr<Function>> functions;
+};
+
+// ---- pools -------------------------------------------------------------------------------------
+
+struct Pool {
+  bool managed = false;
+  CUmemLocation location{};
+  uint64_t release_threshold = 0;
+};
+
+// ---- shared state of the API layer (api_core.cc) -----------------------------------------------
+
+bool Initialized();
+// The calling thread's current context, or null.
+Context* CurrentContext();
+Context* PrimaryContext();
+bool IsLiveContext(Context* c);
+bool IsLivePool(Pool* p);
+Pool* DefaultPool(bool managed);
+void RegisterPool(Pool* p);
+// False for a default pool or a pool that is not live.
+bool UnregisterPool(Pool* p);
+// Migration stall of a device-side operation: fault batches, migrations in, evictions out.
+double FaultStallSeconds(const DeviceAccount& account);
+
+}  // namespace simgpu
+
+// Entry-point guards.
+#define SIMGPU_REQUIRE_INIT()                                \
+  do {                                                       \
+    if (!::simgpu::Initialized()) return CUDA_ERROR_NOT_INITIALIZED; \
+  } while (0)
+#define SIMGPU_REQUIRE_CTX()                                  \
+  do {                                                        \
+    SIMGPU_REQUIRE_INIT();                                    \
+    if (::simgpu::CurrentContext() == nullptr) return CUDA_ERROR_INVALID_CONTEXT; \
+  } while (0)
+
+#endif  // SIMGPU_SRC_SIMGPU_INTERNAL_H_

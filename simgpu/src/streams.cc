@@ -1,0 +1,196 @@
+// Streams, their worker threads and the virtual clock. Each stream has a worker that runs its
+// operations in order; an operation waits for its dependencies (events, the legacy stream's
+// implicit synchronization), then its body advances the stream's virtual timeline, booking the
+// compute engine or a copy engine.
+#include <algorithm>
+#include <set>
+
+#include "simgpu_internal.h"
+
+namespace simgpu {
+namespace {
+
+std::mutex* g_mu = new std::mutex();
+std::condition_variable* g_done_cv = new std::condition_variable();
+std::set<Stream*>* g_streams = new std::set<Stream*>();  // guarded by g_mu
+Stream* g_legacy = nullptr;
+uint64_t g_next_stream_id = 1;
+double g_engine_free[3] = {0, 0, 0};  // guarded by g_mu
+double g_max_vtime = 0;               // guarded by g_mu
+
+thread_local Stream* tls_per_thread = nullptr;
+
+void WorkerLoop(Stream* s) {
+  std::unique_lock<std::mutex> lock(*g_mu);
+  for (;;) {
+    s->cv.wait(lock, [s] { return !s->queue.empty(); });
+    Stream::Op op = std::move(s->queue.front());
+    s->queue.pop_front();
+    if (op.stop) return;
+    double start = s->vtime;
+    for (const MarkerPtr& dep : op.deps) {
+      g_done_cv->wait(lock, [&dep] { return dep->done; });
+      start = std::max(start, dep->vtime);
+    }
+    lock.unlock();
+    double end = op.body ? op.body(start) : start;
+    lock.lock();
+    end = std::max(end, start);
+    s->vtime = end;
+    g_max_vtime = std::max(g_max_vtime, end);
+    op.done->vtime = end;
+    op.done->done = true;
+    g_done_cv->notify_all();
+  }
+}
+
+Stream* NewStreamLocked(unsigned flags, int priority, Context* ctx) {
+  Stream* s = new Stream();
+  s->id = g_next_stream_id++;
+  s->flags = flags;
+  s->priority = priority;
+  s->ctx = ctx;
+  g_streams->insert(s);
+  s->worker = std::thread(WorkerLoop, s);
+  return s;
+}
+
+bool Blocking(const Stream* s) { return (s->flags & CU_STREAM_NON_BLOCKING) == 0; }
+
+}  // namespace
+
+std::mutex& SyncMutex() { return *g_mu; }
+
+double BookEngine(Engine engine, double earliest, double seconds) {
+  int e = static_cast<int>(engine);
+  if (engine == Engine::kD2H && config().copy_engines < 2) e = static_cast<int>(Engine::kH2D);
+  std::lock_guard<std::mutex> lock(*g_mu);
+  double start = std::max(earliest, g_engine_free[e]);
+  g_engine_free[e] = start + seconds;
+  return start + seconds;
+}
+
+void StreamsInit() {
+  std::lock_guard<std::mutex> lock(*g_mu);
+  g_legacy = NewStreamLocked(0, 0, nullptr);
+  g_legacy->legacy = true;
+}
+
+Stream* LegacyStream() { return g_legacy; }
+
+Stream* PerThreadStream() {
+  if (tls_per_thread != nullptr) return tls_per_thread;
+  std::lock_guard<std::mutex> lock(*g_mu);
+  tls_per_thread = NewStreamLocked(0, 0, nullptr);
+  tls_per_thread->per_thread = true;
+  return tls_per_thread;
+}
+
+Stream* CreateStream(unsigned flags, int priority, Context* ctx) {
+  std::lock_guard<std::mutex> lock(*g_mu);
+  return NewStreamLocked(flags, priority, ctx);
+}
+
+void DestroyStream(Stream* s) {
+  SynchronizeStream(s);
+  {
+    std::lock_guard<std::mutex> lock(*g_mu);
+    g_streams->erase(s);
+    Stream::Op stop;
+    stop.stop = true;
+    s->queue.push_back(std::move(stop));
+    s->cv.notify_all();
+  }
+  s->worker.join();
+  delete s;
+}
+
+bool IsLiveStream(Stream* s) {
+  std::lock_guard<std::mutex> lock(*g_mu);
+  return g_streams->count(s) > 0 && !s->legacy && !s->per_thread;
+}
+
+CUresult ResolveStream(CUstream h, bool ptsz, Stream** out) {
+  if (h == nullptr) {
+    *out = ptsz ? PerThreadStream() : LegacyStream();
+  } else if (h == CU_STREAM_LEGACY) {
+    *out = LegacyStream();
+  } else if (h == CU_STREAM_PER_THREAD) {
+    *out = PerThreadStream();
+  } else {
+    Stream* s = reinterpret_cast<Stream*>(h);
+    if (!IsLiveStream(s)) return CUDA_ERROR_INVALID_HANDLE;
+    *out = s;
+  }
+  return CUDA_SUCCESS;
+}
+
+MarkerPtr Enqueue(Stream* s, OpBody body, std::vector<MarkerPtr> extra_deps) {
+  std::lock_guard<std::mutex> lock(*g_mu);
+  Stream::Op op;
+  op.deps = std::move(extra_deps);
+  // The legacy default stream waits for all blocking streams and they wait for it (completed
+  // ops too: their virtual end times still order the timelines).
+  if (s->legacy) {
+    for (Stream* other : *g_streams) {
+      if (other != s && Blocking(other) && other->last) {
+        op.deps.push_back(other->last);
+      }
+    }
+  } else if (Blocking(s) && g_legacy->last) {
+    op.deps.push_back(g_legacy->last);
+  }
+  op.body = std::move(body);
+  op.done = std::make_shared<Marker>();
+  MarkerPtr done = op.done;
+  s->last = done;
+  s->queue.push_back(std::move(op));
+  s->cv.notify_all();
+  return done;
+}
+
+void WaitMarker(const MarkerPtr& m) {
+  if (!m) return;
+  std::unique_lock<std::mutex> lock(*g_mu);
+  g_done_cv->wait(lock, [&m] { return m->done; });
+}
+
+bool MarkerDone(const MarkerPtr& m) {
+  if (!m) return true;
+  std::lock_guard<std::mutex> lock(*g_mu);
+  return m->done;
+}
+
+void SynchronizeStream(Stream* s) {
+  MarkerPtr last;
+  {
+    std::lock_guard<std::mutex> lock(*g_mu);
+    last = s->last;
+  }
+  WaitMarker(last);
+}
+
+bool StreamIdle(Stream* s) {
+  std::lock_guard<std::mutex> lock(*g_mu);
+  return !s->last || s->last->done;
+}
+
+void SynchronizeAll() {
+  std::vector<MarkerPtr> pending;
+  {
+    std::lock_guard<std::mutex> lock(*g_mu);
+    for (Stream* s : *g_streams) {
+      if (s->last) pending.push_back(s->last);
+    }
+  }
+  for (const MarkerPtr& m : pending) WaitMarker(m);
+}
+
+double VirtualSeconds() {
+  std::lock_guard<std::mutex> lock(*g_mu);
+  double t = g_max_vtime;
+  for (double e : g_engine_free) t = std::max(t, e);
+  return t;
+}
+
+}  // namespace simgpu

@@ -1,0 +1,110 @@
+// The hooked-function list as data: unique names, driver-style names, lookups; and the shim's
+// settings parsing and summary format, which need no driver.
+#include "interpose/hook_table.h"
+
+#include <set>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "interpose/config.h"
+#include "interpose/summary.h"
+
+namespace spillway::interpose {
+namespace {
+
+TEST(HookTableTest, NamesAreUniqueDriverNames) {
+  std::set<std::string_view> seen;
+  for (const HookInfo& hook : kHookInfo) {
+    EXPECT_TRUE(seen.insert(hook.name).second) << "listed twice: " << hook.name;
+    EXPECT_EQ(hook.name.substr(0, 2), "cu") << hook.name;
+  }
+  EXPECT_EQ(seen.size(), static_cast<size_t>(kNumHooks));
+}
+
+TEST(HookTableTest, ListsEveryRequiredEntryPoint) {
+  for (const char* name :
+       {"cuInit", "cuGetProcAddress", "cuGetProcAddress_v2", "cuMemAlloc_v2", "cuMemAllocManaged",
+        "cuMemAllocAsync", "cuMemAllocAsync_ptsz", "cuMemAllocFromPoolAsync", "cuMemFree_v2",
+        "cuMemFreeAsync_ptsz", "cuMemCreate", "cuMemMap", "cuMemRelease", "cuMemUnmap",
+        "cuMemGetInfo_v2", "cuDeviceTotalMem_v2", "cuLaunchKernel", "cuLaunchKernel_ptsz",
+        "cuLaunchKernelEx", "cuLaunchCooperativeKernel_ptsz", "cuGraphLaunch",
+        "cuGraphLaunch_ptsz", "cuMemcpyHtoD_v2_ptds", "cuMemsetD32Async_ptsz",
+        "cuCtxSynchronize", "cuStreamSynchronize_ptsz", "cuEventSynchronize"}) {
+    EXPECT_TRUE(FindHook(name).has_value()) << name;
+  }
+  EXPECT_FALSE(FindHook("cuGetExportTable").has_value());  // passes through untouched
+  EXPECT_FALSE(FindHook("cuMemAlloc").has_value());        // the 32-bit legacy entry point
+}
+
+TEST(HookTableTest, FindHookReturnsTheMatchingId) {
+  const std::optional<HookId> id = FindHook("cuLaunchKernel_ptsz");
+  ASSERT_TRUE(id.has_value());
+  EXPECT_EQ(*id, HookId::k_cuLaunchKernel_ptsz);
+  EXPECT_EQ(HookName(*id), "cuLaunchKernel_ptsz");
+  EXPECT_EQ(KindOf(Index(*id)), HookKind::kLaunch);
+  EXPECT_EQ(KindOf(Index(HookId::k_cuGraphLaunch)), HookKind::kGraphLaunch);
+}
+
+TEST(ConfigTest, DefaultsWhenUnset) {
+  const Config config = MakeConfig(std::nullopt, std::nullopt, std::nullopt, std::nullopt);
+  EXPECT_EQ(config.mode, Mode::kRun);
+  EXPECT_EQ(config.log_level, LogLevel::kWarn);
+  EXPECT_TRUE(config.summary_path.empty());
+  EXPECT_TRUE(config.problems.empty());
+}
+
+TEST(ConfigTest, ParsesEveryMode) {
+  EXPECT_EQ(MakeConfig("run", {}, {}, {}).mode, Mode::kRun);
+  EXPECT_EQ(MakeConfig("record", {}, {}, {}).mode, Mode::kRecord);
+  EXPECT_EQ(MakeConfig("off", {}, {}, {}).mode, Mode::kOff);
+  EXPECT_EQ(ModeName(Mode::kRecord), "record");
+}
+
+TEST(ConfigTest, UnknownModeFallsBackToPassthroughAndSaysSo) {
+  const Config config = MakeConfig("turbo", {}, {}, {});
+  EXPECT_EQ(config.mode, Mode::kOff);
+  ASSERT_EQ(config.problems.size(), 1u);
+  EXPECT_NE(config.problems[0].find("SPILLWAY_MODE"), std::string::npos);
+  EXPECT_NE(config.problems[0].find("'turbo'"), std::string::npos);
+}
+
+TEST(ConfigTest, LogLevels) {
+  EXPECT_EQ(MakeConfig({}, "debug", {}, {}).log_level, LogLevel::kDebug);
+  EXPECT_EQ(MakeConfig({}, "error", {}, {}).log_level, LogLevel::kError);
+  const Config bad = MakeConfig({}, "loud", "/tmp/x.log", "/tmp/s.json");
+  EXPECT_EQ(bad.log_level, LogLevel::kWarn);
+  ASSERT_EQ(bad.problems.size(), 1u);
+  EXPECT_NE(bad.problems[0].find("SPILLWAY_LOG"), std::string::npos);
+  EXPECT_EQ(bad.log_file, "/tmp/x.log");
+  EXPECT_EQ(bad.summary_path, "/tmp/s.json");
+}
+
+TEST(ConfigTest, SummaryPathExpandsPid) {
+  EXPECT_EQ(ExpandSummaryPath("/tmp/s.%p.json", 42), "/tmp/s.42.json");
+  EXPECT_EQ(ExpandSummaryPath("/tmp/s.json", 42), "/tmp/s.json");
+  EXPECT_EQ(ExpandSummaryPath("%", 42), "%");
+}
+
+TEST(SummaryTest, HasEveryDocumentedField) {
+  SummaryData data;
+  data.version = "0.1.0";
+  data.mode = "run";
+  data.pid = 7;
+  data.calls = {{"cuMemAlloc_v2", 3}, {"cuLaunchKernel", 2}};
+  data.launches = 2;
+  data.allocation_count = 3;
+  data.bytes_peak = 4096;
+  data.errors = {"a \"quoted\" problem"};
+  const std::string json = FormatSummary(data);
+  for (const char* field :
+       {"\"version\":\"0.1.0\"", "\"mode\":\"run\"", "\"pid\":7", "\"cuMemAlloc_v2\":3",
+        "\"cuLaunchKernel\":2", "\"launches\":2", "\"graph_launches\":0", "\"count\":3",
+        "\"bytes_peak\":4096", "\"managed_bytes_peak\":0", "\"vmm_count\":0",
+        "\"policy\":\"passthrough\"", "\"prefetch_bytes\":0", "\"evict_bytes\":0",
+        "\"discard_bytes\":0", "\"errors\":[\"a \\\"quoted\\\" problem\"]"}) {
+    EXPECT_NE(json.find(field), std::string::npos) << field << " in " << json;
+  }
+}
+
+}  // namespace
+}  // namespace spillway::interpose

@@ -1,0 +1,49 @@
+// libspillway.so preloaded where no driver can be loaded: hooks answer CUDA_ERROR_NOT_INITIALIZED
+// (3), the problem is logged once and listed in the summary, and the job runs to its end.
+#include <dlfcn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace {
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+TEST(NoDriverTest, HooksFailCleanlyWithoutADriver) {
+  if (void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL)) {
+    dlclose(driver);
+    GTEST_SKIP() << "a libcuda.so.1 is installed on this machine";
+  }
+  const std::string base = ::testing::TempDir() + "no_driver_" + std::to_string(::getpid());
+  const char* runner_preload = std::getenv("SPILLWAY_TEST_PRELOAD");
+  const std::string preload = runner_preload != nullptr && *runner_preload != '\0'
+                                  ? std::string(runner_preload) + ":" + SPILLWAY_LIB
+                                  : std::string(SPILLWAY_LIB);
+  const std::string command = "env LD_PRELOAD=" + preload + " SPILLWAY_SUMMARY=" + base +
+                              ".json " + NO_DRIVER_PROGRAM + " >" + base + ".out 2>" + base +
+                              ".err";
+  const int raw = std::system(command.c_str());
+  ASSERT_TRUE(WIFEXITED(raw));
+  EXPECT_EQ(WEXITSTATUS(raw), 0);
+  EXPECT_EQ(ReadFile(base + ".out"), "cuInit=3\ncuInit=3\n");
+  const std::string err = ReadFile(base + ".err");
+  EXPECT_NE(err.find("spillway: error: cannot load libcuda.so.1"), std::string::npos) << err;
+  EXPECT_EQ(err.find("cannot load", err.find("cannot load") + 1), std::string::npos)
+      << "logged more than once: " << err;
+  const std::string summary = ReadFile(base + ".json");
+  EXPECT_NE(summary.find("cannot load libcuda.so.1"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("\"driver\":\"\""), std::string::npos) << summary;
+}
+
+}  // namespace

@@ -1,0 +1,314 @@
+// The child-process half of simgpu_test: each scenario sets up simgpu under the configuration
+// its parent test chose, does its work and exits; the parent reads the stats file and stdout.
+#include "scenarios.h"
+
+#include <cuda.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <map>
+
+namespace {
+
+constexpr size_t kChunk = size_t{2} << 20;
+
+#define REQUIRE(cond)                                                        \
+  do {                                                                       \
+    if (!(cond)) {                                                           \
+      std::fprintf(stderr, "scenario check failed at line %d: %s\n", __LINE__, #cond); \
+      std::exit(1);                                                          \
+    }                                                                        \
+  } while (0)
+#define REQUIRE_OK(call) REQUIRE((call) == CUDA_SUCCESS)
+
+struct Kernels {
+  CUmodule module = nullptr;
+  CUfunction touch = nullptr, follow = nullptr, timed = nullptr, sum = nullptr;
+};
+
+Kernels Setup() {
+  REQUIRE_OK(cuInit(0));
+  CUcontext ctx = nullptr;
+  REQUIRE_OK(cuDevicePrimaryCtxRetain(&ctx, 0));
+  REQUIRE_OK(cuCtxSetCurrent(ctx));
+  Kernels k;
+  REQUIRE_OK(cuModuleLoad(&k.module, SIMGPU_TEST_KERNELS));
+  REQUIRE_OK(cuModuleGetFunction(&k.touch, k.module, "touch_chunks"));
+  REQUIRE_OK(cuModuleGetFunction(&k.follow, k.module, "follow_pointers"));
+  REQUIRE_OK(cuModuleGetFunction(&k.timed, k.module, "timed"));
+  REQUIRE_OK(cuModuleGetFunction(&k.sum, k.module, "sum_u32"));
+  return k;
+}
+
+// Touches `count` chunks of `base`, `stride` chunks apart, from a kernel on `stream`.
+void Touch(const Kernels& k, CUdeviceptr base, uint64_t first_chunk, uint64_t stride_chunks,
+           uint32_t count, CUstream stream = nullptr) {
+  char* p = reinterpret_cast<char*>(base) + first_chunk * kChunk;
+  uint64_t stride = stride_chunks * kChunk;
+  void* args[] = {&p, &stride, &count};
+  REQUIRE_OK(cuLaunchKernel(k.touch, 1, 1, 1, 1, 1, 1, 0, stream, args, nullptr));
+  REQUIRE_OK(cuStreamSynchronize(stream));
+}
+
+CUmemLocation Device() {
+  CUmemLocation loc{};
+  loc.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  loc.id = 0;
+  return loc;
+}
+
+CUmemLocation Host() {
+  CUmemLocation loc{};
+  loc.type = CU_MEM_LOCATION_TYPE_HOST;
+  return loc;
+}
+
+// 16 chunks; a kernel touches 4 of them (every third): 4 faults, not 16.
+void FaultsPartial() {
+  Kernels k = Setup();
+  CUdeviceptr m;
+  REQUIRE_OK(cuMemAllocManaged(&m, 16 * kChunk, CU_MEM_ATTACH_GLOBAL));
+  Touch(k, m, 0, 3, 4);
+  Touch(k, m, 0, 3, 4);  // resident now: no new faults
+}
+
+// A kernel follows pointers stored in device memory to chunks 1 and 5 of a managed allocation.
+void FaultsPointerChase() {
+  Kernels k = Setup();
+  CUdeviceptr m, table;
+  REQUIRE_OK(cuMemAllocManaged(&m, 8 * kChunk, CU_MEM_ATTACH_GLOBAL));
+  REQUIRE_OK(cuMemAlloc(&table, 2 * sizeof(char*)));
+  char* ptrs[2] = {reinterpret_cast<char*>(m) + 1 * kChunk + 17,
+                   reinterpret_cast<char*>(m) + 5 * kChunk + 3};
+  REQUIRE_OK(cuMemcpyHtoD(table, ptrs, sizeof(ptrs)));
+  char** t = reinterpret_cast<char**>(table);
+  uint32_t n = 2;
+  void* args[] = {&t, &n};
+  REQUIRE_OK(cuLaunchKernel(k.follow, 1, 1, 1, 1, 1, 1, 0, nullptr, args, nullptr));
+  REQUIRE_OK(cuCtxSynchronize());
+  char out[2];
+  REQUIRE_OK(cuMemcpyDtoH(&out[0], m + 1 * kChunk + 17, 1));
+  REQUIRE_OK(cuMemcpyDtoH(&out[1], m + 5 * kChunk + 3, 1));
+  REQUIRE(out[0] == 1 && out[1] == 1);
+}
+
+// Capacity 4 chunks. A(2) B(2) C(2) managed; touching C0 evicts A0 (oldest resident), then A1,
+// B0, B1 are still resident; touching A0 again faults and evicts A1.
+void EvictionOrder() {
+  Kernels k = Setup();
+  CUdeviceptr a, b, c;
+  REQUIRE_OK(cuMemAllocManaged(&a, 2 * kChunk, CU_MEM_ATTACH_GLOBAL));
+  REQUIRE_OK(cuMemAllocManaged(&b, 2 * kChunk, CU_MEM_ATTACH_GLOBAL));
+  REQUIRE_OK(cuMemAllocManaged(&c, 2 * kChunk, CU_MEM_ATTACH_GLOBAL));
+  Touch(k, a, 0, 1, 2);
+  Touch(k, b, 0, 1, 2);
+  Touch(k, c, 0, 1, 1);  // fault 5, evicts A0
+  Touch(k, a, 1, 1, 1);  // A1 still resident
+  Touch(k, b, 0, 1, 2);  // B still resident
+  Touch(k, c, 0, 1, 1);  // C0 resident
+  Touch(k, a, 0, 1, 1);  // fault 6, evicts A1
+  Touch(k, b, 0, 1, 2);  // B still resident
+}
+
+// Prefetch 8 chunks on one stream while a 1 ms kernel runs on another: the copy engine overlaps
+// compute; then no kernel faults.
+void PrefetchOverlap() {
+  Kernels k = Setup();
+  CUdeviceptr m;
+  REQUIRE_OK(cuMemAllocManaged(&m, 8 * kChunk, CU_MEM_ATTACH_GLOBAL));
+  CUstream s1, s2;
+  REQUIRE_OK(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
+  REQUIRE_OK(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+  CUevent k0, k1, p0, p1;
+  for (CUevent* e : {&k0, &k1, &p0, &p1}) REQUIRE_OK(cuEventCreate(e, 0));
+  double secs = 1e-3;
+  void* args[] = {&secs};
+  REQUIRE_OK(cuEventRecord(k0, s1));
+  REQUIRE_OK(cuLaunchKernel(k.timed, 1, 1, 1, 1, 1, 1, 0, s1, args, nullptr));
+  REQUIRE_OK(cuEventRecord(k1, s1));
+  REQUIRE_OK(cuEventRecord(p0, s2));
+  REQUIRE_OK(cuMemPrefetchAsync(m, 8 * kChunk, Device(), 0, s2));
+  REQUIRE_OK(cuEventRecord(p1, s2));
+  REQUIRE_OK(cuCtxSynchronize());
+  float kernel_ms = 0, prefetch_ms = 0, k0_to_p1 = 0;
+  REQUIRE_OK(cuEventElapsedTime(&kernel_ms, k0, k1));
+  REQUIRE_OK(cuEventElapsedTime(&prefetch_ms, p0, p1));
+  REQUIRE_OK(cuEventElapsedTime(&k0_to_p1, k0, p1));
+  std::printf("kernel_ms=%.6f\nprefetch_ms=%.6f\nk0_to_p1_ms=%.6f\n", kernel_ms, prefetch_ms,
+              k0_to_p1);
+  Touch(k, m, 0, 1, 8);
+}
+
+// Touch 4 chunks, discard them (no copy-back), touch again: 8 faults, nothing evicted.
+void DiscardScenario() {
+  Kernels k = Setup();
+  CUdeviceptr m;
+  REQUIRE_OK(cuMemAllocManaged(&m, 4 * kChunk, CU_MEM_ATTACH_GLOBAL));
+  Touch(k, m, 0, 1, 4);
+  CUdeviceptr ptrs[] = {m};
+  size_t sizes[] = {4 * kChunk};
+  REQUIRE_OK(cuMemDiscardBatchAsync(ptrs, sizes, 1, 0, nullptr));
+  REQUIRE_OK(cuStreamSynchronize(nullptr));
+  Touch(k, m, 0, 1, 4);
+  // Discard-and-prefetch to the device: resident again without a transfer or a fault.
+  REQUIRE_OK(cuMemDiscardBatchAsync(ptrs, sizes, 1, 0, nullptr));
+  CUmemLocation loc = Device();
+  size_t idx = 0;
+  REQUIRE_OK(cuMemDiscardAndPrefetchBatchAsync(ptrs, sizes, 1, &loc, &idx, 1, 0, nullptr));
+  Touch(k, m, 0, 1, 4);
+}
+
+// Prefetch to the host evicts (copy-back counted); the next kernel faults again.
+void PrefetchHost() {
+  Kernels k = Setup();
+  CUdeviceptr m;
+  REQUIRE_OK(cuMemAllocManaged(&m, 2 * kChunk, CU_MEM_ATTACH_GLOBAL));
+  Touch(k, m, 0, 1, 2);
+  REQUIRE_OK(cuMemPrefetchAsync(m, 2 * kChunk, Host(), 0, nullptr));
+  Touch(k, m, 0, 1, 2);
+}
+
+// 3x capacity of managed memory, all touched: works, resident never exceeds capacity.
+void Oversubscribe() {
+  Kernels k = Setup();
+  size_t total = 0, free = 0;
+  REQUIRE_OK(cuMemGetInfo(&free, &total));
+  CUdeviceptr m;
+  REQUIRE_OK(cuMemAllocManaged(&m, 3 * total, CU_MEM_ATTACH_GLOBAL));
+  uint32_t chunks = static_cast<uint32_t>(3 * total / kChunk);
+  Touch(k, m, 0, 1, chunks);
+  REQUIRE_OK(cuMemGetInfo(&free, &total));
+  REQUIRE(free == 0);
+  std::printf("chunks=%u\n", chunks);
+}
+
+// The host writes managed memory (no device fault), a kernel reads it (faults: re-armed) and
+// sees the host's values.
+void HostAccess() {
+  Kernels k = Setup();
+  CUdeviceptr m, out;
+  const uint64_t n = 4 * kChunk / sizeof(uint32_t);
+  REQUIRE_OK(cuMemAllocManaged(&m, 4 * kChunk, CU_MEM_ATTACH_GLOBAL));
+  REQUIRE_OK(cuMemAllocManaged(&out, sizeof(uint64_t), CU_MEM_ATTACH_GLOBAL));
+  uint32_t* p = reinterpret_cast<uint32_t*>(m);
+  for (uint64_t i = 0; i < n; ++i) p[i] = 1;
+  const uint32_t* src = p;
+  uint64_t count = n;
+  uint64_t* dst = reinterpret_cast<uint64_t*>(out);
+  void* args[] = {&src, &count, &dst};
+  REQUIRE_OK(cuLaunchKernel(k.sum, 1, 1, 1, 1, 1, 1, 0, nullptr, args, nullptr));
+  REQUIRE_OK(cuCtxSynchronize());
+  REQUIRE(*dst == n);  // host read of a device-resident chunk: no migration back
+}
+
+// Preferred location host: the device maps the chunk remotely instead of migrating it.
+void PreferHost() {
+  Kernels k = Setup();
+  CUdeviceptr m;
+  REQUIRE_OK(cuMemAllocManaged(&m, 2 * kChunk, CU_MEM_ATTACH_GLOBAL));
+  REQUIRE_OK(cuMemAdvise(m, kChunk, CU_MEM_ADVISE_SET_PREFERRED_LOCATION, Host()));
+  Touch(k, m, 0, 1, 2);  // chunk 0 remote, chunk 1 faults
+}
+
+void NotInitialized() {
+  CUdeviceptr p;
+  REQUIRE(cuMemAlloc(&p, 16) == CUDA_ERROR_NOT_INITIALIZED);
+  int n = 0;
+  REQUIRE(cuDeviceGetCount(&n) == CUDA_ERROR_NOT_INITIALIZED);
+  REQUIRE_OK(cuInit(0));
+  REQUIRE_OK(cuDeviceGetCount(&n));
+  REQUIRE(n == 1);
+  REQUIRE(cuMemAlloc(&p, 16) == CUDA_ERROR_INVALID_CONTEXT);
+}
+
+// Device allocations fill the capacity: resident managed chunks are evicted to make room.
+void DeviceAllocEvicts() {
+  Kernels k = Setup();
+  CUdeviceptr m, d;
+  REQUIRE_OK(cuMemAllocManaged(&m, 4 * kChunk, CU_MEM_ATTACH_GLOBAL));
+  Touch(k, m, 0, 1, 4);  // capacity is 4 chunks: all resident
+  REQUIRE_OK(cuMemAlloc(&d, 2 * kChunk));  // evicts 2 managed chunks
+  size_t free = 0, total = 0;
+  REQUIRE_OK(cuMemGetInfo(&free, &total));
+  REQUIRE(free == 0);
+  REQUIRE(cuMemAlloc(&d, 3 * kChunk) == CUDA_ERROR_OUT_OF_MEMORY);  // 2 + 3 > 4
+}
+
+void NoCoreDumps() {
+  struct rlimit none = {0, 0};
+  setrlimit(RLIMIT_CORE, &none);
+}
+
+// A use after free of device memory is still a crash: simgpu's handler passes it on.
+void WildAccess() {
+  NoCoreDumps();
+  Setup();
+  CUdeviceptr d;
+  REQUIRE_OK(cuMemAlloc(&d, 4096));
+  REQUIRE_OK(cuMemFree(d));
+  *reinterpret_cast<volatile char*>(d) = 1;
+  std::printf("scenario survived\n");
+}
+
+void ExitFromHandler(int, siginfo_t*, void*) { _exit(42); }
+
+// A SIGSEGV handler installed before cuInit still gets the faults that are not simgpu's, and
+// simgpu's managed memory keeps working.
+void ChainedHandler() {
+  NoCoreDumps();
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof(sa));
+  sa.sa_sigaction = ExitFromHandler;
+  sa.sa_flags = SA_SIGINFO;
+  sigaction(SIGSEGV, &sa, nullptr);
+  Kernels k = Setup();
+  CUdeviceptr m;
+  REQUIRE_OK(cuMemAllocManaged(&m, 2 * kChunk, CU_MEM_ATTACH_GLOBAL));
+  reinterpret_cast<char*>(m)[0] = 5;  // host access to managed memory: handled by simgpu
+  Touch(k, m, 0, 1, 2);
+  REQUIRE(reinterpret_cast<char*>(m)[0] == 6);
+  void* guard = mmap(nullptr, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(guard != MAP_FAILED);
+  *static_cast<volatile char*>(guard) = 1;  // not simgpu's: goes to the handler above
+  std::printf("scenario survived\n");
+}
+
+// Streams finish their queued work without an explicit synchronize; the stats file still
+// reports the kernel (written at exit).
+void Plain() { Setup(); }
+
+}  // namespace
+
+int RunScenario(const std::string& name) {
+  static const std::map<std::string, std::function<void()>> kScenarios = {
+      {"faults_partial", FaultsPartial},
+      {"faults_pointer_chase", FaultsPointerChase},
+      {"eviction_order", EvictionOrder},
+      {"prefetch_overlap", PrefetchOverlap},
+      {"discard", DiscardScenario},
+      {"prefetch_host", PrefetchHost},
+      {"oversubscribe", Oversubscribe},
+      {"host_access", HostAccess},
+      {"prefer_host", PreferHost},
+      {"not_initialized", NotInitialized},
+      {"device_alloc_evicts", DeviceAllocEvicts},
+      {"plain", Plain},
+      {"wild_access", WildAccess},
+      {"chained_handler", ChainedHandler},
+  };
+  auto it = kScenarios.find(name);
+  if (it == kScenarios.end()) {
+    std::fprintf(stderr, "unknown scenario %s\n", name.c_str());
+    return 2;
+  }
+  it->second();
+  std::fflush(stdout);
+  return 0;
+}

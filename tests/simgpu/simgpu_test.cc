@@ -1,0 +1,700 @@
+// Tests of simgpu, the simulated GPU (libcuda.so.1). Most run in this process with a 64 MiB
+// device; those that need another configuration or the exit-time stats file run this binary
+// again as a child (`--scenario NAME`, see scenarios.cc) and read what it left.
+#include <cuda.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "scenarios.h"
+
+namespace {
+
+constexpr size_t kChunk = size_t{2} << 20;
+constexpr size_t kCapacity = size_t{64} << 20;  // set in main() for this process
+
+// ---- child scenarios ---------------------------------------------------------------------------
+
+struct ChildResult {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr
+  std::string stats;   // the SIMGPU_STATS file
+};
+
+std::string SelfPath() {
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
+}
+
+ChildResult RunChild(const std::string& scenario, const std::string& env) {
+  ChildResult r;
+  char tmpl[] = "/tmp/simgpu_stats_XXXXXX";
+  int fd = mkstemp(tmpl);
+  if (fd >= 0) close(fd);
+  std::string cmd = "env SIMGPU_STATS=" + std::string(tmpl) + " " + env + " " + SelfPath() +
+                    " --scenario " + scenario + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.output.append(buf, n);
+  int status = pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  std::ifstream in(tmpl);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  r.stats = ss.str();
+  unlink(tmpl);
+  return r;
+}
+
+// The number after `"key":` in a flat reading of the JSON (keys used here are unique).
+double JsonNumber(const std::string& json, const std::string& key) {
+  size_t pos = json.find("\"" + key + "\"");
+  if (pos == std::string::npos) return -1;
+  pos = json.find(':', pos);
+  return std::strtod(json.c_str() + pos + 1, nullptr);
+}
+
+double OutputNumber(const std::string& out, const std::string& key) {
+  size_t pos = out.find(key + "=");
+  if (pos == std::string::npos) return -1;
+  return std::strtod(out.c_str() + pos + key.size() + 1, nullptr);
+}
+
+#define EXPECT_CHILD_OK(r) ASSERT_EQ((r).exit_code, 0) << (r).output
+
+TEST(SimgpuScenario, FaultsCountOnlyTouchedChunks) {
+  ChildResult r = RunChild("faults_partial", "SIMGPU_MEMORY=64MiB");
+  EXPECT_CHILD_OK(r);
+  EXPECT_EQ(JsonNumber(r.stats, "count"), 4);
+  EXPECT_EQ(JsonNumber(r.stats, "bytes"), 4.0 * kChunk);
+  EXPECT_EQ(JsonNumber(r.stats, "kernels_launched"), 2);
+  EXPECT_EQ(JsonNumber(r.stats, "peak_resident_bytes"), 4.0 * kChunk);
+}
+
+TEST(SimgpuScenario, FaultsThroughPointersStoredInDeviceMemory) {
+  ChildResult r = RunChild("faults_pointer_chase", "SIMGPU_MEMORY=64MiB");
+  EXPECT_CHILD_OK(r);
+  EXPECT_EQ(JsonNumber(r.stats, "count"), 2);
+}
+
+TEST(SimgpuScenario, EvictsOldestResidentChunkFirst) {
+  ChildResult r = RunChild("eviction_order", "SIMGPU_MEMORY=8MiB");
+  EXPECT_CHILD_OK(r);
+  EXPECT_EQ(JsonNumber(r.stats, "count"), 6);
+  EXPECT_EQ(JsonNumber(r.stats, "evicted_bytes"), 2.0 * kChunk);
+  EXPECT_EQ(JsonNumber(r.stats, "peak_resident_bytes"), 4.0 * kChunk);
+  EXPECT_EQ(JsonNumber(r.stats, "device_capacity_bytes"), 8.0 * (1 << 20));
+}
+
+TEST(SimgpuScenario, PrefetchRemovesFaultsAndOverlapsCompute) {
+  ChildResult r = RunChild("prefetch_overlap", "SIMGPU_MEMORY=64MiB SIMGPU_H2D_GBPS=40");
+  EXPECT_CHILD_OK(r);
+  EXPECT_EQ(JsonNumber(r.stats, "count"), 0);
+  EXPECT_EQ(JsonNumber(r.stats, "prefetched_bytes"), 8.0 * kChunk);
+  double expected_ms = 8.0 * kChunk / 40e9 * 1e3;
+  EXPECT_NEAR(OutputNumber(r.output, "kernel_ms"), 1.0, 1e-4);
+  EXPECT_NEAR(OutputNumber(r.output, "prefetch_ms"), expected_ms, 1e-4);
+  // Both started at time 0: the prefetch ends at expected_ms, before the kernel ends.
+  EXPECT_NEAR(OutputNumber(r.output, "k0_to_p1_ms"), expected_ms, 1e-4);
+  EXPECT_NEAR(JsonNumber(r.stats, "virtual_seconds"), 1e-3 + 10e-6, 1e-7);
+}
+
+TEST(SimgpuScenario, DiscardDropsResidencyWithoutCopyBack) {
+  ChildResult r = RunChild("discard", "SIMGPU_MEMORY=64MiB");
+  EXPECT_CHILD_OK(r);
+  EXPECT_EQ(JsonNumber(r.stats, "count"), 8);
+  EXPECT_EQ(JsonNumber(r.stats, "evicted_bytes"), 0);
+  EXPECT_EQ(JsonNumber(r.stats, "prefetched_bytes"), 0);
+  EXPECT_EQ(JsonNumber(r.stats, "discarded_bytes"), 4.0 * kChunk + 4.0 * kChunk + 4.0 * kChunk);
+}
+
+TEST(SimgpuScenario, PrefetchToHostEvicts) {
+  ChildResult r = RunChild("prefetch_host", "SIMGPU_MEMORY=64MiB");
+  EXPECT_CHILD_OK(r);
+  EXPECT_EQ(JsonNumber(r.stats, "count"), 4);
+  EXPECT_EQ(JsonNumber(r.stats, "evicted_bytes"), 2.0 * kChunk);
+}
+
+TEST(SimgpuScenario, ManagedOversubscriptionWorks) {
+  ChildResult r = RunChild("oversubscribe", "SIMGPU_MEMORY=16MiB");
+  EXPECT_CHILD_OK(r);
+  EXPECT_EQ(OutputNumber(r.output, "chunks"), 24);
+  EXPECT_EQ(JsonNumber(r.stats, "count"), 24);
+  EXPECT_EQ(JsonNumber(r.stats, "evicted_bytes"), 16.0 * kChunk);
+  EXPECT_EQ(JsonNumber(r.stats, "peak_resident_bytes"), 16.0 * (1 << 20));
+}
+
+TEST(SimgpuScenario, HostWritesThenDeviceFaults) {
+  ChildResult r = RunChild("host_access", "SIMGPU_MEMORY=64MiB");
+  EXPECT_CHILD_OK(r);
+  EXPECT_EQ(JsonNumber(r.stats, "count"), 5);  // 4 chunks read + the output chunk
+  EXPECT_GE(JsonNumber(r.stats, "host_opened_chunks"), 4);
+}
+
+TEST(SimgpuScenario, PreferredLocationHostMapsRemotely) {
+  ChildResult r = RunChild("prefer_host", "SIMGPU_MEMORY=64MiB");
+  EXPECT_CHILD_OK(r);
+  EXPECT_EQ(JsonNumber(r.stats, "count"), 1);
+  EXPECT_EQ(JsonNumber(r.stats, "remote_mapped_bytes"), 1.0 * kChunk);
+}
+
+TEST(SimgpuScenario, ErrorsBeforeInitAndWithoutContext) {
+  ChildResult r = RunChild("not_initialized", "");
+  EXPECT_CHILD_OK(r);
+}
+
+TEST(SimgpuScenario, DeviceAllocationEvictsManaged) {
+  ChildResult r = RunChild("device_alloc_evicts", "SIMGPU_MEMORY=8MiB");
+  EXPECT_CHILD_OK(r);
+  EXPECT_EQ(JsonNumber(r.stats, "evicted_bytes"), 2.0 * kChunk);
+  EXPECT_EQ(JsonNumber(r.stats, "device_alloc_bytes_peak"), 2.0 * kChunk);
+}
+
+TEST(SimgpuScenario, BadMemoryValueFallsBackToDefault) {
+  ChildResult r = RunChild("plain", "SIMGPU_MEMORY=lots");
+  EXPECT_CHILD_OK(r);
+  EXPECT_NE(r.output.find("SIMGPU_MEMORY='lots'"), std::string::npos) << r.output;
+  EXPECT_EQ(JsonNumber(r.stats, "device_capacity_bytes"), 4.0 * (1u << 30));
+}
+
+TEST(SimgpuScenario, FaultsOutsideSimgpuStillCrash) {
+  ChildResult r = RunChild("wild_access", "SIMGPU_MEMORY=64MiB");
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output.find("scenario survived"), std::string::npos) << r.output;
+}
+
+TEST(SimgpuScenario, EarlierSegvHandlerIsChained) {
+  ChildResult r = RunChild("chained_handler", "SIMGPU_MEMORY=64MiB");
+  EXPECT_EQ(r.exit_code, 42) << r.output;
+  EXPECT_EQ(JsonNumber(r.stats, "count"), -1);  // _exit: no stats file, no exit handlers
+}
+
+TEST(SimgpuExports, OnlyTheDriverApi) {
+  FILE* p = popen("nm -D --defined-only " SIMGPU_LIBRARY " 2>/dev/null", "r");
+  ASSERT_NE(p, nullptr);
+  std::string all;
+  char line[512];
+  int count = 0;
+  while (fgets(line, sizeof(line), p) != nullptr) {
+    char addr[64], type[8], name[256];
+    if (std::sscanf(line, "%63s %7s %255s", addr, type, name) != 3) continue;
+    ++count;
+    EXPECT_EQ(std::strncmp(name, "cu", 2), 0) << "unexpected export " << name;
+    all += std::string(" ") + name + " ";
+  }
+  pclose(p);
+  if (count == 0) GTEST_SKIP() << "nm is not available";
+  for (const char* name :
+       {"cuInit", "cuMemAlloc", "cuMemAlloc_v2", "cuGetProcAddress", "cuGetProcAddress_v2",
+        "cuLaunchKernel", "cuLaunchKernel_ptsz", "cuMemcpyHtoD_v2_ptds", "cuMemPrefetchAsync",
+        "cuMemPrefetchAsync_v2", "cuMemDiscardAndPrefetchBatchAsync", "cuCtxCreate_v4",
+        "cuEventElapsedTime_v2", "cuMemGetDefaultMemPool"}) {
+    EXPECT_NE(all.find(std::string(" ") + name + " "), std::string::npos) << name;
+  }
+}
+
+TEST(SimgpuScenario, StatsFileHasEveryKey) {
+  ChildResult r = RunChild("plain", "SIMGPU_MEMORY=1GiB");
+  EXPECT_CHILD_OK(r);
+  for (const char* key :
+       {"device_capacity_bytes", "peak_resident_bytes", "device_alloc_bytes_peak", "demand_faults",
+        "count", "bytes", "prefetched_bytes", "evicted_bytes", "discarded_bytes",
+        "kernels_launched", "virtual_seconds"}) {
+    EXPECT_NE(r.stats.find(std::string("\"") + key + "\""), std::string::npos) << key;
+  }
+}
+
+// ---- in-process tests --------------------------------------------------------------------------
+
+class Simgpu : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    ASSERT_EQ(cuInit(0), CUDA_SUCCESS);
+    ASSERT_EQ(cuDevicePrimaryCtxRetain(&ctx_, 0), CUDA_SUCCESS);
+    ASSERT_EQ(cuCtxSetCurrent(ctx_), CUDA_SUCCESS);
+    ASSERT_EQ(cuModuleLoad(&module_, SIMGPU_TEST_KERNELS), CUDA_SUCCESS);
+  }
+  void SetUp() override { ASSERT_EQ(cuCtxSetCurrent(ctx_), CUDA_SUCCESS); }
+  CUfunction Kernel(const char* name) {
+    CUfunction f = nullptr;
+    EXPECT_EQ(cuModuleGetFunction(&f, module_, name), CUDA_SUCCESS);
+    return f;
+  }
+  static CUcontext ctx_;
+  static CUmodule module_;
+};
+CUcontext Simgpu::ctx_ = nullptr;
+CUmodule Simgpu::module_ = nullptr;
+
+TEST_F(Simgpu, DeviceQueries) {
+  int version = 0, count = 0, v = 0;
+  EXPECT_EQ(cuDriverGetVersion(&version), CUDA_SUCCESS);
+  EXPECT_EQ(version, 13000);
+  EXPECT_EQ(cuDeviceGetCount(&count), CUDA_SUCCESS);
+  EXPECT_EQ(count, 1);
+  char name[64];
+  EXPECT_EQ(cuDeviceGetName(name, sizeof(name), 0), CUDA_SUCCESS);
+  EXPECT_EQ(std::strncmp(name, "simgpu", 6), 0);
+  EXPECT_EQ(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY, 0), CUDA_SUCCESS);
+  EXPECT_EQ(v, 1);
+  EXPECT_EQ(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, 0), CUDA_SUCCESS);
+  EXPECT_EQ(v, 1);
+  EXPECT_EQ(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS, 0), CUDA_SUCCESS);
+  EXPECT_EQ(v, 0);
+  EXPECT_EQ(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 0), CUDA_SUCCESS);
+  EXPECT_EQ(v, 9);
+  EXPECT_EQ(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, 0), CUDA_SUCCESS);
+  EXPECT_EQ(v, 1);
+  EXPECT_EQ(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MAX, 0), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_WARP_SIZE, 1), CUDA_ERROR_INVALID_DEVICE);
+  size_t total = 0;
+  EXPECT_EQ(cuDeviceTotalMem(&total, 0), CUDA_SUCCESS);
+  EXPECT_EQ(total, kCapacity);
+  CUuuid uuid;
+  EXPECT_EQ(cuDeviceGetUuid(&uuid, 0), CUDA_SUCCESS);
+}
+
+TEST_F(Simgpu, ContextStack) {
+  CUcontext cur = nullptr, created = nullptr, popped = nullptr;
+  EXPECT_EQ(cuCtxGetCurrent(&cur), CUDA_SUCCESS);
+  EXPECT_EQ(cur, ctx_);
+  EXPECT_EQ(cuCtxCreate(&created, nullptr, 0, 0), CUDA_SUCCESS);
+  EXPECT_EQ(cuCtxGetCurrent(&cur), CUDA_SUCCESS);
+  EXPECT_EQ(cur, created);
+  EXPECT_EQ(cuCtxPopCurrent(&popped), CUDA_SUCCESS);
+  EXPECT_EQ(popped, created);
+  EXPECT_EQ(cuCtxDestroy(created), CUDA_SUCCESS);
+  CUdevice dev = -1;
+  EXPECT_EQ(cuCtxGetDevice(&dev), CUDA_SUCCESS);
+  EXPECT_EQ(dev, 0);
+  std::thread([] {
+    CUdeviceptr p;
+    EXPECT_EQ(cuMemAlloc(&p, 16), CUDA_ERROR_INVALID_CONTEXT);
+    EXPECT_EQ(cuCtxSynchronize(), CUDA_ERROR_INVALID_CONTEXT);
+  }).join();
+}
+
+TEST_F(Simgpu, CapacityAndOutOfMemory) {
+  size_t free0 = 0, total = 0;
+  ASSERT_EQ(cuMemGetInfo(&free0, &total), CUDA_SUCCESS);
+  EXPECT_EQ(total, kCapacity);
+  CUdeviceptr a = 0, b = 0;
+  ASSERT_EQ(cuMemAlloc(&a, 16 << 20), CUDA_SUCCESS);
+  size_t free1 = 0;
+  ASSERT_EQ(cuMemGetInfo(&free1, &total), CUDA_SUCCESS);
+  EXPECT_EQ(free0 - free1, size_t{16} << 20);
+  EXPECT_EQ(cuMemAlloc(&b, kCapacity), CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_EQ(cuMemFree(a), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemFree(a), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_EQ(cuMemAlloc(&a, kCapacity), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemAlloc(&b, 1), CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_EQ(cuMemFree(a), CUDA_SUCCESS);
+  CUdeviceptr m = 0;
+  ASSERT_EQ(cuMemAllocManaged(&m, 3 * kCapacity, CU_MEM_ATTACH_GLOBAL), CUDA_SUCCESS);
+  EXPECT_EQ(m % kChunk, 0u);
+  EXPECT_EQ(cuMemFree(m), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemAlloc(nullptr, 16), CUDA_ERROR_INVALID_VALUE);
+  const char* name = nullptr;
+  EXPECT_EQ(cuGetErrorName(CUDA_ERROR_OUT_OF_MEMORY, &name), CUDA_SUCCESS);
+  EXPECT_STREQ(name, "CUDA_ERROR_OUT_OF_MEMORY");
+}
+
+TEST_F(Simgpu, PointerAttributes) {
+  CUdeviceptr d = 0, m = 0;
+  ASSERT_EQ(cuMemAlloc(&d, 1000), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemAllocManaged(&m, 5 << 20, CU_MEM_ATTACH_GLOBAL), CUDA_SUCCESS);
+  unsigned int managed = 7, type = 0;
+  EXPECT_EQ(cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, d + 10), CUDA_SUCCESS);
+  EXPECT_EQ(managed, 0u);
+  EXPECT_EQ(cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, m + 4096), CUDA_SUCCESS);
+  EXPECT_EQ(managed, 1u);
+  EXPECT_EQ(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, m), CUDA_SUCCESS);
+  EXPECT_EQ(type, static_cast<unsigned>(CU_MEMORYTYPE_DEVICE));
+  CUdeviceptr start = 0;
+  size_t size = 0;
+  CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+                                 CU_POINTER_ATTRIBUTE_RANGE_SIZE,
+                                 CU_POINTER_ATTRIBUTE_IS_MANAGED};
+  void* data[] = {&start, &size, &managed};
+  EXPECT_EQ(cuPointerGetAttributes(3, attrs, data, m + (3 << 20)), CUDA_SUCCESS);
+  EXPECT_EQ(start, m);
+  EXPECT_EQ(size, size_t{5} << 20);
+  EXPECT_EQ(managed, 1u);
+  CUdeviceptr base = 0;
+  EXPECT_EQ(cuMemGetAddressRange(&base, &size, d + 999), CUDA_SUCCESS);
+  EXPECT_EQ(base, d);
+  EXPECT_EQ(size, 1000u);
+  int host_var = 0;
+  CUdeviceptr host = reinterpret_cast<CUdeviceptr>(&host_var);
+  EXPECT_EQ(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, host),
+            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuPointerGetAttributes(3, attrs, data, host), CUDA_SUCCESS);
+  EXPECT_EQ(managed, 0u);
+  EXPECT_EQ(cuMemFree(d), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemFree(m), CUDA_SUCCESS);
+}
+
+TEST_F(Simgpu, MemcpyMemsetRoundTrip) {
+  CUdeviceptr d = 0, m = 0;
+  std::vector<uint32_t> host(1024, 0);
+  ASSERT_EQ(cuMemAlloc(&d, 4096), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemAllocManaged(&m, 4096, CU_MEM_ATTACH_GLOBAL), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemsetD32(d, 0xabcd1234u, 1024), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemcpyDtoD(m, d, 4096), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemcpyDtoH(host.data(), m, 4096), CUDA_SUCCESS);
+  for (uint32_t v : host) ASSERT_EQ(v, 0xabcd1234u);
+  CUstream s;
+  ASSERT_EQ(cuStreamCreate(&s, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemsetD8Async(d, 7, 4096, s), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemcpyAsync(m, d, 4096, s), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamSynchronize(s), CUDA_SUCCESS);
+  EXPECT_EQ(reinterpret_cast<unsigned char*>(m)[4095], 7);  // the host reads managed memory
+  EXPECT_EQ(cuMemcpyHtoD(d, host.data(), 8192), CUDA_ERROR_INVALID_VALUE);  // past the end
+  EXPECT_EQ(cuStreamDestroy(s), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamSynchronize(s), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuMemFree(d), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemFree(m), CUDA_SUCCESS);
+}
+
+TEST_F(Simgpu, StreamWaitEventOrdersAcrossStreams) {
+  CUfunction slow = Kernel("slow_store"), load = Kernel("load");
+  CUdeviceptr flag = 0, out = 0;
+  ASSERT_EQ(cuMemAllocManaged(&flag, sizeof(int), CU_MEM_ATTACH_GLOBAL), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemAllocManaged(&out, sizeof(int), CU_MEM_ATTACH_GLOBAL), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemsetD32(flag, 0, 1), CUDA_SUCCESS);
+  CUstream a, b;
+  ASSERT_EQ(cuStreamCreate(&a, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamCreate(&b, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  CUevent done;
+  ASSERT_EQ(cuEventCreate(&done, CU_EVENT_DISABLE_TIMING), CUDA_SUCCESS);
+  int* flag_p = reinterpret_cast<int*>(flag);
+  int value = 42;
+  void* slow_args[] = {&flag_p, &value};
+  ASSERT_EQ(cuLaunchKernel(slow, 1, 1, 1, 1, 1, 1, 0, a, slow_args, nullptr), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamQuery(a), CUDA_ERROR_NOT_READY);  // 50 ms of real time in the kernel
+  ASSERT_EQ(cuEventRecord(done, a), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamWaitEvent(b, done, 0), CUDA_SUCCESS);
+  int* out_p = reinterpret_cast<int*>(out);
+  void* load_args[] = {&flag_p, &out_p};
+  ASSERT_EQ(cuLaunchKernel(load, 1, 1, 1, 1, 1, 1, 0, b, load_args, nullptr), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamSynchronize(b), CUDA_SUCCESS);
+  EXPECT_EQ(*out_p, 42);
+  EXPECT_EQ(cuEventQuery(done), CUDA_SUCCESS);
+  float ms;
+  EXPECT_EQ(cuEventElapsedTime(&ms, done, done), CUDA_ERROR_INVALID_HANDLE);  // timing disabled
+  EXPECT_EQ(cuEventDestroy(done), CUDA_SUCCESS);
+  EXPECT_EQ(cuEventQuery(done), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuStreamDestroy(a), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamDestroy(b), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemFree(flag), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemFree(out), CUDA_SUCCESS);
+}
+
+TEST_F(Simgpu, LegacyStreamSynchronizesWithBlockingStreams) {
+  CUfunction slow = Kernel("slow_store"), load = Kernel("load");
+  CUdeviceptr flag = 0, out = 0;
+  ASSERT_EQ(cuMemAlloc(&flag, sizeof(int)), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemAlloc(&out, sizeof(int)), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemsetD32(flag, 0, 1), CUDA_SUCCESS);
+  CUstream a;
+  ASSERT_EQ(cuStreamCreate(&a, 0), CUDA_SUCCESS);
+  int* flag_p = reinterpret_cast<int*>(flag);
+  int* out_p = reinterpret_cast<int*>(out);
+  int value = 7;
+  void* slow_args[] = {&flag_p, &value};
+  void* load_args[] = {&flag_p, &out_p};
+  ASSERT_EQ(cuLaunchKernel(slow, 1, 1, 1, 1, 1, 1, 0, a, slow_args, nullptr), CUDA_SUCCESS);
+  ASSERT_EQ(cuLaunchKernel(load, 1, 1, 1, 1, 1, 1, 0, CU_STREAM_LEGACY, load_args, nullptr),
+            CUDA_SUCCESS);
+  int result = 0;
+  ASSERT_EQ(cuMemcpyDtoH(&result, out, sizeof(int)), CUDA_SUCCESS);
+  EXPECT_EQ(result, 7);
+  EXPECT_EQ(cuStreamDestroy(a), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemFree(flag), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemFree(out), CUDA_SUCCESS);
+}
+
+TEST_F(Simgpu, KernelTimeOnTheVirtualClock) {
+  CUfunction timed = Kernel("timed");
+  CUstream s;
+  ASSERT_EQ(cuStreamCreate(&s, 0), CUDA_SUCCESS);
+  CUevent e0, e1;
+  ASSERT_EQ(cuEventCreate(&e0, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuEventCreate(&e1, 0), CUDA_SUCCESS);
+  double secs = 1e-3;
+  void* args[] = {&secs};
+  ASSERT_EQ(cuEventRecord(e0, s), CUDA_SUCCESS);
+  ASSERT_EQ(cuLaunchKernel(timed, 1, 1, 1, 1, 1, 1, 0, s, args, nullptr), CUDA_SUCCESS);
+  ASSERT_EQ(cuEventRecord(e1, s), CUDA_SUCCESS);
+  ASSERT_EQ(cuEventSynchronize(e1), CUDA_SUCCESS);
+  float ms = 0;
+  ASSERT_EQ(cuEventElapsedTime(&ms, e0, e1), CUDA_SUCCESS);
+  EXPECT_NEAR(ms, 1.0, 1e-4);
+  // The `extra` form: the packed buffer is unpacked with the declared offsets.
+  double two = 2e-3;
+  size_t size = sizeof(two);
+  void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, &two, CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
+                   CU_LAUNCH_PARAM_END};
+  ASSERT_EQ(cuEventRecord(e0, s), CUDA_SUCCESS);
+  ASSERT_EQ(cuLaunchKernel(timed, 1, 1, 1, 1, 1, 1, 0, s, nullptr, extra), CUDA_SUCCESS);
+  ASSERT_EQ(cuEventRecord(e1, s), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamSynchronize(s), CUDA_SUCCESS);
+  ASSERT_EQ(cuEventElapsedTime(&ms, e0, e1), CUDA_SUCCESS);
+  EXPECT_NEAR(ms, 2.0, 1e-4);
+  EXPECT_EQ(cuEventDestroy(e0), CUDA_SUCCESS);
+  EXPECT_EQ(cuEventDestroy(e1), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamDestroy(s), CUDA_SUCCESS);
+}
+
+TEST_F(Simgpu, ModulesAndFunctions) {
+  CUmodule m;
+  EXPECT_EQ(cuModuleLoad(&m, "/nonexistent/kernels.so"), CUDA_ERROR_FILE_NOT_FOUND);
+  EXPECT_EQ(cuModuleLoad(&m, "/etc/hostname"), CUDA_ERROR_INVALID_IMAGE);
+  CUfunction f;
+  EXPECT_EQ(cuModuleGetFunction(&f, module_, "no_such_kernel"), CUDA_ERROR_NOT_FOUND);
+  f = Kernel("touch_chunks");
+  const char* name = nullptr;
+  EXPECT_EQ(cuFuncGetName(&name, f), CUDA_SUCCESS);
+  EXPECT_STREQ(name, "touch_chunks");
+  size_t offset = 0, size = 0;
+  EXPECT_EQ(cuFuncGetParamInfo(f, 1, &offset, &size), CUDA_SUCCESS);
+  EXPECT_EQ(offset, 8u);
+  EXPECT_EQ(size, 8u);
+  EXPECT_EQ(cuFuncGetParamInfo(f, 3, &offset, &size), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuLaunchKernel(reinterpret_cast<CUfunction>(&offset), 1, 1, 1, 1, 1, 1, 0, nullptr,
+                           nullptr, nullptr),
+            CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, reinterpret_cast<CUstream>(&offset), nullptr,
+                           nullptr),
+            CUDA_ERROR_INVALID_VALUE);  // parameters missing
+  // cuLaunchKernelEx with launch geometry.
+  CUfunction grid = Kernel("grid_product");
+  CUdeviceptr out = 0;
+  ASSERT_EQ(cuMemAlloc(&out, 8), CUDA_SUCCESS);
+  uint64_t* out_p = reinterpret_cast<uint64_t*>(out);
+  void* args[] = {&out_p};
+  CUlaunchConfig cfg{};
+  cfg.gridDimX = 2, cfg.gridDimY = 3, cfg.gridDimZ = 4;
+  cfg.blockDimX = 32, cfg.blockDimY = 2, cfg.blockDimZ = 1;
+  ASSERT_EQ(cuLaunchKernelEx(&cfg, grid, args, nullptr), CUDA_SUCCESS);
+  uint64_t product = 0;
+  ASSERT_EQ(cuMemcpyDtoH(&product, out, 8), CUDA_SUCCESS);
+  EXPECT_EQ(product, 24u * 64u);
+  EXPECT_EQ(cuMemFree(out), CUDA_SUCCESS);
+}
+
+TEST_F(Simgpu, LibrariesAndKernels) {
+  CUlibrary lib = nullptr;
+  ASSERT_EQ(cuLibraryLoadFromFile(&lib, SIMGPU_TEST_KERNELS, nullptr, nullptr, 0, nullptr, nullptr, 0),
+            CUDA_SUCCESS);
+  CUkernel kernel = nullptr;
+  EXPECT_EQ(cuLibraryGetKernel(&kernel, lib, "nope"), CUDA_ERROR_NOT_FOUND);
+  ASSERT_EQ(cuLibraryGetKernel(&kernel, lib, "grid_product"), CUDA_SUCCESS);
+  CUfunction f = nullptr;
+  ASSERT_EQ(cuKernelGetFunction(&f, kernel), CUDA_SUCCESS);
+  const char* name = nullptr;
+  EXPECT_EQ(cuKernelGetName(&name, kernel), CUDA_SUCCESS);
+  EXPECT_STREQ(name, "grid_product");
+  CUdeviceptr out = 0;
+  ASSERT_EQ(cuMemAlloc(&out, 8), CUDA_SUCCESS);
+  uint64_t* out_p = reinterpret_cast<uint64_t*>(out);
+  void* args[] = {&out_p};
+  // A CUkernel may be launched as a CUfunction.
+  ASSERT_EQ(cuLaunchKernel(reinterpret_cast<CUfunction>(kernel), 3, 1, 1, 5, 1, 1, 0, nullptr,
+                           args, nullptr),
+            CUDA_SUCCESS);
+  uint64_t product = 0;
+  ASSERT_EQ(cuMemcpyDtoH(&product, out, 8), CUDA_SUCCESS);
+  EXPECT_EQ(product, 15u);
+  EXPECT_EQ(cuMemFree(out), CUDA_SUCCESS);
+  EXPECT_EQ(cuModuleUnload(reinterpret_cast<CUmodule>(lib)), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuLibraryUnload(lib), CUDA_SUCCESS);
+  EXPECT_EQ(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, nullptr, args, nullptr),
+            CUDA_ERROR_INVALID_HANDLE);
+}
+
+TEST_F(Simgpu, HostCallbacksRunInStreamOrder) {
+  CUstream s;
+  ASSERT_EQ(cuStreamCreate(&s, 0), CUDA_SUCCESS);
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_ACTIVE;
+  EXPECT_EQ(cuStreamIsCapturing(s, &status), CUDA_SUCCESS);
+  EXPECT_EQ(status, CU_STREAM_CAPTURE_STATUS_NONE);
+  static std::vector<int> order;
+  order.clear();
+  ASSERT_EQ(cuLaunchHostFunc(s, [](void*) { order.push_back(1); }, nullptr), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamAddCallback(s, [](CUstream, CUresult, void*) { order.push_back(2); }, nullptr, 0),
+            CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamSynchronize(s), CUDA_SUCCESS);
+  EXPECT_EQ(order, (std::vector<int>{1, 2}));
+  EXPECT_EQ(cuStreamDestroy(s), CUDA_SUCCESS);
+}
+
+TEST_F(Simgpu, StreamOrderedPoolsIncludingManaged) {
+  CUmemoryPool def = nullptr, managed = nullptr, created = nullptr;
+  ASSERT_EQ(cuDeviceGetDefaultMemPool(&def, 0), CUDA_SUCCESS);
+  CUmemLocation loc{};
+  loc.type = CU_MEM_LOCATION_TYPE_NONE;
+  ASSERT_EQ(cuMemGetDefaultMemPool(&managed, &loc, CU_MEM_ALLOCATION_TYPE_MANAGED), CUDA_SUCCESS);
+  EXPECT_NE(def, managed);
+  CUmemPoolProps props{};
+  props.allocType = CU_MEM_ALLOCATION_TYPE_MANAGED;
+  props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  ASSERT_EQ(cuMemPoolCreate(&created, &props), CUDA_SUCCESS);
+  CUstream s;
+  ASSERT_EQ(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  CUdeviceptr a = 0, b = 0;
+  ASSERT_EQ(cuMemAllocFromPoolAsync(&a, 3 * kCapacity, created, s), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemAllocAsync(&b, 1 << 20, s), CUDA_SUCCESS);
+  unsigned int is_managed = 9;
+  EXPECT_EQ(cuPointerGetAttribute(&is_managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, a), CUDA_SUCCESS);
+  EXPECT_EQ(is_managed, 1u);
+  EXPECT_EQ(cuPointerGetAttribute(&is_managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, b), CUDA_SUCCESS);
+  EXPECT_EQ(is_managed, 0u);
+  CUmemoryPool owner = nullptr;
+  EXPECT_EQ(cuPointerGetAttribute(&owner, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, a), CUDA_SUCCESS);
+  EXPECT_EQ(owner, created);
+  ASSERT_EQ(cuMemFreeAsync(a, s), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemFreeAsync(b, s), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamSynchronize(s), CUDA_SUCCESS);
+  CUdeviceptr base;
+  EXPECT_EQ(cuMemGetAddressRange(&base, nullptr, a), CUDA_ERROR_NOT_FOUND);  // freed in order
+  EXPECT_EQ(cuMemPoolDestroy(created), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemPoolDestroy(def), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuStreamDestroy(s), CUDA_SUCCESS);
+}
+
+TEST_F(Simgpu, ManyThreadsAtOnce) {
+  CUfunction touch = Kernel("touch_chunks");
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      if (cuCtxSetCurrent(ctx_) != CUDA_SUCCESS) ++failures;
+      CUstream s;
+      if (cuStreamCreate(&s, 0) != CUDA_SUCCESS) ++failures;
+      for (int i = 0; i < 10; ++i) {
+        CUdeviceptr m = 0;
+        if (cuMemAllocManaged(&m, 2 * kChunk, CU_MEM_ATTACH_GLOBAL) != CUDA_SUCCESS) ++failures;
+        char* p = reinterpret_cast<char*>(m);
+        uint64_t stride = kChunk;
+        uint32_t count = 2;
+        void* args[] = {&p, &stride, &count};
+        if (cuLaunchKernel(touch, 1, 1, 1, 1, 1, 1, 0, s, args, nullptr)) ++failures;
+        if (cuStreamSynchronize(s) != CUDA_SUCCESS) ++failures;
+        if (p[0] != 1 || p[kChunk] != 1) ++failures;  // host reads the kernel's writes
+        p[1] = static_cast<char>(t);                   // and writes
+        if (cuMemFree(m) != CUDA_SUCCESS) ++failures;
+      }
+      if (cuStreamDestroy(s) != CUDA_SUCCESS) ++failures;
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+}
+
+TEST_F(Simgpu, PerThreadDefaultStreamThroughProcAddress) {
+  using LaunchFn = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                unsigned, unsigned, CUstream, void**, void**);
+  using SyncFn = CUresult (*)(CUstream);
+  void* launch_ptsz = nullptr;
+  void* launch = nullptr;
+  void* sync_ptsz = nullptr;
+  CUdriverProcAddressQueryResult st;
+  ASSERT_EQ(cuGetProcAddress("cuLaunchKernel", &launch_ptsz, 12000,
+                             CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &st),
+            CUDA_SUCCESS);
+  ASSERT_EQ(cuGetProcAddress("cuLaunchKernel", &launch, 12000, CU_GET_PROC_ADDRESS_DEFAULT, &st),
+            CUDA_SUCCESS);
+  EXPECT_NE(launch, launch_ptsz);
+  EXPECT_EQ(launch, reinterpret_cast<void*>(&cuLaunchKernel));
+  ASSERT_EQ(cuGetProcAddress("cuStreamSynchronize", &sync_ptsz, 12000,
+                             CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &st),
+            CUDA_SUCCESS);
+  CUfunction timed = Kernel("timed");
+  double secs = 1e-6;
+  void* args[] = {&secs};
+  EXPECT_EQ(reinterpret_cast<LaunchFn>(launch_ptsz)(timed, 1, 1, 1, 1, 1, 1, 0, nullptr, args,
+                                                    nullptr),
+            CUDA_SUCCESS);
+  EXPECT_EQ(reinterpret_cast<SyncFn>(sync_ptsz)(nullptr), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamSynchronize(CU_STREAM_PER_THREAD), CUDA_SUCCESS);
+}
+
+TEST(SimgpuProcAddress, VersionsVariantsAndMisses) {
+  void* fn = nullptr;
+  CUdriverProcAddressQueryResult st = CU_GET_PROC_ADDRESS_SUCCESS;
+  // Works before cuInit? cudart calls it first; it needs no initialization.
+  ASSERT_EQ(cuGetProcAddress("cuMemAlloc", &fn, 12000, 0, &st), CUDA_SUCCESS);
+  EXPECT_EQ(st, CU_GET_PROC_ADDRESS_SUCCESS);
+  EXPECT_EQ(fn, reinterpret_cast<void*>(&cuMemAlloc_v2));
+  void* legacy = nullptr;
+  ASSERT_EQ(cuGetProcAddress("cuMemAlloc", &legacy, 3010, 0, &st), CUDA_SUCCESS);
+  EXPECT_NE(legacy, fn);
+  // cudart's bootstrap: cuGetProcAddress itself, at 12000 (5 arguments) and 11030 (4).
+  void* gpa_v2 = nullptr;
+  void* gpa_v1 = nullptr;
+  ASSERT_EQ(cuGetProcAddress("cuGetProcAddress", &gpa_v2, 12000, 0, &st), CUDA_SUCCESS);
+  ASSERT_EQ(cuGetProcAddress("cuGetProcAddress", &gpa_v1, 11030, 0, &st), CUDA_SUCCESS);
+  EXPECT_EQ(gpa_v2, reinterpret_cast<void*>(&cuGetProcAddress_v2));
+  EXPECT_NE(gpa_v1, gpa_v2);
+  using GpaV1 = CUresult (*)(const char*, void**, int, cuuint64_t);
+  void* via_v1 = nullptr;
+  ASSERT_EQ(reinterpret_cast<GpaV1>(gpa_v1)("cuMemFree", &via_v1, 12000, 0), CUDA_SUCCESS);
+  EXPECT_EQ(via_v1, reinterpret_cast<void*>(&cuMemFree_v2));
+  // Per-thread variants.
+  void* ptsz = nullptr;
+  ASSERT_EQ(cuGetProcAddress("cuMemcpyHtoDAsync", &ptsz, 12000,
+                             CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &st),
+            CUDA_SUCCESS);
+  EXPECT_NE(ptsz, reinterpret_cast<void*>(&cuMemcpyHtoDAsync_v2));
+  void* same = nullptr;
+  ASSERT_EQ(cuGetProcAddress("cuMemAllocManaged", &same, 12000,
+                             CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &st),
+            CUDA_SUCCESS);
+  EXPECT_EQ(same, reinterpret_cast<void*>(&cuMemAllocManaged));
+  // Misses.
+  EXPECT_EQ(cuGetProcAddress("cuNoSuchThing", &fn, 12000, 0, &st), CUDA_ERROR_NOT_FOUND);
+  EXPECT_EQ(st, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
+  EXPECT_EQ(fn, nullptr);
+  EXPECT_EQ(cuGetProcAddress("cuMemPoolCreate", &fn, 11000, 0, &st), CUDA_ERROR_NOT_FOUND);
+  EXPECT_EQ(st, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
+  const void* table = nullptr;
+  CUuuid id{};
+  EXPECT_EQ(cuGetExportTable(&table, &id), CUDA_ERROR_NOT_SUPPORTED);
+}
+
+TEST(SimgpuErrors, NamesAndStrings) {
+  const char* s = nullptr;
+  EXPECT_EQ(cuGetErrorName(CUDA_SUCCESS, &s), CUDA_SUCCESS);
+  EXPECT_STREQ(s, "CUDA_SUCCESS");
+  EXPECT_EQ(cuGetErrorName(CUDA_ERROR_INVALID_HANDLE, &s), CUDA_SUCCESS);
+  EXPECT_STREQ(s, "CUDA_ERROR_INVALID_HANDLE");
+  EXPECT_EQ(cuGetErrorName(CUDA_ERROR_NOT_INITIALIZED, &s), CUDA_SUCCESS);
+  EXPECT_STREQ(s, "CUDA_ERROR_NOT_INITIALIZED");
+  EXPECT_EQ(cuGetErrorString(CUDA_ERROR_OUT_OF_MEMORY, &s), CUDA_SUCCESS);
+  EXPECT_STREQ(s, "out of memory");
+  EXPECT_EQ(cuGetErrorName(static_cast<CUresult>(123456), &s), CUDA_ERROR_INVALID_VALUE);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc == 3 && std::strcmp(argv[1], "--scenario") == 0) return RunScenario(argv[2]);
+  setenv("SIMGPU_MEMORY", "64MiB", 1);
+  unsetenv("SIMGPU_STATS");
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
