@@ -29,8 +29,12 @@ fi
 
 # The driver API header. simgpu implements it and the shim intercepts it; it comes with the CUDA
 # toolkit (on this project's machines at /usr/local/cuda), or from Debian's nvidia-cuda-dev (non-free).
-if ! ls /usr/local/cuda/include/cuda.h /usr/include/cuda.h ${CUDA_HOME:+$CUDA_HOME/include/cuda.h} \
-     >/dev/null 2>&1; then
+found_cuda_h=0
+for candidate in ${CUDA_HOME:+"$CUDA_HOME/include/cuda.h"} /usr/local/cuda/include/cuda.h \
+                 /usr/include/cuda.h; do
+  [[ -f "$candidate" ]] && found_cuda_h=1
+done
+if ((!found_cuda_h)); then
   echo "setup: cuda.h not found: install the CUDA toolkit (or Debian's nvidia-cuda-dev from non-free)," \
        "or set CUDA_HOME to a toolkit folder" >&2
   exit 1
