@@ -100,7 +100,8 @@ std::string CheckManagedPool(const Driver& driver, CUdevice device) {
   props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
   props.location.id = device;
   CUmemoryPool pool = nullptr;
-  CUresult result = driver.Call("cuMemPoolCreate", &pool, static_cast<const CUmemPoolProps*>(&props));
+  CUresult result =
+      driver.Call("cuMemPoolCreate", &pool, static_cast<const CUmemPoolProps*>(&props));
   if (result != CUDA_SUCCESS) return Yes(false, "cuMemPoolCreate: " + driver.ErrorName(result));
   CUstream stream = nullptr;
   std::string verdict;
@@ -142,7 +143,8 @@ void CheckHooks(const Driver& driver) {
   }
   std::string found = std::to_string(interpose::kNumHooks - static_cast<int>(missing.size())) +
                       " of " + std::to_string(interpose::kNumHooks);
-  for (const std::string& name : missing) found += (name == missing.front() ? "; missing: " : ", ") + name;
+  for (const std::string& name : missing)
+    found += (name == missing.front() ? "; missing: " : ", ") + name;
   Report("hooked functions in driver", found);
 
   const bool preloaded = dlopen("libspillway.so", RTLD_NOW | RTLD_NOLOAD) != nullptr;
@@ -152,9 +154,9 @@ void CheckHooks(const Driver& driver) {
   }
   void* launch = dlsym(driver.handle(), "cuLaunchKernel");
   Dl_info info;
-  const bool ours = launch != nullptr && dladdr(launch, &info) != 0 &&
-                    info.dli_fname != nullptr &&
-                    std::string_view(info.dli_fname).find("libspillway.so") != std::string_view::npos;
+  const bool ours =
+      launch != nullptr && dladdr(launch, &info) != 0 && info.dli_fname != nullptr &&
+      std::string_view(info.dli_fname).find("libspillway.so") != std::string_view::npos;
   Report("hooks active", Yes(ours, ours ? "dlsym(libcuda, \"cuLaunchKernel\") is spillway's hook"
                                         : "dlsym(libcuda, \"cuLaunchKernel\") is not the hook"));
 }

@@ -130,15 +130,17 @@ inline CUresult Intercept(Args... args) {
 
 #define SPILLWAY_HOOK_CUSTOM(kind, name, params, args) \
   extern "C" SPILLWAY_HIDDEN CUresult spillway_hook_##name params;
-#define SPILLWAY_HOOK(kind, name, params, args)                                          \
-  extern "C" SPILLWAY_HIDDEN CUresult spillway_hook_##name params {                      \
-    return ::spillway::interpose::Intercept<::spillway::interpose::HookId::k_##name,         \
-                                            CUresult(*) params> args;                    \
+#define SPILLWAY_HOOK(kind, name, params, args)                                      \
+  extern "C" SPILLWAY_HIDDEN CUresult spillway_hook_##name params {                  \
+    return ::spillway::interpose::Intercept<::spillway::interpose::HookId::k_##name, \
+                                            CUresult(*) params>                      \
+        args;                                                                        \
   }
 #include "interpose/hooked_functions.inc"
 
-#define SPILLWAY_HOOK(kind, name, params, args) \
-  extern "C" __attribute__((visibility("default"), alias("spillway_hook_" #name))) CUresult name params;
+#define SPILLWAY_HOOK(kind, name, params, args)                                    \
+  extern "C" __attribute__((visibility("default"), alias("spillway_hook_" #name))) \
+  CUresult name params;
 #include "interpose/hooked_functions.inc"
 
 namespace spillway::interpose {
@@ -163,7 +165,8 @@ void* Redirect(const char* symbol, void* real_answer, int cuda_version) {
   const int index = HookIndexOfReal(real_answer);
   if (index >= 0) return HookAddress(index);
   if (real_answer != nullptr && symbol != nullptr && std::strcmp(symbol, "cuGetProcAddress") == 0) {
-    const HookId id = cuda_version >= 12000 ? HookId::k_cuGetProcAddress_v2 : HookId::k_cuGetProcAddress;
+    const HookId id =
+        cuda_version >= 12000 ? HookId::k_cuGetProcAddress_v2 : HookId::k_cuGetProcAddress;
     return HookAddress(Index(id));
   }
   return real_answer;
@@ -186,8 +189,8 @@ CUresult InterceptProcAddress(const char* symbol, void** pfn, int cuda_version, 
 }  // namespace
 }  // namespace spillway::interpose
 
-extern "C" CUresult spillway_hook_cuGetProcAddress(const char* symbol, void** pfn,
-                                                   int cudaVersion, cuuint64_t flags) {
+extern "C" CUresult spillway_hook_cuGetProcAddress(const char* symbol, void** pfn, int cudaVersion,
+                                                   cuuint64_t flags) {
   using Fn = CUresult (*)(const char*, void**, int, cuuint64_t);
   return spillway::interpose::InterceptProcAddress<spillway::interpose::HookId::k_cuGetProcAddress,
                                                    Fn>(symbol, pfn, cudaVersion, flags);
@@ -199,7 +202,7 @@ extern "C" CUresult spillway_hook_cuGetProcAddress_v2(const char* symbol, void**
   using Fn = CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
   return spillway::interpose::InterceptProcAddress<
       spillway::interpose::HookId::k_cuGetProcAddress_v2, Fn>(symbol, pfn, cudaVersion, flags,
-                                                            status);
+                                                              status);
 }
 
 // ---- dlsym ----
@@ -232,7 +235,7 @@ void* SubstituteHook(const char* name, void* answer) {
 
 // Uninstrumented, like the resolver: sanitizer runtimes look symbols up while they initialize.
 __attribute__((no_sanitize("address", "undefined"))) void* spillway_dlsym_impl(void* handle,
-                                                                              const char* name) {
+                                                                               const char* name) {
   using DlsymFn = spillway::interpose::DlsymFn;
   void* real = __atomic_load_n(&spillway_real_dlsym, __ATOMIC_ACQUIRE);
   if (real == nullptr) real = spillway_resolve_real_dlsym();

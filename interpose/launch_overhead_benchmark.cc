@@ -94,24 +94,23 @@ void Initialize() {
   CUdevice device = 0;
   Check(Lookup<CUresult (*)(CUdevice*, int)>(driver, "cuDeviceGet")(&device, 0), "cuDeviceGet");
   char name[256] = {};
-  Lookup<CUresult (*)(char*, int, CUdevice)>(driver, "cuDeviceGetName")(name, sizeof(name),
-                                                                          device);
+  Lookup<CUresult (*)(char*, int, CUdevice)>(driver, "cuDeviceGetName")(name, sizeof(name), device);
   g_setup.device_name = name;
   CUcontext context = nullptr;
   Check(Lookup<CUresult (*)(CUcontext*, CUdevice)>(driver, "cuDevicePrimaryCtxRetain")(&context,
-                                                                                     device),
+                                                                                       device),
         "cuDevicePrimaryCtxRetain");
   Check(Lookup<CUresult (*)(CUcontext)>(driver, "cuCtxSetCurrent")(context), "cuCtxSetCurrent");
   CUmodule module = nullptr;
   if (g_setup.device_name.rfind("simgpu", 0) == 0) {
     const std::string kernels = ProgramDir() + "/libspillway_noop_kernels.so";
     Check(Lookup<CUresult (*)(CUmodule*, const char*)>(driver, "cuModuleLoad")(&module,
-                                                                                kernels.c_str()),
+                                                                               kernels.c_str()),
           "cuModuleLoad");
   } else {
-    Check(Lookup<CUresult (*)(CUmodule*, const void*)>(driver, "cuModuleLoadData")(&module,
-                                                                                    kNoopPtx),
-          "cuModuleLoadData");
+    Check(
+        Lookup<CUresult (*)(CUmodule*, const void*)>(driver, "cuModuleLoadData")(&module, kNoopPtx),
+        "cuModuleLoadData");
   }
   Check(Lookup<CUresult (*)(CUfunction*, CUmodule, const char*)>(driver, "cuModuleGetFunction")(
             &g_setup.noop, module, "noop"),
@@ -158,16 +157,18 @@ void BM_EventSynchronize(benchmark::State& state, EventSyncFn fn) {
 // ---- interleaved comparison ----
 
 struct Options {
-  int rounds = 51;
-  int launch_batch = 1000;
+  int rounds = 501;
+  int launch_batch = 200;
   int call_batch = 20000;
 };
 
-double Median(std::vector<double> values) {
+// The q-quantile (0..1) of `values`, nearest rank.
+double Quantile(std::vector<double> values, double q) {
   std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+  const size_t rank = static_cast<size_t>(q * static_cast<double>(values.size() - 1) + 0.5);
+  return values[rank];
 }
+double Median(const std::vector<double>& values) { return Quantile(values, 0.5); }
 
 template <typename Body>
 double NanosPerCall(int batch, Body body) {
@@ -181,6 +182,8 @@ struct Comparison {
   double direct = 0;
   double hook = 0;
   double added = 0;  // median of per-round (hook - direct)
+  double added_p25 = 0;
+  double added_p75 = 0;
 };
 
 template <typename Direct, typename Hook, typename Between>
@@ -203,11 +206,14 @@ Comparison Compare(int rounds, int batch, Direct direct, Hook hook, Between betw
     hook_ns.push_back(h);
     added_ns.push_back(h - d);
   }
-  return {Median(direct_ns), Median(hook_ns), Median(added_ns)};
+  return {Median(direct_ns), Median(hook_ns), Median(added_ns), Quantile(added_ns, 0.25),
+          Quantile(added_ns, 0.75)};
 }
 
 void PrintRow(const char* call, const Comparison& c) {
-  std::printf("%-34s %12.1f %12.1f %12.1f\n", call, c.direct, c.hook, c.added);
+  char spread[64];
+  std::snprintf(spread, sizeof(spread), "%.1f .. %.1f", c.added_p25, c.added_p75);
+  std::printf("%-34s %10.1f %10.1f %10.1f %20s\n", call, c.direct, c.hook, c.added, spread);
 }
 
 void RunInterleaved(const Options& options) {
@@ -225,11 +231,13 @@ void RunInterleaved(const Options& options) {
       options.rounds, options.call_batch, [] { g_setup.event_sync_direct(g_setup.done); },
       [] { g_setup.event_sync_hook(g_setup.done); }, [] {});
   const char* mode = std::getenv("SPILLWAY_MODE");
-  std::printf("\ninterleaved comparison: device '%s', SPILLWAY_MODE=%s, %d rounds, batches of %d "
-              "launches / %d calls\n",
-              g_setup.device_name.c_str(), mode != nullptr ? mode : "(unset: run)",
-              options.rounds, options.launch_batch, options.call_batch);
-  std::printf("%-34s %12s %12s %12s\n", "call (median ns per call)", "direct", "hook", "added");
+  std::printf(
+      "\ninterleaved comparison: device '%s', SPILLWAY_MODE=%s, %d rounds, batches of %d "
+      "launches / %d calls\n",
+      g_setup.device_name.c_str(), mode != nullptr ? mode : "(unset: run)", options.rounds,
+      options.launch_batch, options.call_batch);
+  std::printf("%-34s %10s %10s %10s %20s\n", "call (median ns per call)", "direct", "hook", "added",
+              "added p25 .. p75");
   PrintRow("cuLaunchKernel (no-op kernel)", launch);
   PrintRow("cuEventSynchronize (completed)", event);
 }

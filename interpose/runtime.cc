@@ -164,7 +164,8 @@ SummaryData CollectSummary() {
   data.vmm_count = registry.vmm_count.load(std::memory_order_relaxed);
   const int problems = std::min(g_problem_count.load(std::memory_order_relaxed), kMaxProblems);
   for (int i = 0; i < problems; ++i) {
-    if (g_problems[i].ready.load(std::memory_order_acquire)) data.errors.emplace_back(g_problems[i].text);
+    if (g_problems[i].ready.load(std::memory_order_acquire))
+      data.errors.emplace_back(g_problems[i].text);
   }
   if (g_problem_count.load(std::memory_order_relaxed) > kMaxProblems) {
     data.errors.emplace_back("(more problems were logged than the summary keeps)");

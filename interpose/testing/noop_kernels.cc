@@ -28,7 +28,7 @@ constexpr SimgpuKernelLibrary kLibrary = {SIMGPU_KERNEL_ABI_VERSION, 2, kKernels
 
 }  // namespace
 
-extern "C" __attribute__((visibility("default"))) const SimgpuKernelLibrary*
-simgpu_kernel_library(void) {
+extern "C" __attribute__((visibility("default"))) const SimgpuKernelLibrary* simgpu_kernel_library(
+    void) {
   return &kLibrary;
 }

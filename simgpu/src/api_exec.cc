@@ -637,4 +637,14 @@ CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx, unsigned 
   return Launch(f, Dims(gx, gy, gz, bx, by, bz, shared), s, kernelParams, nullptr, true);
 }
 
+// CUDA graphs are not simulated: no graph can be instantiated, so none can be launched.
+CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream) {
+  (void)exec, (void)stream;
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+CUresult cuGraphLaunch_ptsz(CUgraphExec exec, CUstream stream) {
+  (void)exec, (void)stream;
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+
 }  // extern "C"

@@ -800,5 +800,13 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAlloc
   (void)ptr, (void)size, (void)offset, (void)handle, (void)flags;
   return CUDA_ERROR_NOT_SUPPORTED;
 }
+CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
+  (void)ptr, (void)size;
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
+  (void)handle;
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
 
 }  // extern "C"

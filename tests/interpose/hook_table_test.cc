@@ -22,14 +22,33 @@ TEST(HookTableTest, NamesAreUniqueDriverNames) {
 }
 
 TEST(HookTableTest, ListsEveryRequiredEntryPoint) {
-  for (const char* name :
-       {"cuInit", "cuGetProcAddress", "cuGetProcAddress_v2", "cuMemAlloc_v2", "cuMemAllocManaged",
-        "cuMemAllocAsync", "cuMemAllocAsync_ptsz", "cuMemAllocFromPoolAsync", "cuMemFree_v2",
-        "cuMemFreeAsync_ptsz", "cuMemCreate", "cuMemMap", "cuMemRelease", "cuMemUnmap",
-        "cuMemGetInfo_v2", "cuDeviceTotalMem_v2", "cuLaunchKernel", "cuLaunchKernel_ptsz",
-        "cuLaunchKernelEx", "cuLaunchCooperativeKernel_ptsz", "cuGraphLaunch",
-        "cuGraphLaunch_ptsz", "cuMemcpyHtoD_v2_ptds", "cuMemsetD32Async_ptsz",
-        "cuCtxSynchronize", "cuStreamSynchronize_ptsz", "cuEventSynchronize"}) {
+  for (const char* name : {"cuInit",
+                           "cuGetProcAddress",
+                           "cuGetProcAddress_v2",
+                           "cuMemAlloc_v2",
+                           "cuMemAllocManaged",
+                           "cuMemAllocAsync",
+                           "cuMemAllocAsync_ptsz",
+                           "cuMemAllocFromPoolAsync",
+                           "cuMemFree_v2",
+                           "cuMemFreeAsync_ptsz",
+                           "cuMemCreate",
+                           "cuMemMap",
+                           "cuMemRelease",
+                           "cuMemUnmap",
+                           "cuMemGetInfo_v2",
+                           "cuDeviceTotalMem_v2",
+                           "cuLaunchKernel",
+                           "cuLaunchKernel_ptsz",
+                           "cuLaunchKernelEx",
+                           "cuLaunchCooperativeKernel_ptsz",
+                           "cuGraphLaunch",
+                           "cuGraphLaunch_ptsz",
+                           "cuMemcpyHtoD_v2_ptds",
+                           "cuMemsetD32Async_ptsz",
+                           "cuCtxSynchronize",
+                           "cuStreamSynchronize_ptsz",
+                           "cuEventSynchronize"}) {
     EXPECT_TRUE(FindHook(name).has_value()) << name;
   }
   EXPECT_FALSE(FindHook("cuGetExportTable").has_value());  // passes through untouched

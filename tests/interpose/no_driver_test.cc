@@ -30,9 +30,8 @@ TEST(NoDriverTest, HooksFailCleanlyWithoutADriver) {
   const std::string preload = runner_preload != nullptr && *runner_preload != '\0'
                                   ? std::string(runner_preload) + ":" + SPILLWAY_LIB
                                   : std::string(SPILLWAY_LIB);
-  const std::string command = "env LD_PRELOAD=" + preload + " SPILLWAY_SUMMARY=" + base +
-                              ".json " + NO_DRIVER_PROGRAM + " >" + base + ".out 2>" + base +
-                              ".err";
+  const std::string command = "env LD_PRELOAD=" + preload + " SPILLWAY_SUMMARY=" + base + ".json " +
+                              NO_DRIVER_PROGRAM + " >" + base + ".out 2>" + base + ".err";
   const int raw = std::system(command.c_str());
   ASSERT_TRUE(WIFEXITED(raw));
   EXPECT_EQ(WEXITSTATUS(raw), 0);

@@ -92,8 +92,8 @@ void DlsymRoad(CUfunction noop) {
 void ProcAddressRoad(CUfunction noop) {
   void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (driver == nullptr) return;
-  using GetProcV2 = CUresult (*)(const char*, void**, int, cuuint64_t,
-                                 CUdriverProcAddressQueryResult*);
+  using GetProcV2 =
+      CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
   using GetProcLegacy = CUresult (*)(const char*, void**, int, cuuint64_t);
   const auto first = reinterpret_cast<GetProcV2>(dlsym(driver, "cuGetProcAddress_v2"));
   Check(InSpillway(reinterpret_cast<void*>(first)), "dlsym cuGetProcAddress_v2 is the hook");
@@ -113,8 +113,7 @@ void ProcAddressRoad(CUfunction noop) {
   void* sync_ptsz = nullptr;
   CheckCu(get_proc("cuMemAlloc", &alloc, 12000, CU_GET_PROC_ADDRESS_DEFAULT, &status), "gpa");
   CheckCu(get_proc("cuMemFree", &release, 12000, CU_GET_PROC_ADDRESS_DEFAULT, &status), "gpa");
-  CheckCu(get_proc("cuLaunchKernel", &launch, 12000, CU_GET_PROC_ADDRESS_DEFAULT, &status),
-          "gpa");
+  CheckCu(get_proc("cuLaunchKernel", &launch, 12000, CU_GET_PROC_ADDRESS_DEFAULT, &status), "gpa");
   CheckCu(get_proc("cuLaunchKernel", &launch_ptsz, 12000,
                    CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &status),
           "gpa ptsz");

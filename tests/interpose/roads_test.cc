@@ -73,8 +73,8 @@ RunResult RunRoads(const std::string& extra_env) {
                             : std::string(SPILLWAY_LIB);
   const std::string command = std::string("env LD_PRELOAD=") + preload +
                               " LD_LIBRARY_PATH=" + SIMGPU_DIR + " SPILLWAY_SUMMARY=" + summary +
-                              " SPILLWAY_LOG_FILE=" + log + " " + extra_env + " " +
-                              ROADS_PROGRAM + " " + KERNEL_LIBRARY + " >>" + log + " 2>&1";
+                              " SPILLWAY_LOG_FILE=" + log + " " + extra_env + " " + ROADS_PROGRAM +
+                              " " + KERNEL_LIBRARY + " >>" + log + " 2>&1";
   RunResult result;
   const int raw = std::system(command.c_str());
   result.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
@@ -99,18 +99,18 @@ TEST(RoadsTest, EveryRoadReachesTheHooksAndIsCounted) {
   ASSERT_FALSE(s.empty()) << "no summary; log:\n" << run.log;
   EXPECT_NE(s.find("\"mode\":\"run\""), std::string::npos) << s;
   EXPECT_EQ(Calls(s, "cuInit"), 1) << s;
-  EXPECT_EQ(Calls(s, "cuMemAlloc_v2"), 3) << s;            // linked, dlsym, cuGetProcAddress
+  EXPECT_EQ(Calls(s, "cuMemAlloc_v2"), 3) << s;  // linked, dlsym, cuGetProcAddress
   EXPECT_EQ(Calls(s, "cuMemAllocManaged"), 1) << s;
   EXPECT_EQ(Calls(s, "cuMemsetD32_v2"), 1) << s;
   EXPECT_EQ(Calls(s, "cuMemcpyDtoH_v2"), 1) << s;
-  EXPECT_EQ(Calls(s, "cuLaunchKernel"), 4) << s;           // 2 linked, 1 dlsym, 1 gpa
-  EXPECT_EQ(Calls(s, "cuLaunchKernel_ptsz"), 1) << s;      // gpa, per-thread flag
+  EXPECT_EQ(Calls(s, "cuLaunchKernel"), 4) << s;       // 2 linked, 1 dlsym, 1 gpa
+  EXPECT_EQ(Calls(s, "cuLaunchKernel_ptsz"), 1) << s;  // gpa, per-thread flag
   EXPECT_EQ(Calls(s, "cuCtxSynchronize"), 1) << s;
   EXPECT_EQ(Calls(s, "cuStreamSynchronize"), 1) << s;
   EXPECT_EQ(Calls(s, "cuStreamSynchronize_ptsz"), 1) << s;
-  EXPECT_EQ(Calls(s, "cuMemGetInfo_v2"), 2) << s;          // linked, legacy gpa
+  EXPECT_EQ(Calls(s, "cuMemGetInfo_v2"), 2) << s;  // linked, legacy gpa
   EXPECT_EQ(Calls(s, "cuMemFree_v2"), 4) << s;
-  EXPECT_EQ(Calls(s, "cuGetProcAddress_v2"), 8) << s;      // 2 from dlsym's pointer, 6 via gpa
+  EXPECT_EQ(Calls(s, "cuGetProcAddress_v2"), 8) << s;  // 2 from dlsym's pointer, 6 via gpa
   EXPECT_EQ(Calls(s, "cuGetProcAddress"), 1) << s;
   EXPECT_EQ(IntField(s, "launches"), 5) << s;
   EXPECT_EQ(IntField(s, "graph_launches"), 0) << s;
