@@ -448,31 +448,35 @@ MoveResult PrefetchToDevice(CUdeviceptr ptr, size_t bytes) {
   return r;
 }
 
-MoveResult PrefetchToHost(CUdeviceptr ptr, size_t bytes) {
-  MoveResult r;
+namespace {
+
+// Drops device residency of the resident chunks in [ptr, ptr + bytes) and adds the bytes dropped
+// to `counter`. Whether contents travel back (eviction) or vanish (discard) only changes the cost.
+uint64_t DropResidentRange(CUdeviceptr ptr, size_t bytes, std::atomic<uint64_t>& counter) {
+  uint64_t dropped = 0;
   int32_t first, last;
-  if (!ChunkSpan(ptr, bytes, &first, &last)) return r;
+  if (!ChunkSpan(ptr, bytes, &first, &last)) return 0;
   for (int32_t i = first; i <= last; ++i) {
     SpinGuard guard;
     if (g_chunks[i].state != kResident) continue;
     DropResidencyLocked(i);
-    r.out_bytes += kChunkBytes;
-    stats().evicted_bytes.fetch_add(kChunkBytes, std::memory_order_relaxed);
+    dropped += kChunkBytes;
   }
+  counter.fetch_add(dropped, std::memory_order_relaxed);
+  return dropped;
+}
+
+}  // namespace
+
+MoveResult PrefetchToHost(CUdeviceptr ptr, size_t bytes) {
+  MoveResult r;
+  r.out_bytes = DropResidentRange(ptr, bytes, stats().evicted_bytes);
   return r;
 }
 
 MoveResult Discard(CUdeviceptr ptr, size_t bytes) {
   MoveResult r;
-  int32_t first, last;
-  if (!ChunkSpan(ptr, bytes, &first, &last)) return r;
-  for (int32_t i = first; i <= last; ++i) {
-    SpinGuard guard;
-    if (g_chunks[i].state != kResident) continue;
-    DropResidencyLocked(i);
-    r.discarded_bytes += kChunkBytes;
-    stats().discarded_bytes.fetch_add(kChunkBytes, std::memory_order_relaxed);
-  }
+  r.discarded_bytes = DropResidentRange(ptr, bytes, stats().discarded_bytes);
   return r;
 }
 
