@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""Loads spillway's attention kernels into PyTorch at run time and checks them against
+torch.nn.functional.scaled_dot_product_attention (forward and backward, BSHD layout).
+
+The extension is compiled on first use by torch.utils.cpp_extension.load from the sources in
+attention_kernels/ (a few minutes; cached afterwards). Needs a CUDA GPU, PyTorch and nvcc.
+"""
+import argparse
+import os
+import sys
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--batch", type=int, default=2)
+    p.add_argument("--heads", type=int, default=8)
+    p.add_argument("--kv-heads", type=int, default=2, help="GQA: heads must be a multiple")
+    p.add_argument("--seq", type=int, default=1024)
+    p.add_argument("--dim", type=int, default=128, choices=[64, 128])
+    p.add_argument("--dtype", default="bfloat16", choices=["float16", "bfloat16"])
+    p.add_argument("--causal", action="store_true")
+    p.add_argument("--arch", default="8.0;9.0", help="TORCH_CUDA_ARCH_LIST for the build")
+    p.add_argument("--verbose", action="store_true", help="show the compiler's output")
+    return p.parse_args()
+
+
+def load_extension(arch, verbose):
+    os.environ.setdefault("TORCH_CUDA_ARCH_LIST", arch)
+    from torch.utils.cpp_extension import load
+    src = os.path.join(ROOT, "attention_kernels", "src")
+    return load(
+        name="spillway_attention_torch",
+        sources=[os.path.join(os.path.dirname(__file__), "torch_binding.cpp"),
+                 os.path.join(src, "api.cc"), os.path.join(src, "validate.cc"),
+                 os.path.join(src, "sdpa_forward.cu"), os.path.join(src, "sdpa_backward.cu"),
+                 os.path.join(src, "additive.cu")],
+        extra_include_paths=[ROOT, os.path.join(ROOT, "attention_kernels", "include")],
+        extra_cflags=["-O2", "-std=c++17"],
+        extra_cuda_cflags=["-O3", "-std=c++17", "--expt-relaxed-constexpr"],
+        verbose=verbose)
+
+
+def main():
+    args = parse_args()
+    import torch
+    import torch.nn.functional as F
+    ext = load_extension(args.arch, args.verbose)
+
+    class SpillwayAttention(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, q, k, v, causal):
+            o, lse = ext.forward(q, k, v, causal, 0.0)
+            ctx.save_for_backward(q, k, v, o, lse)
+            ctx.causal = causal
+            return o
+
+        @staticmethod
+        def backward(ctx, d_o):
+            q, k, v, o, lse = ctx.saved_tensors
+            dq, dk, dv = ext.backward(d_o, q, k, v, o, lse, ctx.causal, 0.0)
+            return dq, dk, dv, None
+
+    dtype = getattr(torch, args.dtype)
+    shape_q = (args.batch, args.seq, args.heads, args.dim)
+    shape_kv = (args.batch, args.seq, args.kv_heads, args.dim)
+    q = torch.randn(shape_q, device="cuda", dtype=dtype, requires_grad=True)
+    k = torch.randn(shape_kv, device="cuda", dtype=dtype, requires_grad=True)
+    v = torch.randn(shape_kv, device="cuda", dtype=dtype, requires_grad=True)
+    d_o = torch.randn(shape_q, device="cuda", dtype=dtype)
+
+    out = SpillwayAttention.apply(q, k, v, args.causal)
+    grads = torch.autograd.grad(out, (q, k, v), d_o)
+
+    # Reference in fp32 through PyTorch (BHSD, KV heads repeated for GQA).
+    group = args.heads // args.kv_heads
+    qr, kr, vr = (t.detach().float().transpose(1, 2).requires_grad_() for t in (q, k, v))
+    ref = F.scaled_dot_product_attention(qr, kr.repeat_interleave(group, 1),
+                                         vr.repeat_interleave(group, 1), is_causal=args.causal)
+    ref_grads = torch.autograd.grad(ref, (qr, kr, vr), d_o.float().transpose(1, 2))
+    ref = ref.transpose(1, 2)
+    ref_grads = [g.transpose(1, 2) for g in ref_grads]
+    # PyTorch's is_causal is top-left aligned: the same as bottom-right here (square shapes).
+
+    def rel(a, b):
+        return ((a.float() - b).norm() / b.norm()).item()
+
+    worst = 0.0
+    for name, a, b in [("o", out, ref)] + list(zip(("dq", "dk", "dv"), grads, ref_grads)):
+        err = rel(a, b)
+        worst = max(worst, err)
+        print(f"{name}: relative error {err:.2e}")
+    bar = 1e-2 if dtype == torch.bfloat16 else 5e-3
+    print("PASS" if worst < bar else "FAIL")
+    return 0 if worst < bar else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

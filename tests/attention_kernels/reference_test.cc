@@ -1,0 +1,400 @@
+// Tests of the CPU reference attention: forward against a naive softmax written another way,
+// gradients against finite differences, the bottom-right causal mask, varlen, GQA and bias
+// broadcast each against an equivalent plain call, and additive attention likewise.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstddef>
+#include <functional>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "attention_kernels/reference/attention_reference.h"
+
+namespace spillway::attention::reference {
+namespace {
+
+std::vector<float> Random(std::size_t n, unsigned seed, float scale = 1.0f) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(-scale, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(gen);
+  return v;
+}
+
+void ExpectNear(const std::vector<float>& got, const std::vector<float>& want, double tol) {
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], tol) << "at " << i;
+}
+
+// Everything one SDPA case needs, sized from its shape.
+struct SdpaCase {
+  SdpaShape shape;
+  std::vector<float> q, k, v, d_o, bias;
+  BiasView bias_view;
+
+  explicit SdpaCase(SdpaShape s, unsigned seed = 1) : shape(std::move(s)) {
+    const std::size_t dq = std::size_t(shape.TokensQ()) * shape.heads_q * shape.head_dim;
+    const std::size_t dk = std::size_t(shape.TokensK()) * shape.heads_kv * shape.head_dim;
+    q = Random(dq, seed);
+    k = Random(dk, seed + 1);
+    v = Random(dk, seed + 2);
+    d_o = Random(dq, seed + 3);
+  }
+  // A full [batch, heads_q, seqlen_q, seqlen_k] bias.
+  void AddFullBias(unsigned seed) {
+    bias = Random(std::size_t(shape.batch) * shape.heads_q * shape.seqlen_q * shape.seqlen_k, seed);
+    bias_view = {bias.data(), int64_t{shape.heads_q} * shape.seqlen_q * shape.seqlen_k,
+                 int64_t{shape.seqlen_q} * shape.seqlen_k, shape.seqlen_k};
+  }
+  std::size_t OElems() const { return q.size(); }
+  std::size_t LseElems() const { return std::size_t(shape.TokensQ()) * shape.heads_q; }
+  void Forward(std::vector<float>& o, std::vector<float>& lse) const {
+    o.assign(OElems(), 0.0f);
+    lse.assign(LseElems(), 0.0f);
+    SdpaForward(shape, q.data(), k.data(), v.data(), bias_view, o.data(), lse.data());
+  }
+  double Loss() const {  // sum(O * dO): its gradients are the backward pass's outputs
+    std::vector<float> o, lse;
+    Forward(o, lse);
+    double loss = 0.0;
+    for (std::size_t i = 0; i < o.size(); ++i) loss += double(o[i]) * d_o[i];
+    return loss;
+  }
+};
+
+TEST(SdpaReferenceTest, ForwardMatchesNaiveSoftmax) {
+  SdpaShape s;
+  s.batch = 2;
+  s.heads_q = 2;
+  s.heads_kv = 2;
+  s.seqlen_q = 5;
+  s.seqlen_k = 7;
+  s.head_dim = 8;
+  SdpaCase c(s);
+  std::vector<float> o, lse;
+  c.Forward(o, lse);
+  // Naive: exp without max subtraction, normalise after the weighted sum.
+  for (int b = 0; b < 2; ++b) {
+    for (int h = 0; h < 2; ++h) {
+      for (int i = 0; i < 5; ++i) {
+        double denom = 0.0;
+        std::vector<double> num(8, 0.0);
+        for (int j = 0; j < 7; ++j) {
+          double dot = 0.0;
+          for (int d = 0; d < 8; ++d) {
+            dot += c.q[((b * 5 + i) * 2 + h) * 8 + d] * c.k[((b * 7 + j) * 2 + h) * 8 + d];
+          }
+          const double w = std::exp(dot / std::sqrt(8.0));
+          denom += w;
+          for (int d = 0; d < 8; ++d) num[d] += w * c.v[((b * 7 + j) * 2 + h) * 8 + d];
+        }
+        for (int d = 0; d < 8; ++d) {
+          EXPECT_NEAR(o[((b * 5 + i) * 2 + h) * 8 + d], num[d] / denom, 1e-6);
+        }
+        EXPECT_NEAR(lse[(b * 5 + i) * 2 + h], std::log(denom), 1e-5);
+      }
+    }
+  }
+}
+
+// Central differences of Loss() with respect to some elements of `x`, against `grad`.
+void CheckGradient(SdpaCase& c, std::vector<float>& x, const std::vector<float>& grad,
+                   const char* name) {
+  const float eps = 1.0f / 256;
+  for (std::size_t i = 0; i < x.size(); i += 1 + x.size() / 13) {
+    const float saved = x[i];
+    x[i] = saved + eps;
+    const double up = c.Loss();
+    x[i] = saved - eps;
+    const double down = c.Loss();
+    x[i] = saved;
+    EXPECT_NEAR(grad[i], (up - down) / (2 * eps), 2e-3) << name << "[" << i << "]";
+  }
+}
+
+void CheckAllGradients(SdpaCase& c) {
+  std::vector<float> dq(c.q.size()), dk(c.k.size()), dv(c.v.size());
+  std::vector<float> dbias(c.bias.size(), 0.0f);
+  SdpaBackward(c.shape, c.q.data(), c.k.data(), c.v.data(), c.bias_view, c.d_o.data(), dq.data(),
+               dk.data(), dv.data(), c.bias.empty() ? nullptr : dbias.data());
+  CheckGradient(c, c.q, dq, "dq");
+  CheckGradient(c, c.k, dk, "dk");
+  CheckGradient(c, c.v, dv, "dv");
+  if (!c.bias.empty()) CheckGradient(c, c.bias, dbias, "dbias");
+}
+
+TEST(SdpaReferenceTest, GradientsMatchFiniteDifferences) {
+  SdpaShape s;
+  s.batch = 1;
+  s.heads_q = 2;
+  s.heads_kv = 1;
+  s.seqlen_q = 4;
+  s.seqlen_k = 6;
+  s.head_dim = 4;
+  s.causal = true;
+  SdpaCase c(s, 7);
+  c.AddFullBias(11);
+  CheckAllGradients(c);
+}
+
+TEST(SdpaReferenceTest, CausalMaskIsBottomRightAligned) {
+  SdpaShape s;
+  s.seqlen_q = 3;
+  s.seqlen_k = 5;
+  s.head_dim = 4;
+  s.causal = true;
+  EXPECT_TRUE(s.Visible(0, 0, 2));  // query 0 sees keys 0..2
+  EXPECT_FALSE(s.Visible(0, 0, 3));
+  EXPECT_TRUE(s.Visible(0, 2, 4));  // the last query sees every key
+  SdpaCase c(s);
+  std::vector<float> o, lse;
+  c.Forward(o, lse);
+  // Query 0 of the causal call equals a plain call over the first three keys.
+  SdpaShape plain = s;
+  plain.causal = false;
+  plain.seqlen_q = 1;
+  plain.seqlen_k = 3;
+  std::vector<float> o1(4), lse1(1);
+  SdpaForward(plain, c.q.data(), c.k.data(), c.v.data(), {}, o1.data(), lse1.data());
+  for (int d = 0; d < 4; ++d) EXPECT_FLOAT_EQ(o[d], o1[d]);
+
+  // More queries than keys: the first two rows see nothing (zero output, lse -inf).
+  s.seqlen_q = 5;
+  s.seqlen_k = 3;
+  SdpaCase tall(s);
+  tall.Forward(o, lse);
+  EXPECT_EQ(lse[0], -std::numeric_limits<float>::infinity());
+  EXPECT_EQ(lse[1], -std::numeric_limits<float>::infinity());
+  EXPECT_TRUE(std::isfinite(lse[2]));
+  for (int d = 0; d < 8; ++d) EXPECT_EQ(o[d], 0.0f);
+  for (int d = 0; d < 4; ++d) EXPECT_FLOAT_EQ(o[2 * 4 + d], tall.v[d]);  // row 2 sees key 0 only
+  CheckAllGradients(tall);
+}
+
+TEST(SdpaReferenceTest, VarlenEqualsPerSequenceCalls) {
+  SdpaShape s;
+  s.batch = 2;
+  s.heads_q = 2;
+  s.heads_kv = 2;
+  s.seqlen_q = 5;
+  s.seqlen_k = 4;
+  s.head_dim = 4;
+  s.causal = true;
+  s.cu_seqlens_q = {0, 3, 8};
+  s.cu_seqlens_k = {0, 4, 6};
+  SdpaCase c(s);
+  std::vector<float> o, lse;
+  c.Forward(o, lse);
+  std::vector<float> dq(c.q.size()), dk(c.k.size()), dv(c.v.size());
+  SdpaBackward(s, c.q.data(), c.k.data(), c.v.data(), {}, c.d_o.data(), dq.data(), dk.data(),
+               dv.data(), nullptr);
+  for (int b = 0; b < 2; ++b) {
+    SdpaShape one = s;
+    one.batch = 1;
+    one.cu_seqlens_q.clear();
+    one.cu_seqlens_k.clear();
+    one.seqlen_q = s.LenQ(b);
+    one.seqlen_k = s.LenK(b);
+    const std::size_t qo = std::size_t(s.FirstTokenQ(b)) * 2 * 4;
+    const std::size_t ko = std::size_t(s.FirstTokenK(b)) * 2 * 4;
+    std::vector<float> o1(one.seqlen_q * 8), lse1(one.seqlen_q * 2);
+    SdpaForward(one, c.q.data() + qo, c.k.data() + ko, c.v.data() + ko, {}, o1.data(), lse1.data());
+    std::vector<float> dq1(o1.size()), dk1(one.seqlen_k * 8), dv1(one.seqlen_k * 8);
+    SdpaBackward(one, c.q.data() + qo, c.k.data() + ko, c.v.data() + ko, {}, c.d_o.data() + qo,
+                 dq1.data(), dk1.data(), dv1.data(), nullptr);
+    for (std::size_t n = 0; n < o1.size(); ++n) {
+      EXPECT_EQ(o[qo + n], o1[n]);
+      EXPECT_EQ(dq[qo + n], dq1[n]);
+    }
+    for (std::size_t n = 0; n < lse1.size(); ++n) EXPECT_EQ(lse[qo / 4 + n], lse1[n]);
+    for (std::size_t n = 0; n < dk1.size(); ++n) {
+      EXPECT_EQ(dk[ko + n], dk1[n]);
+      EXPECT_EQ(dv[ko + n], dv1[n]);
+    }
+  }
+}
+
+TEST(SdpaReferenceTest, GroupedQueryEqualsRepeatedKvHeads) {
+  SdpaShape s;
+  s.batch = 2;
+  s.heads_q = 4;
+  s.heads_kv = 2;
+  s.seqlen_q = 3;
+  s.seqlen_k = 5;
+  s.head_dim = 4;
+  SdpaCase c(s);
+  SdpaShape full = s;
+  full.heads_kv = 4;
+  std::vector<float> k4, v4;  // KV head h/2 repeated for query head h
+  for (int t = 0; t < s.TokensK(); ++t) {
+    for (int h = 0; h < 4; ++h) {
+      for (int d = 0; d < 4; ++d) {
+        k4.push_back(c.k[(t * 2 + h / 2) * 4 + d]);
+        v4.push_back(c.v[(t * 2 + h / 2) * 4 + d]);
+      }
+    }
+  }
+  std::vector<float> o, lse, o4(c.q.size()), lse4(c.LseElems());
+  c.Forward(o, lse);
+  SdpaForward(full, c.q.data(), k4.data(), v4.data(), {}, o4.data(), lse4.data());
+  EXPECT_EQ(o, o4);
+  EXPECT_EQ(lse, lse4);
+  std::vector<float> dq(c.q.size()), dk(c.k.size()), dv(c.v.size());
+  std::vector<float> dq4(c.q.size()), dk4(k4.size()), dv4(v4.size());
+  SdpaBackward(s, c.q.data(), c.k.data(), c.v.data(), {}, c.d_o.data(), dq.data(), dk.data(),
+               dv.data(), nullptr);
+  SdpaBackward(full, c.q.data(), k4.data(), v4.data(), {}, c.d_o.data(), dq4.data(), dk4.data(),
+               dv4.data(), nullptr);
+  ExpectNear(dq, dq4, 1e-6);
+  for (int t = 0; t < s.TokensK(); ++t) {
+    for (int hk = 0; hk < 2; ++hk) {
+      for (int d = 0; d < 4; ++d) {
+        const auto at = [&](int h) { return (t * 4 + h) * 4 + d; };
+        EXPECT_NEAR(dk[(t * 2 + hk) * 4 + d], dk4[at(2 * hk)] + dk4[at(2 * hk + 1)], 1e-6);
+        EXPECT_NEAR(dv[(t * 2 + hk) * 4 + d], dv4[at(2 * hk)] + dv4[at(2 * hk + 1)], 1e-6);
+      }
+    }
+  }
+}
+
+TEST(SdpaReferenceTest, BroadcastBiasEqualsMaterialisedBias) {
+  SdpaShape s;
+  s.batch = 2;
+  s.heads_q = 3;
+  s.heads_kv = 3;
+  s.seqlen_q = 4;
+  s.seqlen_k = 5;
+  s.head_dim = 4;
+  // Bias [1, 1, 4, 5] broadcast over batch and heads, and [2, 1, 1, 5] over heads and rows.
+  const std::vector<float> shared = Random(4 * 5, 21);
+  const std::vector<float> per_key = Random(2 * 5, 22);
+  struct Layout {
+    const std::vector<float>* data;
+    BiasView view;
+  };
+  for (const Layout& l :
+       {Layout{&shared, {shared.data(), 0, 0, 5}}, Layout{&per_key, {per_key.data(), 5, 0, 0}}}) {
+    SdpaCase c(s);
+    c.AddFullBias(1);
+    for (int b = 0; b < 2; ++b) {
+      for (int h = 0; h < 3; ++h) {
+        for (int i = 0; i < 4; ++i) {
+          for (int j = 0; j < 5; ++j) c.bias[((b * 3 + h) * 4 + i) * 5 + j] = l.view.At(b, h, i, j);
+        }
+      }
+    }
+    std::vector<float> o_full, lse_full, o, lse(c.LseElems());
+    c.Forward(o_full, lse_full);
+    o.resize(c.OElems());
+    SdpaForward(s, c.q.data(), c.k.data(), c.v.data(), l.view, o.data(), lse.data());
+    EXPECT_EQ(o, o_full);
+    std::vector<float> dq(c.q.size()), dk(c.k.size()), dv(c.v.size());
+    std::vector<float> dbias_full(c.bias.size(), 0.0f), dbias(l.data->size(), 0.0f);
+    SdpaBackward(s, c.q.data(), c.k.data(), c.v.data(), c.bias_view, c.d_o.data(), dq.data(),
+                 dk.data(), dv.data(), dbias_full.data());
+    SdpaBackward(s, c.q.data(), c.k.data(), c.v.data(), l.view, c.d_o.data(), dq.data(), dk.data(),
+                 dv.data(), dbias.data());
+    std::vector<float> summed(dbias.size(), 0.0f);
+    for (int b = 0; b < 2; ++b) {
+      for (int h = 0; h < 3; ++h) {
+        for (int i = 0; i < 4; ++i) {
+          for (int j = 0; j < 5; ++j) {
+            summed[b * l.view.batch_stride + h * l.view.head_stride + i * l.view.row_stride + j] +=
+                dbias_full[((b * 3 + h) * 4 + i) * 5 + j];
+          }
+        }
+      }
+    }
+    ExpectNear(dbias, summed, 1e-6);
+  }
+}
+
+// Additive attention: one case's inputs, sized from its shape.
+struct AdditiveCase {
+  AdditiveShape shape;
+  std::vector<float> qp, kp, values, v, d_context;
+  explicit AdditiveCase(AdditiveShape s) : shape(std::move(s)) {
+    qp = Random(std::size_t(shape.batch) * shape.target_len * shape.units, 31);
+    kp = Random(std::size_t(shape.batch) * shape.source_len * shape.units, 32);
+    values = Random(std::size_t(shape.batch) * shape.source_len * shape.value_dim, 33);
+    v = Random(shape.units, 34);
+    d_context = Random(std::size_t(shape.batch) * shape.target_len * shape.value_dim, 35);
+  }
+  void Forward(std::vector<float>& context, std::vector<float>& lse) const {
+    context.assign(std::size_t(shape.batch) * shape.target_len * shape.value_dim, 0.0f);
+    lse.assign(std::size_t(shape.batch) * shape.target_len, 0.0f);
+    AdditiveForward(shape, qp.data(), kp.data(), values.data(), v.data(), context.data(),
+                    lse.data());
+  }
+  double Loss() const {
+    std::vector<float> c, lse;
+    Forward(c, lse);
+    double loss = 0.0;
+    for (std::size_t i = 0; i < c.size(); ++i) loss += double(c[i]) * d_context[i];
+    return loss;
+  }
+};
+
+TEST(AdditiveReferenceTest, ForwardMatchesNaiveSoftmax) {
+  AdditiveCase c({1, 3, 4, 5, 2, {}});
+  std::vector<float> context, lse;
+  c.Forward(context, lse);
+  for (int t = 0; t < 3; ++t) {
+    double denom = 0.0, num[2] = {0.0, 0.0};
+    for (int s = 0; s < 4; ++s) {
+      double e = 0.0;
+      for (int u = 0; u < 5; ++u) e += c.v[u] * std::tanh(c.qp[t * 5 + u] + c.kp[s * 5 + u]);
+      denom += std::exp(e);
+      for (int d = 0; d < 2; ++d) num[d] += std::exp(e) * c.values[s * 2 + d];
+    }
+    for (int d = 0; d < 2; ++d) EXPECT_NEAR(context[t * 2 + d], num[d] / denom, 1e-6);
+    EXPECT_NEAR(lse[t], std::log(denom), 1e-5);
+  }
+}
+
+TEST(AdditiveReferenceTest, GradientsMatchFiniteDifferences) {
+  AdditiveCase c({2, 3, 4, 5, 3, {4, 2}});
+  std::vector<float> dq(c.qp.size()), dk(c.kp.size()), dval(c.values.size()), dv(c.v.size());
+  AdditiveBackward(c.shape, c.qp.data(), c.kp.data(), c.values.data(), c.v.data(),
+                   c.d_context.data(), dq.data(), dk.data(), dval.data(), dv.data());
+  const float eps = 1.0f / 256;
+  auto check = [&](std::vector<float>& x, const std::vector<float>& grad, const char* name) {
+    for (std::size_t i = 0; i < x.size(); i += 1 + x.size() / 11) {
+      const float saved = x[i];
+      x[i] = saved + eps;
+      const double up = c.Loss();
+      x[i] = saved - eps;
+      const double down = c.Loss();
+      x[i] = saved;
+      EXPECT_NEAR(grad[i], (up - down) / (2 * eps), 2e-3) << name << "[" << i << "]";
+    }
+  };
+  check(c.qp, dq, "d_query_proj");
+  check(c.kp, dk, "d_key_proj");
+  check(c.values, dval, "d_values");
+  check(c.v, dv, "d_attention_v");
+}
+
+TEST(AdditiveReferenceTest, SourceLengthsMaskLikeShorterSources) {
+  AdditiveCase c({1, 3, 6, 4, 2, {4}});
+  std::vector<float> context, lse;
+  c.Forward(context, lse);
+  AdditiveCase shorter = c;
+  shorter.shape.source_len = 4;
+  shorter.shape.source_lengths.clear();
+  shorter.kp.resize(4 * 4);
+  shorter.values.resize(4 * 2);
+  std::vector<float> context4, lse4;
+  shorter.Forward(context4, lse4);
+  EXPECT_EQ(context, context4);
+  EXPECT_EQ(lse, lse4);
+  c.shape.source_lengths = {0};  // no source at all: zero context, lse -inf
+  c.Forward(context, lse);
+  EXPECT_EQ(lse[0], -std::numeric_limits<float>::infinity());
+  EXPECT_EQ(context[0], 0.0f);
+}
+
+}  // namespace
+}  // namespace spillway::attention::reference

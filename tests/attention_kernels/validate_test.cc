@@ -1,0 +1,310 @@
+// CPU tests of the attention C API's validation: every rule gives its status and a message that
+// names the culprit, workspace sizes are as documented, and no rejected call reaches a launch.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "attention_kernels/src/tiling.h"
+#include "spillway/attention.h"
+#include "spillway/attention.hpp"
+#include "tests/attention_kernels/recording_launch.h"
+
+namespace spillway::attention {
+namespace {
+
+bool Contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+// Stand-in device addresses: never dereferenced (the launchers are recording fakes).
+alignas(256) unsigned char arena[1 << 12];
+void* At(std::size_t offset) { return arena + offset; }
+
+spillway_attention_sdpa_problem_t SdpaProblem() {
+  spillway_attention_sdpa_problem_t p{};
+  p.dtype = SPILLWAY_ATTENTION_BF16;
+  p.batch = 2;
+  p.num_heads_q = 8;
+  p.num_heads_kv = 2;
+  p.seqlen_q = 100;
+  p.seqlen_k = 300;
+  p.head_dim = 128;
+  return p;
+}
+
+spillway_attention_sdpa_forward_args_t ForwardArgs() {
+  spillway_attention_sdpa_forward_args_t a{};
+  a.problem = SdpaProblem();
+  a.q = BshdTensor(At(0), 100, 8, 128);
+  a.k = BshdTensor(At(256), 300, 2, 128);
+  a.v = BshdTensor(At(512), 300, 2, 128);
+  a.o = BshdTensor(At(768), 100, 8, 128);
+  a.lse = reinterpret_cast<float*>(At(1024));
+  return a;
+}
+
+spillway_attention_sdpa_backward_args_t BackwardArgs() {
+  const spillway_attention_sdpa_forward_args_t f = ForwardArgs();
+  spillway_attention_sdpa_backward_args_t a{};
+  a.problem = f.problem;
+  a.q = f.q;
+  a.k = f.k;
+  a.v = f.v;
+  a.o = f.o;
+  a.lse = f.lse;
+  a.d_o = BshdTensor(At(1280), 100, 8, 128);
+  a.dq = BshdTensor(At(1536), 100, 8, 128);
+  a.dk = BshdTensor(At(1792), 300, 2, 128);
+  a.dv = BshdTensor(At(2048), 300, 2, 128);
+  return a;
+}
+
+spillway_attention_tensor_t Rows(std::size_t offset, int64_t seqlen, int64_t width) {
+  return {At(offset), seqlen * width, 0, width};
+}
+
+spillway_attention_additive_forward_args_t AdditiveForwardArgs() {
+  spillway_attention_additive_forward_args_t a{};
+  a.problem = {SPILLWAY_ATTENTION_FP16, 3, 40, 50, 256, 512, nullptr};
+  a.query_proj = Rows(0, 40, 256);
+  a.key_proj = Rows(256, 50, 256);
+  a.values = Rows(512, 50, 512);
+  a.attention_v = reinterpret_cast<const float*>(At(768));
+  a.context = Rows(1024, 40, 512);
+  a.lse = reinterpret_cast<float*>(At(1280));
+  return a;
+}
+
+spillway_attention_additive_backward_args_t AdditiveBackwardArgs() {
+  const spillway_attention_additive_forward_args_t f = AdditiveForwardArgs();
+  spillway_attention_additive_backward_args_t a{};
+  a.problem = f.problem;
+  a.query_proj = f.query_proj;
+  a.key_proj = f.key_proj;
+  a.values = f.values;
+  a.attention_v = f.attention_v;
+  a.context = f.context;
+  a.lse = f.lse;
+  a.d_context = Rows(1536, 40, 512);
+  a.d_query_proj = Rows(1792, 40, 256);
+  a.d_key_proj = Rows(2048, 50, 256);
+  a.d_values = Rows(2304, 50, 512);
+  a.d_attention_v = reinterpret_cast<float*>(At(2560));
+  return a;
+}
+
+class ValidateTest : public ::testing::Test {
+ protected:
+  void SetUp() override { testing::ResetLaunchCount(); }
+
+  // Runs a forward call expected to fail and checks status, message and that nothing launched.
+  void ExpectForwardFails(const spillway_attention_sdpa_forward_args_t& a,
+                          spillway_attention_status_t want, const std::string& message_part) {
+    EXPECT_EQ(spillway_attention_sdpa_forward(&a, nullptr, 0, nullptr), want);
+    EXPECT_PRED2(Contains, spillway_attention_last_error_message(), message_part);
+    std::size_t bytes = 0;
+    EXPECT_EQ(spillway_attention_sdpa_forward_workspace_size(&a, &bytes), want);
+    EXPECT_EQ(testing::LaunchCount(), 0);
+  }
+};
+
+TEST_F(ValidateTest, ValidForwardLaunchesOnceAndClearsTheMessage) {
+  const spillway_attention_sdpa_forward_args_t a = ForwardArgs();
+  std::size_t bytes = 99;
+  ASSERT_EQ(spillway_attention_sdpa_forward_workspace_size(&a, &bytes), SPILLWAY_ATTENTION_SUCCESS)
+      << spillway_attention_last_error_message();
+  EXPECT_EQ(bytes, 0u);
+  EXPECT_EQ(spillway_attention_sdpa_forward(&a, nullptr, 0, nullptr), SPILLWAY_ATTENTION_SUCCESS);
+  EXPECT_EQ(testing::LaunchCount(), 1);
+  EXPECT_STREQ(spillway_attention_last_error_message(), "");
+}
+
+TEST_F(ValidateTest, ForwardRejectsEachBrokenRule) {
+  auto a = ForwardArgs();
+  a.q.data = nullptr;
+  ExpectForwardFails(a, SPILLWAY_ATTENTION_ERROR_NULL_POINTER, "q.data is NULL");
+  a = ForwardArgs();
+  a.lse = nullptr;
+  ExpectForwardFails(a, SPILLWAY_ATTENTION_ERROR_NULL_POINTER, "lse is NULL");
+  a = ForwardArgs();
+  a.k.data = At(258);
+  ExpectForwardFails(a, SPILLWAY_ATTENTION_ERROR_MISALIGNED, "k.data is not 16-byte aligned");
+  a = ForwardArgs();
+  a.v.seq_stride = 2 * 128 + 4;
+  ExpectForwardFails(a, SPILLWAY_ATTENTION_ERROR_MISALIGNED, "v strides must be multiples of 8");
+  a = ForwardArgs();
+  a.problem.head_dim = 96;
+  ExpectForwardFails(a, SPILLWAY_ATTENTION_ERROR_UNSUPPORTED_HEAD_DIM, "head_dim 96");
+  a = ForwardArgs();
+  a.problem.dtype = static_cast<spillway_attention_dtype_t>(7);
+  ExpectForwardFails(a, SPILLWAY_ATTENTION_ERROR_UNSUPPORTED_DTYPE, "dtype 7");
+  a = ForwardArgs();
+  a.problem.num_heads_kv = 3;
+  ExpectForwardFails(a, SPILLWAY_ATTENTION_ERROR_INVALID_SHAPE, "multiple of num_heads_kv (3)");
+  a = ForwardArgs();
+  a.problem.seqlen_k = 0;
+  ExpectForwardFails(a, SPILLWAY_ATTENTION_ERROR_INVALID_SHAPE, "seqlen_k is 0");
+  a = ForwardArgs();
+  a.problem.batch = 70000;
+  ExpectForwardFails(a, SPILLWAY_ATTENTION_ERROR_INVALID_SHAPE, "batch is 70000");
+  a = ForwardArgs();
+  a.problem.causal = 2;
+  ExpectForwardFails(a, SPILLWAY_ATTENTION_ERROR_INVALID_ARGUMENT, "causal is 2");
+  a = ForwardArgs();
+  a.problem.softmax_scale = NAN;
+  ExpectForwardFails(a, SPILLWAY_ATTENTION_ERROR_INVALID_ARGUMENT, "softmax_scale");
+  a = ForwardArgs();
+  a.problem.cu_seqlens_q = reinterpret_cast<const int32_t*>(At(0));
+  ExpectForwardFails(a, SPILLWAY_ATTENTION_ERROR_NULL_POINTER, "both be set");
+  a = ForwardArgs();
+  a.o.head_stride = 0;
+  ExpectForwardFails(a, SPILLWAY_ATTENTION_ERROR_INVALID_SHAPE, "o is an output");
+  a = ForwardArgs();
+  a.q.batch_stride = -8;
+  ExpectForwardFails(a, SPILLWAY_ATTENTION_ERROR_INVALID_SHAPE, "q has a negative stride");
+  a = ForwardArgs();
+  a.bias = {At(1), 0, 0, 300};
+  ExpectForwardFails(a, SPILLWAY_ATTENTION_ERROR_MISALIGNED, "bias.data is not 2-byte aligned");
+  EXPECT_EQ(spillway_attention_sdpa_forward(nullptr, nullptr, 0, nullptr),
+            SPILLWAY_ATTENTION_ERROR_NULL_POINTER);
+  EXPECT_EQ(testing::LaunchCount(), 0);
+}
+
+TEST_F(ValidateTest, ForwardAcceptsBroadcastInputsVarlenAndBhsd) {
+  auto a = ForwardArgs();
+  a.k.head_stride = 0;  // one K head read by every KV head: an input may broadcast
+  a.bias = {At(2), 0, 0, 300};
+  EXPECT_EQ(spillway_attention_sdpa_forward(&a, nullptr, 0, nullptr), SPILLWAY_ATTENTION_SUCCESS)
+      << spillway_attention_last_error_message();
+  a = ForwardArgs();
+  a.problem.cu_seqlens_q = reinterpret_cast<const int32_t*>(At(0));
+  a.problem.cu_seqlens_k = reinterpret_cast<const int32_t*>(At(64));
+  a.q.batch_stride = 3;  // ignored when varlen
+  EXPECT_EQ(spillway_attention_sdpa_forward(&a, nullptr, 0, nullptr), SPILLWAY_ATTENTION_SUCCESS)
+      << spillway_attention_last_error_message();
+  a = ForwardArgs();
+  a.q = BhsdTensor(At(0), 100, 8, 128);
+  a.o = BhsdTensor(At(256), 100, 8, 128);
+  EXPECT_EQ(spillway_attention_sdpa_forward(&a, nullptr, 0, nullptr), SPILLWAY_ATTENTION_SUCCESS);
+  EXPECT_EQ(testing::LaunchCount(), 3);
+}
+
+TEST_F(ValidateTest, BackwardWorkspaceIsOneFloatPerQueryRowAndHead) {
+  auto a = BackwardArgs();
+  std::size_t bytes = 0;
+  ASSERT_EQ(spillway_attention_sdpa_backward_workspace_size(&a, &bytes), SPILLWAY_ATTENTION_SUCCESS)
+      << spillway_attention_last_error_message();
+  EXPECT_EQ(bytes, 2u * 100 * 8 * 4);  // 6400, already a multiple of 256
+  a.problem.seqlen_q = 3;
+  a.problem.batch = 1;
+  a.problem.num_heads_q = 2;
+  a.problem.num_heads_kv = 1;
+  ASSERT_EQ(spillway_attention_sdpa_backward_workspace_size(&a, &bytes),
+            SPILLWAY_ATTENTION_SUCCESS);
+  EXPECT_EQ(bytes, 256u);  // 24 bytes, rounded up to the alignment
+}
+
+TEST_F(ValidateTest, BackwardChecksWorkspaceAndBiasGradient) {
+  auto a = BackwardArgs();
+  EXPECT_EQ(spillway_attention_sdpa_backward(&a, At(0), 6399, nullptr),
+            SPILLWAY_ATTENTION_ERROR_WORKSPACE_TOO_SMALL);
+  EXPECT_PRED2(Contains, spillway_attention_last_error_message(), "needs 6400");
+  EXPECT_EQ(spillway_attention_sdpa_backward(&a, nullptr, 6400, nullptr),
+            SPILLWAY_ATTENTION_ERROR_NULL_POINTER);
+  EXPECT_EQ(spillway_attention_sdpa_backward(&a, At(16), 6400, nullptr),
+            SPILLWAY_ATTENTION_ERROR_MISALIGNED);
+  a.dbias = {At(0), 0, 300 * 100, 300};
+  EXPECT_EQ(spillway_attention_sdpa_backward(&a, At(0), 6400, nullptr),
+            SPILLWAY_ATTENTION_ERROR_INVALID_ARGUMENT);
+  EXPECT_PRED2(Contains, spillway_attention_last_error_message(), "bias is NULL");
+  a.bias = {At(0), 0, 0, 300};
+  EXPECT_EQ(spillway_attention_sdpa_backward(&a, At(0), 6400, nullptr),
+            SPILLWAY_ATTENTION_ERROR_INVALID_ARGUMENT);
+  EXPECT_PRED2(Contains, spillway_attention_last_error_message(), "same dimensions");
+  a.dq.data = nullptr;
+  EXPECT_EQ(spillway_attention_sdpa_backward(&a, At(0), 6400, nullptr),
+            SPILLWAY_ATTENTION_ERROR_NULL_POINTER);
+  EXPECT_EQ(testing::LaunchCount(), 0);
+  a = BackwardArgs();
+  a.bias = {At(0), 0, 300 * 100, 300};
+  a.dbias = {At(512), 0, 300 * 100, 300};
+  EXPECT_EQ(spillway_attention_sdpa_backward(&a, At(0), 6400, nullptr), SPILLWAY_ATTENTION_SUCCESS)
+      << spillway_attention_last_error_message();
+  EXPECT_EQ(testing::LaunchCount(), 1);
+}
+
+TEST_F(ValidateTest, AdditiveChecksSizesAndOnChipBudget) {
+  auto a = AdditiveForwardArgs();
+  EXPECT_EQ(spillway_attention_additive_forward(&a, nullptr, 0, nullptr),
+            SPILLWAY_ATTENTION_SUCCESS)
+      << spillway_attention_last_error_message();
+  a.problem.units = 0;
+  EXPECT_EQ(spillway_attention_additive_forward(&a, nullptr, 0, nullptr),
+            SPILLWAY_ATTENTION_ERROR_INVALID_SHAPE);
+  EXPECT_PRED2(Contains, spillway_attention_last_error_message(), "units is 0");
+  a = AdditiveForwardArgs();
+  a.problem.units = 1024;
+  a.problem.value_dim = 1024;
+  EXPECT_EQ(spillway_attention_additive_forward(&a, nullptr, 0, nullptr),
+            SPILLWAY_ATTENTION_ERROR_INVALID_SHAPE);
+  EXPECT_PRED2(Contains, spillway_attention_last_error_message(), "shared memory");
+  a = AdditiveForwardArgs();
+  a.problem.dtype = static_cast<spillway_attention_dtype_t>(-1);
+  EXPECT_EQ(spillway_attention_additive_forward(&a, nullptr, 0, nullptr),
+            SPILLWAY_ATTENTION_ERROR_UNSUPPORTED_DTYPE);
+  a = AdditiveForwardArgs();
+  a.context.seq_stride = 0;
+  EXPECT_EQ(spillway_attention_additive_forward(&a, nullptr, 0, nullptr),
+            SPILLWAY_ATTENTION_ERROR_INVALID_SHAPE);
+  a = AdditiveForwardArgs();
+  a.attention_v = nullptr;
+  EXPECT_EQ(spillway_attention_additive_forward(&a, nullptr, 0, nullptr),
+            SPILLWAY_ATTENTION_ERROR_NULL_POINTER);
+  EXPECT_EQ(testing::LaunchCount(), 1);
+  // The largest supported pair of sizes fits the sm_80 shared-memory budget.
+  EXPECT_LE(AdditiveKeyGradSmemBytes(512, 512), kMaxSmemPerBlock);
+}
+
+TEST_F(ValidateTest, AdditiveBackwardWorkspaceHoldsDeltaAndPartialVGradients) {
+  auto a = AdditiveBackwardArgs();
+  std::size_t bytes = 0;
+  ASSERT_EQ(spillway_attention_additive_backward_workspace_size(&a, &bytes),
+            SPILLWAY_ATTENTION_SUCCESS)
+      << spillway_attention_last_error_message();
+  // delta: 3*40 floats = 480 -> 512; partials: 3 batches * 3 target tiles * 256 units * 4 bytes.
+  EXPECT_EQ(bytes, 512u + 3u * 3 * 256 * 4);
+  EXPECT_EQ(spillway_attention_additive_backward(&a, At(0), bytes - 1, nullptr),
+            SPILLWAY_ATTENTION_ERROR_WORKSPACE_TOO_SMALL);
+  a.d_key_proj.data = nullptr;
+  EXPECT_EQ(spillway_attention_additive_backward(&a, At(0), bytes, nullptr),
+            SPILLWAY_ATTENTION_ERROR_NULL_POINTER);
+  EXPECT_PRED2(Contains, spillway_attention_last_error_message(), "d_key_proj");
+  EXPECT_EQ(testing::LaunchCount(), 0);
+}
+
+TEST(StatusTest, EveryStatusHasAString) {
+  for (int s = SPILLWAY_ATTENTION_SUCCESS; s <= SPILLWAY_ATTENTION_ERROR_CUDA; ++s) {
+    EXPECT_STRNE(spillway_attention_status_string(static_cast<spillway_attention_status_t>(s)),
+                 "unknown status");
+  }
+  EXPECT_STREQ(spillway_attention_status_string(static_cast<spillway_attention_status_t>(42)),
+               "unknown status");
+  EXPECT_STREQ(spillway_attention_status_string(SPILLWAY_ATTENTION_ERROR_MISALIGNED), "misaligned");
+}
+
+TEST(StatusTest, CppWrapperCarriesTheMessage) {
+  auto a = ForwardArgs();
+  a.problem.head_dim = 80;
+  const Status status = Launch(a, nullptr, 0, nullptr);
+  EXPECT_FALSE(status.ok());
+  EXPECT_EQ(status.code(), SPILLWAY_ATTENTION_ERROR_UNSUPPORTED_HEAD_DIM);
+  EXPECT_EQ(status.ToString(), "unsupported head dim: head_dim 80 is not supported (64 or 128)");
+  std::size_t bytes = 1;
+  EXPECT_TRUE(WorkspaceSize(ForwardArgs(), &bytes).ok());
+}
+
+}  // namespace
+}  // namespace spillway::attention
