@@ -2,6 +2,7 @@
 #include "interpose/config.h"
 
 #include "common/env.h"
+#include "common/size.h"
 
 namespace spillway::interpose {
 
@@ -58,9 +59,43 @@ Config MakeConfig(std::optional<std::string_view> mode, std::optional<std::strin
   return config;
 }
 
+namespace {
+
+std::optional<uint64_t> ParseSizeSetting(std::string_view name, std::string_view value,
+                                         std::vector<std::string>* problems) {
+  const absl::StatusOr<uint64_t> parsed = ParseSize(value);
+  if (parsed.ok()) return *parsed;
+  problems->push_back(std::string(name) + ": cannot use '" + std::string(value) +
+                      "' (" + std::string(parsed.status().message()) + "); using the default");
+  return std::nullopt;
+}
+
+}  // namespace
+
+void ApplyMemorySettings(std::optional<std::string_view> device_memory,
+                         std::optional<std::string_view> host_memory, Config* config) {
+  if (device_memory.has_value() && !device_memory->empty()) {
+    const std::optional<uint64_t> bytes =
+        ParseSizeSetting("SPILLWAY_DEVICE_MEMORY", *device_memory, &config->problems);
+    if (bytes.has_value() && *bytes == 0) {
+      config->problems.push_back("SPILLWAY_DEVICE_MEMORY: cannot use '" +
+                                 std::string(*device_memory) + "' (must be positive); using the "
+                                 "default");
+    } else {
+      config->device_memory = bytes;
+    }
+  }
+  if (host_memory.has_value() && !host_memory->empty()) {
+    config->host_memory =
+        ParseSizeSetting("SPILLWAY_HOST_MEMORY", *host_memory, &config->problems).value_or(0);
+  }
+}
+
 Config ReadConfigFromEnvironment() {
-  return MakeConfig(GetEnv("SPILLWAY_MODE"), GetEnv("SPILLWAY_LOG"), GetEnv("SPILLWAY_LOG_FILE"),
-                    GetEnv("SPILLWAY_SUMMARY"));
+  Config config = MakeConfig(GetEnv("SPILLWAY_MODE"), GetEnv("SPILLWAY_LOG"),
+                             GetEnv("SPILLWAY_LOG_FILE"), GetEnv("SPILLWAY_SUMMARY"));
+  ApplyMemorySettings(GetEnv("SPILLWAY_DEVICE_MEMORY"), GetEnv("SPILLWAY_HOST_MEMORY"), &config);
+  return config;
 }
 
 std::string ExpandSummaryPath(std::string_view path, long pid) {

@@ -1,8 +1,10 @@
 // The shim's settings, read once from the environment: SPILLWAY_MODE, SPILLWAY_LOG,
-// SPILLWAY_LOG_FILE, SPILLWAY_SUMMARY. Parsing is pure so tests can feed it values directly.
+// SPILLWAY_LOG_FILE, SPILLWAY_SUMMARY, SPILLWAY_DEVICE_MEMORY, SPILLWAY_HOST_MEMORY. Parsing is pure
+// so tests can feed it values directly.
 #ifndef SPILLWAY_INTERPOSE_CONFIG_H_
 #define SPILLWAY_INTERPOSE_CONFIG_H_
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -25,6 +27,12 @@ struct Config {
   LogLevel log_level = LogLevel::kWarn;
   std::string log_file;      // empty: stderr
   std::string summary_path;  // empty: no summary; "%p" is replaced by the pid when written
+  // SPILLWAY_DEVICE_MEMORY: the engine's device budget; nullopt = physical free memory at the
+  // engine's start minus 5% of the total.
+  std::optional<uint64_t> device_memory;
+  // SPILLWAY_HOST_MEMORY: how much more than the budget cuMemGetInfo / cuDeviceTotalMem report
+  // (the reported total is max(physical total, budget + this)). Default 0.
+  uint64_t host_memory = 0;
   // One line per setting that was rejected, e.g. "SPILLWAY_MODE: unknown value 'x' ...".
   std::vector<std::string> problems;
 };
@@ -34,7 +42,12 @@ Config MakeConfig(std::optional<std::string_view> mode, std::optional<std::strin
                   std::optional<std::string_view> log_file,
                   std::optional<std::string_view> summary);
 
-// MakeConfig over the process environment (an environ scan, no getenv).
+// Sets device_memory and host_memory from the variables' values (nullopt = unset). A value that
+// does not parse adds a line to `problems` naming the variable and the value; the default stays.
+void ApplyMemorySettings(std::optional<std::string_view> device_memory,
+                         std::optional<std::string_view> host_memory, Config* config);
+
+// MakeConfig and ApplyMemorySettings over the process environment (an environ scan, no getenv).
 Config ReadConfigFromEnvironment();
 
 // Replaces every "%p" in `path` with `pid`.

@@ -1,6 +1,8 @@
 // The exported hooks, generated from hooked_functions.inc, plus the hand-written ones: the two
-// cuGetProcAddress versions and dlsym. In this step every hook counts the call, notes allocations
-// and frees, and forwards to the real driver; the engine comes later.
+// cuGetProcAddress versions and dlsym. Every hook counts the call and forwards to the real driver,
+// noting allocations and frees. In run (and record) mode a few replace the call (Replace<id>):
+// cuMemAlloc/cuMemAllocPitch are backed by managed memory, cuMemFree discards first, memory info
+// reports the engine's capacity, and launches go through the residency engine first.
 //
 // Each hook is defined under a hidden name (spillway_hook_<name>) and exported as <name> through
 // an alias, so the tables inside the library point at our code even where another object in the
@@ -11,7 +13,9 @@
 
 #include <atomic>
 #include <cstring>
+#include <optional>
 
+#include "interpose/driver_device.h"
 #include "interpose/hook_table.h"
 #include "interpose/log.h"
 #include "interpose/real_driver.h"
@@ -32,7 +36,7 @@ struct After {
 template <>
 struct After<HookId::k_cuMemAlloc_v2> {
   static void Run(CUresult r, CUdeviceptr* dptr, size_t bytes) {
-    if (r == CUDA_SUCCESS && dptr != nullptr) OnAllocated(*dptr, bytes, false);
+    if (r == CUDA_SUCCESS && dptr != nullptr) OnAllocated(*dptr, bytes, policy::Backing::kDevice);
   }
 };
 template <>
@@ -40,19 +44,21 @@ struct After<HookId::k_cuMemAllocPitch_v2> {
   static void Run(CUresult r, CUdeviceptr* dptr, size_t* pitch, size_t, size_t height,
                   unsigned int) {
     if (r == CUDA_SUCCESS && dptr != nullptr && pitch != nullptr) {
-      OnAllocated(*dptr, static_cast<uint64_t>(*pitch) * height, false);
+      OnAllocated(*dptr, static_cast<uint64_t>(*pitch) * height, policy::Backing::kDevice);
     }
   }
 };
 template <>
 struct After<HookId::k_cuMemAllocManaged> {
   static void Run(CUresult r, CUdeviceptr* dptr, size_t bytes, unsigned int) {
-    if (r == CUDA_SUCCESS && dptr != nullptr) OnAllocated(*dptr, bytes, true);
+    if (r == CUDA_SUCCESS && dptr != nullptr) OnAllocated(*dptr, bytes, policy::Backing::kManaged);
   }
 };
 struct AfterAsyncAlloc {
   static void Run(CUresult r, CUdeviceptr* dptr, size_t bytes, CUstream) {
-    if (r == CUDA_SUCCESS && dptr != nullptr) OnAllocated(*dptr, bytes, false);
+    if (r == CUDA_SUCCESS && dptr != nullptr) {
+      OnAllocated(*dptr, bytes, policy::Backing::kDevice, /*stream_ordered=*/true);
+    }
   }
 };
 template <>
@@ -61,7 +67,9 @@ template <>
 struct After<HookId::k_cuMemAllocAsync_ptsz> : AfterAsyncAlloc {};
 struct AfterPoolAlloc {
   static void Run(CUresult r, CUdeviceptr* dptr, size_t bytes, CUmemoryPool, CUstream) {
-    if (r == CUDA_SUCCESS && dptr != nullptr) OnAllocated(*dptr, bytes, false);
+    if (r == CUDA_SUCCESS && dptr != nullptr) {
+      OnAllocated(*dptr, bytes, policy::Backing::kDevice, /*stream_ordered=*/true);
+    }
   }
 };
 template <>
@@ -91,6 +99,187 @@ struct After<HookId::k_cuMemFreeAsync> : AfterAsyncFree {};
 template <>
 struct After<HookId::k_cuMemFreeAsync_ptsz> : AfterAsyncFree {};
 
+// What a hook does instead of the plain forward in run/record mode, per function. Default: none.
+// Run(real, args...) makes the real call(s) itself and returns the result.
+template <HookId id>
+struct Replace {
+  static constexpr bool kActive = false;
+};
+
+// Says `format` once per `flag` (and keeps it for the summary's errors).
+#define SPILLWAY_REPORT_ONCE(flag, ...)                                   \
+  do {                                                                    \
+    static constinit std::atomic<bool> flag{false};                       \
+    if (!flag.exchange(true, std::memory_order_relaxed)) {                \
+      ReportProblem(LogLevel::kWarn, __VA_ARGS__);                        \
+    }                                                                     \
+  } while (0)
+
+// Backs a device allocation of `bytes` with managed memory. False (nothing allocated) when the
+// engine does not run or managed memory is refused: the caller then makes the real call.
+bool AllocateManagedInstead(CUdeviceptr* dptr, uint64_t bytes) {
+  if (dptr == nullptr || bytes == 0 || Engine() == nullptr) return false;
+  uint64_t address = 0;
+  DriverDevice device;
+  const policy::DeviceResult result = device.AllocateManaged(&address, bytes);
+  if (result != CUDA_SUCCESS) {
+    SPILLWAY_REPORT_ONCE(reported, "cuMemAllocManaged of %llu bytes failed (error %d); device "
+                         "allocations pass through from now on when that happens",
+                         static_cast<unsigned long long>(bytes), result);
+    return false;
+  }
+  *dptr = address;
+  OnAllocated(address, bytes, policy::Backing::kManaged, false, /*substituted=*/true);
+  return true;
+}
+
+template <>
+struct Replace<HookId::k_cuMemAlloc_v2> {
+  static constexpr bool kActive = true;
+  static CUresult Run(CUresult (*real)(CUdeviceptr*, size_t), CUdeviceptr* dptr, size_t bytes) {
+    if (AllocateManagedInstead(dptr, bytes)) return CUDA_SUCCESS;
+    const CUresult result = real(dptr, bytes);
+    After<HookId::k_cuMemAlloc_v2>::Run(result, dptr, bytes);
+    return result;
+  }
+};
+
+template <>
+struct Replace<HookId::k_cuMemAllocPitch_v2> {
+  static constexpr bool kActive = true;
+  static constexpr size_t kPitchAlignment = 512;  // what the driver rounds pitches up to
+  static CUresult Run(CUresult (*real)(CUdeviceptr*, size_t*, size_t, size_t, unsigned int),
+                      CUdeviceptr* dptr, size_t* pitch, size_t width, size_t height,
+                      unsigned int element_bytes) {
+    const bool valid = pitch != nullptr && width != 0 && height != 0 &&
+                       (element_bytes == 4 || element_bytes == 8 || element_bytes == 16);
+    if (valid) {
+      const size_t rounded = (width + kPitchAlignment - 1) / kPitchAlignment * kPitchAlignment;
+      if (AllocateManagedInstead(dptr, static_cast<uint64_t>(rounded) * height)) {
+        *pitch = rounded;
+        return CUDA_SUCCESS;
+      }
+    }
+    const CUresult result = real(dptr, pitch, width, height, element_bytes);
+    After<HookId::k_cuMemAllocPitch_v2>::Run(result, dptr, pitch, width, height, element_bytes);
+    return result;
+  }
+};
+
+template <>
+struct Replace<HookId::k_cuMemFree_v2> {
+  static constexpr bool kActive = true;
+  static CUresult Run(CUresult (*real)(CUdeviceptr), CUdeviceptr dptr) {
+    const std::optional<policy::Allocation> found = Allocations().Erase(dptr);
+    if (found.has_value()) {
+      policy::ResidencyEngine* engine = Engine();
+      if (engine != nullptr && found->backing == policy::Backing::kManaged) {
+        // cuMemFree waits for the device anyway; waiting first makes the discard safe even for
+        // work on non-blocking streams that still reads the memory.
+        using SyncFn = CUresult (*)();
+        const auto sync = reinterpret_cast<SyncFn>(RealFunction(Index(HookId::k_cuCtxSynchronize)));
+        if (sync == nullptr || sync() != CUDA_SUCCESS) {
+          engine->Forget(*found);
+          return real(dptr);
+        }
+      }
+      if (engine != nullptr) {
+        if (engine->OnFree(*found, nullptr) != 0) {
+          SPILLWAY_REPORT_ONCE(reported, "discard before cuMemFree failed; freeing without it");
+        }
+      }
+    }
+    return real(dptr);
+  }
+};
+
+template <>
+struct Replace<HookId::k_cuMemGetInfo_v2> {
+  static constexpr bool kActive = true;
+  static CUresult Run(CUresult (*real)(size_t*, size_t*), size_t* free, size_t* total) {
+    const CUresult result = real(free, total);
+    if (result != CUDA_SUCCESS || free == nullptr || total == nullptr) return result;
+    const uint64_t reported = ReportedTotal(*total);
+    if (reported != *total || Engine() != nullptr) {
+      const uint64_t live = Allocations().live_bytes();
+      *total = reported;
+      *free = reported > live ? reported - live : 0;
+    }
+    return result;
+  }
+};
+
+template <>
+struct Replace<HookId::k_cuDeviceTotalMem_v2> {
+  static constexpr bool kActive = true;
+  static CUresult Run(CUresult (*real)(size_t*, CUdevice), size_t* bytes, CUdevice device) {
+    const CUresult result = real(bytes, device);
+    if (result == CUDA_SUCCESS && bytes != nullptr) *bytes = ReportedTotal(*bytes);
+    return result;
+  }
+};
+
+// Before a launch: resolve the access set and let the engine move data on `stream`.
+void PrepareLaunch(CUfunction function, CUstream stream, void** kernel_params, void** extra,
+                   bool per_thread) {
+  policy::ResidencyEngine* engine = Engine();
+  if (engine == nullptr) return;
+  if (per_thread && stream == nullptr) stream = CU_STREAM_PER_THREAD;
+  thread_local policy::AccessSet access;  // keeps its capacity: no allocation once warm
+  access.clear();
+  bool resolved = false;
+  if (kernel_params != nullptr) {
+    if (const std::vector<policy::ParamInfo>* layout = ParamLayoutOf(function)) {
+      policy::ResolveFromKernelParams(Allocations(), *layout, kernel_params, &access);
+      resolved = true;
+    }
+  } else {
+    resolved = policy::ResolveFromExtra(Allocations(), extra, &access);
+  }
+  if (resolved) CountResolvedLaunch();
+  if (engine->OnLaunch(access, stream) != 0) {
+    SPILLWAY_REPORT_ONCE(reported, "a prefetch or eviction before a launch failed; the launch "
+                         "relies on demand paging");
+  }
+}
+
+template <bool kPerThread>
+struct ReplaceLaunch {
+  static constexpr bool kActive = true;
+  template <typename Fn>
+  static CUresult Run(Fn real, CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+                      unsigned int bx, unsigned int by, unsigned int bz, unsigned int shared,
+                      CUstream stream, void** params, void** extra) {
+    PrepareLaunch(f, stream, params, extra, kPerThread);
+    return real(f, gx, gy, gz, bx, by, bz, shared, stream, params, extra);
+  }
+  template <typename Fn>
+  static CUresult Run(Fn real, CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+                      unsigned int bx, unsigned int by, unsigned int bz, unsigned int shared,
+                      CUstream stream, void** params) {
+    PrepareLaunch(f, stream, params, nullptr, kPerThread);
+    return real(f, gx, gy, gz, bx, by, bz, shared, stream, params);
+  }
+  template <typename Fn>
+  static CUresult Run(Fn real, const CUlaunchConfig* config, CUfunction f, void** params,
+                      void** extra) {
+    PrepareLaunch(f, config != nullptr ? config->hStream : nullptr, params, extra, kPerThread);
+    return real(config, f, params, extra);
+  }
+};
+template <>
+struct Replace<HookId::k_cuLaunchKernel> : ReplaceLaunch<false> {};
+template <>
+struct Replace<HookId::k_cuLaunchKernel_ptsz> : ReplaceLaunch<true> {};
+template <>
+struct Replace<HookId::k_cuLaunchKernelEx> : ReplaceLaunch<false> {};
+template <>
+struct Replace<HookId::k_cuLaunchKernelEx_ptsz> : ReplaceLaunch<true> {};
+template <>
+struct Replace<HookId::k_cuLaunchCooperativeKernel> : ReplaceLaunch<false> {};
+template <>
+struct Replace<HookId::k_cuLaunchCooperativeKernel_ptsz> : ReplaceLaunch<true> {};
+
 // A hooked function the driver does not export: said once, then CUDA_ERROR_NOT_SUPPORTED.
 constinit std::atomic<bool> g_missing_reported[kNumHooks];
 
@@ -118,6 +307,9 @@ inline CUresult Intercept(Args... args) {
   const Fn real = reinterpret_cast<Fn>(RealFunction(index));
   if (real == nullptr) return Missing(index);
   CountCall(index);
+  if constexpr (Replace<id>::kActive) {
+    if (EngineMode()) return Replace<id>::Run(real, args...);
+  }
   const CUresult result = real(args...);
   if (CurrentMode() != Mode::kOff) After<id>::Run(result, args...);
   return result;

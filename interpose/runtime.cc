@@ -8,14 +8,16 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdarg>
 #include <cstdio>
 #include <mutex>
 #include <string>
-#include <unordered_map>
+#include <optional>
 
 #include "absl/status/status.h"
 #include "common/json_writer.h"
+#include "interpose/driver_device.h"
 #include "interpose/log.h"
 #include "interpose/real_driver.h"
 #include "interpose/summary.h"
@@ -40,29 +42,19 @@ constinit std::atomic<int> g_config_state{kConfigNone};
 constinit std::atomic<int> g_mode{static_cast<int>(Mode::kRun)};
 constinit Config* g_config = nullptr;  // set once, never freed
 
-// ---- allocations ----
+// ---- allocations and the engine ----
 
-struct LiveAllocation {
-  uint64_t bytes;
-  bool managed;
-};
-
-struct AllocationRegistry {
-  std::mutex mutex;
-  std::unordered_map<uint64_t, LiveAllocation> live;
-  uint64_t live_bytes = 0;
-  uint64_t live_managed_bytes = 0;
-  // Read at exit without the lock.
-  std::atomic<uint64_t> count{0};
-  std::atomic<uint64_t> bytes_peak{0};
-  std::atomic<uint64_t> managed_bytes_peak{0};
-  std::atomic<uint64_t> vmm_count{0};
-};
-
-AllocationRegistry& Registry() {
-  static AllocationRegistry* registry = new AllocationRegistry;
+policy::AllocationRegistry& Registry() {
+  static policy::AllocationRegistry* registry = new policy::AllocationRegistry;
   return *registry;
 }
+
+// The engine and its device: created once (under g_engine_mutex, no driver call inside), never
+// freed. A forked child drops its parent's engine and starts a new one.
+constinit std::atomic<policy::ResidencyEngine*> g_engine{nullptr};
+constinit std::atomic<uint64_t> g_launches_resolved{0};
+constinit std::atomic<bool> g_engine_start_failed_reported{false};
+std::mutex g_engine_mutex;
 
 // ---- problems: fixed slots, lock-free append ----
 
@@ -87,18 +79,14 @@ void RecordProblemText(const char* text) {
 // its parent's summary.
 constinit std::atomic<bool> g_forked_child{false};
 
-void BeforeFork() { Registry().mutex.lock(); }
-void AfterForkInParent() { Registry().mutex.unlock(); }
+void BeforeFork() { Registry().LockForFork(); }
+void AfterForkInParent() { Registry().UnlockAfterFork(); }
 void AfterForkInChild() {
-  AllocationRegistry& registry = Registry();
-  registry.live.clear();
-  registry.live_bytes = 0;
-  registry.live_managed_bytes = 0;
-  registry.count = 0;
-  registry.bytes_peak = 0;
-  registry.managed_bytes_peak = 0;
-  registry.vmm_count = 0;
-  registry.mutex.unlock();
+  policy::AllocationRegistry& registry = Registry();
+  registry.UnlockAfterFork();
+  registry.ResetAfterFork();
+  g_engine.store(nullptr, std::memory_order_relaxed);
+  g_launches_resolved.store(0, std::memory_order_relaxed);
   for (CallCounter& counter : g_call_counts) counter.value.store(0, std::memory_order_relaxed);
   g_forked_child.store(true, std::memory_order_relaxed);
   ResetDriverAfterFork();
@@ -129,8 +117,8 @@ void Configure() {
   }
   for (const std::string& problem : g_config->problems) {
     // An unknown mode is an error (the job runs without spillway); a bad log level a warning.
-    const bool is_mode = problem.rfind("SPILLWAY_MODE", 0) == 0;
-    ReportProblem(is_mode ? LogLevel::kError : LogLevel::kWarn, "%s", problem.c_str());
+    const bool is_error = problem.rfind("SPILLWAY_LOG", 0) != 0;
+    ReportProblem(is_error ? LogLevel::kError : LogLevel::kWarn, "%s", problem.c_str());
   }
   Log(LogLevel::kInfo, "mode %s, version %s", std::string(ModeName(g_config->mode)).c_str(),
       SPILLWAY_VERSION);
@@ -157,11 +145,19 @@ SummaryData CollectSummary() {
     if (KindOf(i) == HookKind::kLaunch) data.launches += count;
     if (KindOf(i) == HookKind::kGraphLaunch) data.graph_launches += count;
   }
-  AllocationRegistry& registry = Registry();
-  data.allocation_count = registry.count.load(std::memory_order_relaxed);
-  data.bytes_peak = registry.bytes_peak.load(std::memory_order_relaxed);
-  data.managed_bytes_peak = registry.managed_bytes_peak.load(std::memory_order_relaxed);
-  data.vmm_count = registry.vmm_count.load(std::memory_order_relaxed);
+  const policy::AllocationRegistry& registry = Registry();
+  data.allocation_count = registry.count();
+  data.bytes_peak = registry.bytes_peak();
+  data.managed_bytes_peak = registry.managed_bytes_peak();
+  data.vmm_count = registry.vmm_count();
+  if (const policy::ResidencyEngine* engine = g_engine.load(std::memory_order_acquire)) {
+    data.engine_policy = std::string(engine->policy_name());
+    data.prefetch_bytes = engine->prefetch_bytes();
+    data.evict_bytes = engine->evict_bytes();
+    data.discard_bytes = engine->discard_bytes();
+    data.budget_bytes = engine->budget_bytes();
+  }
+  data.launches_resolved = g_launches_resolved.load(std::memory_order_relaxed);
   const int problems = std::min(g_problem_count.load(std::memory_order_relaxed), kMaxProblems);
   for (int i = 0; i < problems; ++i) {
     if (g_problems[i].ready.load(std::memory_order_acquire))
@@ -194,40 +190,64 @@ void EnsureConfigured() {
 
 Mode CurrentMode() { return static_cast<Mode>(g_mode.load(std::memory_order_relaxed)); }
 
-void OnAllocated(uint64_t address, uint64_t bytes, bool managed) {
-  AllocationRegistry& registry = Registry();
-  registry.count.fetch_add(1, std::memory_order_relaxed);
-  std::lock_guard<std::mutex> lock(registry.mutex);
-  const auto [it, inserted] = registry.live.try_emplace(address, LiveAllocation{bytes, managed});
-  if (!inserted) {
-    // The driver reused an address we never saw freed (freed by a path we do not hook).
-    registry.live_bytes -= it->second.bytes;
-    if (it->second.managed) registry.live_managed_bytes -= it->second.bytes;
-    it->second = LiveAllocation{bytes, managed};
-  }
-  registry.live_bytes += bytes;
-  if (registry.live_bytes > registry.bytes_peak.load(std::memory_order_relaxed)) {
-    registry.bytes_peak.store(registry.live_bytes, std::memory_order_relaxed);
-  }
-  if (managed) {
-    registry.live_managed_bytes += bytes;
-    if (registry.live_managed_bytes > registry.managed_bytes_peak.load(std::memory_order_relaxed)) {
-      registry.managed_bytes_peak.store(registry.live_managed_bytes, std::memory_order_relaxed);
+policy::AllocationRegistry& Allocations() { return Registry(); }
+
+policy::ResidencyEngine* Engine() {
+  policy::ResidencyEngine* engine = g_engine.load(std::memory_order_acquire);
+  if (engine != nullptr || !EngineMode()) return engine;
+  static DriverDevice* device = new DriverDevice;
+  uint64_t budget = g_config->device_memory.value_or(0);
+  if (budget == 0) {
+    // Physical free memory now, less 5% of the total as headroom for what is not pageable.
+    uint64_t free = 0, total = 0;
+    if (device->MemoryInfo(&free, &total) != 0 || total == 0) {
+      if (!g_engine_start_failed_reported.exchange(true)) {
+        Log(LogLevel::kInfo, "engine not started yet: the driver cannot report memory");
+      }
+      return nullptr;
     }
+    const uint64_t headroom = total / 20;
+    budget = free > headroom ? free - headroom : free / 2;
   }
+  std::lock_guard lock(g_engine_mutex);
+  engine = g_engine.load(std::memory_order_acquire);
+  if (engine != nullptr) return engine;
+  engine = new policy::ResidencyEngine(device, policy::MakeLruPolicy(), budget);
+  // Allocations made before the engine started (e.g. before a budget could be computed).
+  for (const policy::Allocation& allocation : Registry().Snapshot()) engine->OnAllocated(allocation);
+  g_engine.store(engine, std::memory_order_release);
+  Log(LogLevel::kInfo, "engine started: policy lru, budget %llu bytes",
+      static_cast<unsigned long long>(budget));
+  return engine;
+}
+
+uint64_t ReportedTotal(uint64_t physical_total) {
+  const policy::ResidencyEngine* engine = Engine();
+  if (engine == nullptr) return physical_total;
+  return std::max(physical_total, engine->budget_bytes() + g_config->host_memory);
+}
+
+void CountResolvedLaunch() { g_launches_resolved.fetch_add(1, std::memory_order_relaxed); }
+
+policy::Allocation OnAllocated(uint64_t address, uint64_t bytes, policy::Backing backing,
+                               bool stream_ordered, bool substituted) {
+  const policy::Allocation allocation =
+      Registry().Insert(address, bytes, backing, stream_ordered, substituted);
+  if (policy::ResidencyEngine* engine = g_engine.load(std::memory_order_acquire)) {
+    engine->OnAllocated(allocation);
+  }
+  return allocation;
 }
 
 void OnFreed(uint64_t address) {
-  AllocationRegistry& registry = Registry();
-  std::lock_guard<std::mutex> lock(registry.mutex);
-  const auto it = registry.live.find(address);
-  if (it == registry.live.end()) return;
-  registry.live_bytes -= it->second.bytes;
-  if (it->second.managed) registry.live_managed_bytes -= it->second.bytes;
-  registry.live.erase(it);
+  const std::optional<policy::Allocation> allocation = Registry().Erase(address);
+  if (!allocation.has_value()) return;
+  if (policy::ResidencyEngine* engine = g_engine.load(std::memory_order_acquire)) {
+    engine->Forget(*allocation);
+  }
 }
 
-void OnVmmCreated() { Registry().vmm_count.fetch_add(1, std::memory_order_relaxed); }
+void OnVmmCreated() { Registry().CountVmm(); }
 
 void ReportProblem(LogLevel level, const char* format, ...) {
   char text[256];

@@ -10,6 +10,8 @@
 
 #include "interpose/config.h"
 #include "interpose/hook_table.h"
+#include "policy/allocation_registry.h"
+#include "policy/residency_engine.h"
 
 namespace spillway::interpose {
 
@@ -44,9 +46,29 @@ inline void CountCall(int index) {
   g_call_counts[index].value.fetch_add(1, std::memory_order_relaxed);
 }
 
-// Allocation registry. Called after the real call succeeded; never while holding anything the
-// driver could need.
-void OnAllocated(uint64_t address, uint64_t bytes, bool managed);
+// True when the mode drives the residency engine (run, record).
+inline bool EngineMode() { return CurrentMode() != Mode::kOff; }
+
+// The registry of live allocations made through the hooks.
+policy::AllocationRegistry& Allocations();
+
+// The residency engine, started on first use in run/record mode; null when it cannot start yet
+// (no budget given and the driver cannot report memory, e.g. before a context exists) or in off
+// mode. REQUIRES: the driver is resolved and the caller holds a ReentrancyGuard.
+policy::ResidencyEngine* Engine();
+
+// The total device memory the job is told about: max(physical, budget + SPILLWAY_HOST_MEMORY).
+// REQUIRES: as Engine(); returns `physical_total` when no engine runs.
+uint64_t ReportedTotal(uint64_t physical_total);
+
+// A launch whose access set could be resolved (parameter layout known or `extra` buffer form).
+void CountResolvedLaunch();
+
+// Registry updates. Called after the real call succeeded; never while holding anything the driver
+// could need. OnAllocated also tells the engine, when one runs; OnFreed is for frees the engine
+// did not front (the memory is gone already) and returns what was freed.
+policy::Allocation OnAllocated(uint64_t address, uint64_t bytes, policy::Backing backing,
+                               bool stream_ordered = false, bool substituted = false);
 void OnFreed(uint64_t address);
 void OnVmmCreated();
 

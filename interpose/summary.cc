@@ -24,10 +24,12 @@ std::string FormatSummary(const SummaryData& data) {
   json.Key("vmm_count").Uint(data.vmm_count);
   json.EndObject();
   json.Key("engine").BeginObject();
-  json.Key("policy").String("passthrough");
-  json.Key("prefetch_bytes").Uint(0);
-  json.Key("evict_bytes").Uint(0);
-  json.Key("discard_bytes").Uint(0);
+  json.Key("policy").String(data.engine_policy);
+  json.Key("prefetch_bytes").Uint(data.prefetch_bytes);
+  json.Key("evict_bytes").Uint(data.evict_bytes);
+  json.Key("discard_bytes").Uint(data.discard_bytes);
+  json.Key("budget_bytes").Uint(data.budget_bytes);
+  json.Key("launches_resolved").Uint(data.launches_resolved);
   json.EndObject();
   json.Key("errors").BeginArray();
   for (const std::string& error : data.errors) json.String(error);

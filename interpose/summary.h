@@ -24,6 +24,13 @@ struct SummaryData {
   uint64_t bytes_peak = 0;
   uint64_t managed_bytes_peak = 0;
   uint64_t vmm_count = 0;
+  // The residency engine; "passthrough" and zeros when none ran.
+  std::string engine_policy = "passthrough";
+  uint64_t prefetch_bytes = 0;
+  uint64_t evict_bytes = 0;
+  uint64_t discard_bytes = 0;
+  uint64_t budget_bytes = 0;
+  uint64_t launches_resolved = 0;
   std::vector<std::string> errors;
 };
 

@@ -9,11 +9,14 @@ out="$(bash "$root/scripts/build.sh" | tail -n 1)/out"
 if nvidia-smi -L >/dev/null 2>&1; then
   where="the real GPU ($(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1))"
   job=("$out/oversubscribe" "$@")
+  budget=()
 else
   where="simgpu (a simulated GPU with ${SIMGPU_MEMORY:=1GiB} of memory)"
   export SIMGPU_MEMORY
   export LD_LIBRARY_PATH="$out/simgpu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   job=("$out/oversubscribe" "$@")
+  # The engine's budget is the whole simulated device (nothing else runs on it).
+  budget=(--device-memory "$SIMGPU_MEMORY")
 fi
 echo "== demo on $where: ${job[*]##*/}"
 
@@ -29,7 +32,7 @@ run() {  # run LABEL CMD...: runs the job, prints its output and how it ended; s
 run "without spillway" "${job[@]}"
 plain=$code
 summary=$(mktemp --suffix=.json)
-run "under spillway run" "$out/spillway" run --summary "$summary" -- "${job[@]}"
+run "under spillway run" "$out/spillway" run --summary "$summary" "${budget[@]}" -- "${job[@]}"
 shimmed=$code
 
 echo
@@ -45,9 +48,12 @@ verdict() {
 echo "without spillway:   $(verdict $plain)"
 echo "under spillway run: $(verdict $shimmed)"
 echo "exit summary:       $summary"
-if ((shimmed == 2)); then
-  echo "note: in this build spillway only intercepts and counts (passthrough); the residency"
-  echo "      engine that lets the job finish is not built yet."
+if ((shimmed == 0)); then
+  engine=$(grep -o '"engine":{[^}]*}' "$summary" || true)
+  echo "engine:             ${engine#\"engine\":}"
+elif ((shimmed == 2)); then
+  echo "note: the job still ran out of memory under spillway; see the errors in the exit summary"
+  echo "      (did the residency engine start? is SPILLWAY_MODE=off set?)."
 fi
 # A wrong result or a crash is a failure of the demo; out-of-memory is the job's honest outcome.
 ((plain != 3 && shimmed != 3 && (plain == 0 || plain == 2) && (shimmed == 0 || shimmed == 2)))

@@ -60,6 +60,7 @@ TEST(Passthrough, MultistreamGivesTheSameResultsUnderTheShim) {
   std::remove(summary_path.c_str());
 }
 
+// In off mode the shim is pure passthrough: the job fails exactly as it does without it.
 TEST(Passthrough, DemoFailsTheSameWayWhenItDoesNotFit) {
   const std::vector<std::string> job = {kOut + "/oversubscribe", "--factor", "3", "--buffer",
                                         "4MiB", "--passes", "1"};
@@ -67,7 +68,7 @@ TEST(Passthrough, DemoFailsTheSameWayWhenItDoesNotFit) {
   EXPECT_EQ(plain.exit_code, 2) << plain.output;
   EXPECT_NE(plain.output.find("out of memory"), std::string::npos) << plain.output;
   const std::string summary_path = TempPath("oversubscribe");
-  const ProcessResult shimmed = RunProcess(job, JobEnv(true, summary_path));
+  const ProcessResult shimmed = RunProcess(job, JobEnv(true, summary_path, "off"));
   EXPECT_EQ(shimmed.exit_code, 2) << shimmed.output;
   EXPECT_EQ(shimmed.output, plain.output);
   const std::string summary = ReadFile(summary_path);

@@ -87,6 +87,24 @@ TEST(ConfigTest, UnknownModeFallsBackToPassthroughAndSaysSo) {
   EXPECT_NE(config.problems[0].find("'turbo'"), std::string::npos);
 }
 
+TEST(ConfigTest, MemorySettings) {
+  Config config = MakeConfig({}, {}, {}, {});
+  ApplyMemorySettings(std::nullopt, std::nullopt, &config);
+  EXPECT_FALSE(config.device_memory.has_value());
+  EXPECT_EQ(config.host_memory, 0u);
+  ApplyMemorySettings("64MiB", "1GiB", &config);
+  EXPECT_EQ(config.device_memory, std::optional<uint64_t>(64ull << 20));
+  EXPECT_EQ(config.host_memory, 1ull << 30);
+  EXPECT_TRUE(config.problems.empty());
+
+  Config bad = MakeConfig({}, {}, {}, {});
+  ApplyMemorySettings("lots", "0", &bad);
+  EXPECT_FALSE(bad.device_memory.has_value());
+  ASSERT_EQ(bad.problems.size(), 1u);
+  EXPECT_NE(bad.problems[0].find("SPILLWAY_DEVICE_MEMORY"), std::string::npos);
+  EXPECT_NE(bad.problems[0].find("'lots'"), std::string::npos);
+}
+
 TEST(ConfigTest, LogLevels) {
   EXPECT_EQ(MakeConfig({}, "debug", {}, {}).log_level, LogLevel::kDebug);
   EXPECT_EQ(MakeConfig({}, "error", {}, {}).log_level, LogLevel::kError);

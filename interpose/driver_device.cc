@@ -1,0 +1,173 @@
+// DriverDevice: policy::Device over the real driver's functions.
+#define __CUDA_API_VERSION_INTERNAL 1
+#include "interpose/driver_device.h"
+
+#include <cuda.h>
+
+#include <atomic>
+#include <mutex>
+#include <unordered_map>
+
+#include "interpose/hook_table.h"
+#include "interpose/real_driver.h"
+
+namespace spillway::interpose {
+namespace {
+
+using PrefetchFn = CUresult (*)(CUdeviceptr, size_t, CUmemLocation, unsigned int, CUstream);
+using DiscardBatchFn = CUresult (*)(CUdeviceptr*, size_t*, size_t, unsigned long long, CUstream);
+using ParamInfoFn = CUresult (*)(CUfunction, size_t, size_t*, size_t*);
+using CtxGetDeviceFn = CUresult (*)(CUdevice*);
+using ProcAddressFn = CUresult (*)(const char*, void**, int, cuuint64_t,
+                                   CUdriverProcAddressQueryResult*);
+
+// A function the shim does not hook, looked up once through the real cuGetProcAddress at the
+// CUDA 13.0 ABI. Null (and CUDA_ERROR_NOT_SUPPORTED to callers) when the driver lacks it.
+struct Extra {
+  const char* name;
+  std::atomic<int> state{0};  // 0 unresolved, 1 resolved
+  std::atomic<void*> function{nullptr};
+};
+constinit Extra g_prefetch{"cuMemPrefetchAsync"};
+constinit Extra g_discard{"cuMemDiscardBatchAsync"};
+constinit Extra g_param_info{"cuFuncGetParamInfo"};
+constinit Extra g_ctx_get_device{"cuCtxGetDevice"};
+
+template <typename Fn>
+Fn Lookup(Extra& extra) {
+  if (extra.state.load(std::memory_order_acquire) == 0) {
+    void* found = nullptr;
+    const auto get = reinterpret_cast<ProcAddressFn>(
+        RealFunction(Index(HookId::k_cuGetProcAddress_v2)));
+    CUdriverProcAddressQueryResult status;
+    if (get == nullptr ||
+        get(extra.name, &found, 13000, CU_GET_PROC_ADDRESS_DEFAULT, &status) != CUDA_SUCCESS) {
+      found = nullptr;
+    }
+    extra.function.store(found, std::memory_order_relaxed);
+    extra.state.store(1, std::memory_order_release);
+  }
+  return reinterpret_cast<Fn>(extra.function.load(std::memory_order_relaxed));
+}
+
+template <typename Fn>
+Fn Real(HookId id) {
+  return reinterpret_cast<Fn>(RealFunction(Index(id)));
+}
+
+CUmemLocation DeviceLocation() {
+  CUmemLocation location{};
+  location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  CUdevice device = 0;
+  const auto get_device = Lookup<CtxGetDeviceFn>(g_ctx_get_device);
+  if (get_device == nullptr || get_device(&device) != CUDA_SUCCESS) device = 0;
+  location.id = device;
+  return location;
+}
+
+CUresult Prefetch(uint64_t address, uint64_t bytes, CUmemLocation location, void* stream) {
+  const auto prefetch = Lookup<PrefetchFn>(g_prefetch);
+  if (prefetch == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  return prefetch(address, bytes, location, 0, static_cast<CUstream>(stream));
+}
+
+// The layout cache. Never freed: layouts are handed out as stable pointers.
+struct Layouts {
+  std::mutex mutex;
+  std::unordered_map<void*, std::vector<policy::ParamInfo>*> by_function;
+};
+Layouts& LayoutCache() {
+  static Layouts* layouts = new Layouts;
+  return *layouts;
+}
+
+}  // namespace
+
+policy::DeviceResult DriverDevice::AllocateManaged(uint64_t* address, uint64_t bytes) {
+  using Fn = CUresult (*)(CUdeviceptr*, size_t, unsigned int);
+  const auto allocate = Real<Fn>(HookId::k_cuMemAllocManaged);
+  if (allocate == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  CUdeviceptr pointer = 0;
+  const CUresult result = allocate(&pointer, bytes, CU_MEM_ATTACH_GLOBAL);
+  if (result == CUDA_SUCCESS) *address = pointer;
+  return result;
+}
+
+policy::DeviceResult DriverDevice::AllocateDevice(uint64_t* address, uint64_t bytes) {
+  using Fn = CUresult (*)(CUdeviceptr*, size_t);
+  const auto allocate = Real<Fn>(HookId::k_cuMemAlloc_v2);
+  if (allocate == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  CUdeviceptr pointer = 0;
+  const CUresult result = allocate(&pointer, bytes);
+  if (result == CUDA_SUCCESS) *address = pointer;
+  return result;
+}
+
+policy::DeviceResult DriverDevice::Free(uint64_t address) {
+  using Fn = CUresult (*)(CUdeviceptr);
+  const auto free = Real<Fn>(HookId::k_cuMemFree_v2);
+  return free != nullptr ? free(address) : CUDA_ERROR_NOT_SUPPORTED;
+}
+
+policy::DeviceResult DriverDevice::PrefetchToDevice(uint64_t address, uint64_t bytes,
+                                                    policy::Stream stream) {
+  return Prefetch(address, bytes, DeviceLocation(), stream);
+}
+
+policy::DeviceResult DriverDevice::PrefetchToHost(uint64_t address, uint64_t bytes,
+                                                  policy::Stream stream) {
+  CUmemLocation host{};
+  host.type = CU_MEM_LOCATION_TYPE_HOST;
+  host.id = 0;
+  return Prefetch(address, bytes, host, stream);
+}
+
+policy::DeviceResult DriverDevice::Discard(uint64_t address, uint64_t bytes,
+                                           policy::Stream stream) {
+  const auto discard = Lookup<DiscardBatchFn>(g_discard);
+  if (discard == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  CUdeviceptr pointer = address;
+  size_t size = bytes;
+  return discard(&pointer, &size, 1, 0, static_cast<CUstream>(stream));
+}
+
+policy::DeviceResult DriverDevice::MemoryInfo(uint64_t* free, uint64_t* total) {
+  using Fn = CUresult (*)(size_t*, size_t*);
+  const auto info = Real<Fn>(HookId::k_cuMemGetInfo_v2);
+  if (info == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  size_t free_bytes = 0, total_bytes = 0;
+  const CUresult result = info(&free_bytes, &total_bytes);
+  *free = free_bytes;
+  *total = total_bytes;
+  return result;
+}
+
+const std::vector<policy::ParamInfo>* ParamLayoutOf(void* function) {
+  Layouts& cache = LayoutCache();
+  {
+    std::lock_guard lock(cache.mutex);
+    const auto it = cache.by_function.find(function);
+    if (it != cache.by_function.end()) return it->second;
+  }
+  const auto param_info = Lookup<ParamInfoFn>(g_param_info);
+  std::vector<policy::ParamInfo>* layout = nullptr;
+  if (param_info != nullptr) {
+    layout = new std::vector<policy::ParamInfo>;
+    for (size_t i = 0; i < 4096; ++i) {
+      size_t offset = 0, size = 0;
+      if (param_info(static_cast<CUfunction>(function), i, &offset, &size) != CUDA_SUCCESS) break;
+      layout->push_back(policy::ParamInfo{offset, size});
+    }
+    if (layout->empty()) {
+      // No parameters, or the driver cannot say: either way nothing to resolve by layout.
+      delete layout;
+      layout = nullptr;
+    }
+  }
+  std::lock_guard lock(cache.mutex);
+  const auto [it, inserted] = cache.by_function.try_emplace(function, layout);
+  if (!inserted) delete layout;  // another thread got there first
+  return it->second;
+}
+
+}  // namespace spillway::interpose

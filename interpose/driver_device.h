@@ -1,0 +1,34 @@
+// The residency engine's device interface over the real driver: the hooked functions come from
+// the shim's table of real functions, the others (prefetch, discard, parameter info) from the
+// real cuGetProcAddress, once. Also the per-CUfunction cache of parameter layouts.
+#ifndef SPILLWAY_INTERPOSE_DRIVER_DEVICE_H_
+#define SPILLWAY_INTERPOSE_DRIVER_DEVICE_H_
+
+#include <vector>
+
+#include "policy/access_set.h"
+#include "policy/device.h"
+
+namespace spillway::interpose {
+
+// REQUIRES (every member): the real driver is resolved and the caller holds a ReentrancyGuard.
+class DriverDevice final : public policy::Device {
+ public:
+  policy::DeviceResult AllocateManaged(uint64_t* address, uint64_t bytes) override;
+  policy::DeviceResult AllocateDevice(uint64_t* address, uint64_t bytes) override;
+  policy::DeviceResult Free(uint64_t address) override;
+  policy::DeviceResult PrefetchToDevice(uint64_t address, uint64_t bytes,
+                                        policy::Stream stream) override;
+  policy::DeviceResult PrefetchToHost(uint64_t address, uint64_t bytes,
+                                      policy::Stream stream) override;
+  policy::DeviceResult Discard(uint64_t address, uint64_t bytes, policy::Stream stream) override;
+  policy::DeviceResult MemoryInfo(uint64_t* free, uint64_t* total) override;
+};
+
+// The parameter layout of `function` (a CUfunction) from cuFuncGetParamInfo, cached; null when
+// the driver cannot tell. The returned layout lives for the rest of the process.
+const std::vector<policy::ParamInfo>* ParamLayoutOf(void* function);
+
+}  // namespace spillway::interpose
+
+#endif  // SPILLWAY_INTERPOSE_DRIVER_DEVICE_H_

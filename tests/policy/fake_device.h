@@ -1,0 +1,72 @@
+// An in-process fake of the engine's device interface: hands out addresses, records every call
+// in order, and can be told to fail discards.
+#ifndef SPILLWAY_TESTS_POLICY_FAKE_DEVICE_H_
+#define SPILLWAY_TESTS_POLICY_FAKE_DEVICE_H_
+
+#include <string>
+#include <vector>
+
+#include "policy/device.h"
+
+namespace spillway::policy::testing {
+
+struct DeviceCall {
+  std::string what;  // "managed", "device", "free", "to_device", "to_host", "discard"
+  uint64_t address = 0;
+  uint64_t bytes = 0;
+  Stream stream = nullptr;
+};
+
+class FakeDevice final : public Device {
+ public:
+  DeviceResult AllocateManaged(uint64_t* address, uint64_t bytes) override {
+    return Allocate("managed", address, bytes);
+  }
+  DeviceResult AllocateDevice(uint64_t* address, uint64_t bytes) override {
+    return Allocate("device", address, bytes);
+  }
+  DeviceResult Free(uint64_t address) override { return Record("free", address, 0, nullptr); }
+  DeviceResult PrefetchToDevice(uint64_t address, uint64_t bytes, Stream stream) override {
+    return Record("to_device", address, bytes, stream);
+  }
+  DeviceResult PrefetchToHost(uint64_t address, uint64_t bytes, Stream stream) override {
+    return Record("to_host", address, bytes, stream);
+  }
+  DeviceResult Discard(uint64_t address, uint64_t bytes, Stream stream) override {
+    Record("discard", address, bytes, stream);
+    return fail_discard ? 801 /* CUDA_ERROR_NOT_SUPPORTED */ : kDeviceOk;
+  }
+  DeviceResult MemoryInfo(uint64_t* free, uint64_t* total) override {
+    *free = *total = capacity;
+    return kDeviceOk;
+  }
+
+  // Calls of kind `what`, in order.
+  std::vector<DeviceCall> Calls(const std::string& what) const {
+    std::vector<DeviceCall> out;
+    for (const DeviceCall& call : calls) {
+      if (call.what == what) out.push_back(call);
+    }
+    return out;
+  }
+
+  std::vector<DeviceCall> calls;
+  uint64_t capacity = 1ull << 30;
+  bool fail_discard = false;
+
+ private:
+  DeviceResult Allocate(const char* what, uint64_t* address, uint64_t bytes) {
+    *address = next_;
+    next_ += (bytes + 0xfff) & ~uint64_t{0xfff};
+    return Record(what, *address, bytes, nullptr);
+  }
+  DeviceResult Record(const char* what, uint64_t address, uint64_t bytes, Stream stream) {
+    calls.push_back(DeviceCall{what, address, bytes, stream});
+    return kDeviceOk;
+  }
+  uint64_t next_ = 0x7f0000000000;
+};
+
+}  // namespace spillway::policy::testing
+
+#endif  // SPILLWAY_TESTS_POLICY_FAKE_DEVICE_H_
