@@ -19,10 +19,12 @@ uint64_t UnitMultiplier(const std::string& unit) {
   if (u == "m" || u == "mib") return kKi * kKi;
   if (u == "g" || u == "gib") return kKi * kKi * kKi;
   if (u == "t" || u == "tib") return kKi * kKi * kKi * kKi;
+  if (u == "p" || u == "pib") return kKi * kKi * kKi * kKi * kKi;
   if (u == "kb") return 1000ull;
   if (u == "mb") return 1000ull * 1000;
   if (u == "gb") return 1000ull * 1000 * 1000;
   if (u == "tb") return 1000ull * 1000 * 1000 * 1000;
+  if (u == "pb") return 1000ull * 1000 * 1000 * 1000 * 1000;
   return 0;
 }
 
@@ -35,8 +37,7 @@ absl::StatusOr<uint64_t> ParseSize(std::string_view text) {
   text = std::string_view(stripped.data(), stripped.size());
   size_t pos = 0;
   bool seen_digit = false, seen_dot = false;
-  while (pos < text.size() &&
-         (absl::ascii_isdigit(text[pos]) || (text[pos] == '.' && !seen_dot))) {
+  while (pos < text.size() && (absl::ascii_isdigit(text[pos]) || (text[pos] == '.' && !seen_dot))) {
     seen_dot |= text[pos] == '.';
     seen_digit |= absl::ascii_isdigit(text[pos]) != 0;
     ++pos;
@@ -49,8 +50,9 @@ absl::StatusOr<uint64_t> ParseSize(std::string_view text) {
   const std::string unit(absl::StripAsciiWhitespace(std::string(text.substr(pos))));
   const uint64_t multiplier = UnitMultiplier(unit);
   if (multiplier == 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "unknown unit '", unit, "' in '", original, "' (use B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown unit '", unit, "' in '", original,
+                     "' (use B, KiB, MiB, GiB, TiB, PiB, KB, MB, GB, TB, PB)"));
   }
   const long double value = std::strtold(number.c_str(), nullptr) * multiplier;
   if (!std::isfinite(value) || value >= 18446744073709551615.0L) {

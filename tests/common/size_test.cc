@@ -14,6 +14,8 @@ TEST(ParseSize, AcceptsBinaryAndDecimalUnits) {
   EXPECT_EQ(*ParseSize("3 MB"), 3000000u);
   EXPECT_EQ(*ParseSize("1.5GiB"), 3ull << 29);
   EXPECT_EQ(*ParseSize(" 7k "), 7168u);
+  // FormatSize writes PiB for the largest sizes; ParseSize must read back what it writes.
+  EXPECT_EQ(*ParseSize("2PiB"), 2ull << 50);
 }
 
 TEST(ParseSize, RejectsWhatIsNotASize) {
