@@ -12,9 +12,9 @@
 namespace spillway {
 
 // Parses a size: a non-negative number (integer or decimal) and an optional unit: B, K/KB/KiB,
-// M/MB/MiB, G/GB/GiB, T/TB/TiB, P/PB/PiB (case-insensitive). Decimal units (KB, MB...) are powers of 1000;
-// binary units (KiB, K, M, G...) are powers of 1024. Whitespace between number and unit is allowed.
-// Errors name what is wrong, e.g. "unknown unit 'GX' in '3GX'".
+// M/MB/MiB, G/GB/GiB, T/TB/TiB, P/PB/PiB (case-insensitive). Decimal units (KB, MB...) are powers
+// of 1000; binary units (KiB, K, M, G...) are powers of 1024. Whitespace between number and unit is
+// allowed. Errors name what is wrong, e.g. "unknown unit 'GX' in '3GX'".
 absl::StatusOr<uint64_t> ParseSize(std::string_view text);
 
 // Formats bytes with a binary unit and up to two decimals: "1.50 GiB", "512 B".

@@ -30,12 +30,12 @@ inline void Fail(const char* what, CUresult result) {
   std::exit(result == CUDA_ERROR_OUT_OF_MEMORY ? kExitOutOfMemory : kExitError);
 }
 
-#define DEMO_CHECK(call)                                          \
-  do {                                                            \
-    const CUresult demo_check_result = (call);                    \
-    if (demo_check_result != CUDA_SUCCESS) {                      \
-      ::spillway_demo::Fail(#call, demo_check_result);            \
-    }                                                             \
+#define DEMO_CHECK(call)                               \
+  do {                                                 \
+    const CUresult demo_check_result = (call);         \
+    if (demo_check_result != CUDA_SUCCESS) {           \
+      ::spillway_demo::Fail(#call, demo_check_result); \
+    }                                                  \
   } while (0)
 
 // The folder of the running program (the kernels are built beside it).
@@ -56,8 +56,8 @@ inline bool IsSimgpu(CUdevice device) {
 
 // Loads the demo kernels: libdemo_kernels.so on simgpu, demo_kernels.fatbin on a real GPU.
 inline CUmodule LoadDemoKernels(CUdevice device) {
-  const std::string path = ProgramDir() + (IsSimgpu(device) ? "/libdemo_kernels.so"
-                                                            : "/demo_kernels.fatbin");
+  const std::string path =
+      ProgramDir() + (IsSimgpu(device) ? "/libdemo_kernels.so" : "/demo_kernels.fatbin");
   CUmodule module = nullptr;
   const CUresult result = cuModuleLoad(&module, path.c_str());
   if (result != CUDA_SUCCESS) {

@@ -63,8 +63,12 @@ struct Worker {
   CUdeviceptr computed = 0;  // cuMemAllocAsync, filled by a kernel
 };
 
-uint32_t RoundMul(int thread, int round) { return 69069u + 4u * static_cast<uint32_t>(thread + round); }
-uint32_t RoundAdd(int thread, int round) { return 12345u + static_cast<uint32_t>(thread * 7 + round); }
+uint32_t RoundMul(int thread, int round) {
+  return 69069u + 4u * static_cast<uint32_t>(thread + round);
+}
+uint32_t RoundAdd(int thread, int round) {
+  return 12345u + static_cast<uint32_t>(thread * 7 + round);
+}
 
 // What thread t's two buffers sum to after all rounds.
 uint64_t Expected(int t, const Options& options) {

@@ -116,9 +116,9 @@ int Run(const Options& options) {
   size_t free_bytes = 0, total_bytes = 0;
   DEMO_CHECK(cuMemGetInfo(&free_bytes, &total_bytes));
 
-  const uint64_t target = options.bytes != 0
-                              ? options.bytes
-                              : static_cast<uint64_t>(options.factor * static_cast<double>(total_bytes));
+  const uint64_t target =
+      options.bytes != 0 ? options.bytes
+                         : static_cast<uint64_t>(options.factor * static_cast<double>(total_bytes));
   const uint64_t words_per_buffer = options.buffer / sizeof(uint32_t);
   const size_t buffers = static_cast<size_t>((target + options.buffer - 1) / options.buffer);
   std::printf("device: %s, %s of memory; workload: %zu buffers of %s = %s (%.2fx)\n", name,
@@ -136,10 +136,11 @@ int Run(const Options& options) {
   for (size_t b = 0; b < buffers; ++b) {
     const CUresult result = cuMemAlloc(&data[b], options.buffer);
     if (result == CUDA_ERROR_OUT_OF_MEMORY) {
-      std::printf("out of memory: the device held %s of the %s this workload needs "
-                  "(cuMemAlloc of buffer %zu returned CUDA_ERROR_OUT_OF_MEMORY)\n",
-                  spillway::FormatSize(b * options.buffer).c_str(),
-                  spillway::FormatSize(buffers * options.buffer).c_str(), b);
+      std::printf(
+          "out of memory: the device held %s of the %s this workload needs "
+          "(cuMemAlloc of buffer %zu returned CUDA_ERROR_OUT_OF_MEMORY)\n",
+          spillway::FormatSize(b * options.buffer).c_str(),
+          spillway::FormatSize(buffers * options.buffer).c_str(), b);
       return kExitOutOfMemory;
     }
     if (result != CUDA_SUCCESS) Fail("cuMemAlloc", result);

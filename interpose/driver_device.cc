@@ -37,8 +37,8 @@ template <typename Fn>
 Fn Lookup(Extra& extra) {
   if (extra.state.load(std::memory_order_acquire) == 0) {
     void* found = nullptr;
-    const auto get = reinterpret_cast<ProcAddressFn>(
-        RealFunction(Index(HookId::k_cuGetProcAddress_v2)));
+    const auto get =
+        reinterpret_cast<ProcAddressFn>(RealFunction(Index(HookId::k_cuGetProcAddress_v2)));
     CUdriverProcAddressQueryResult status;
     if (get == nullptr ||
         get(extra.name, &found, 13000, CU_GET_PROC_ADDRESS_DEFAULT, &status) != CUDA_SUCCESS) {

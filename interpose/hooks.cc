@@ -107,12 +107,12 @@ struct Replace {
 };
 
 // Says `format` once per `flag` (and keeps it for the summary's errors).
-#define SPILLWAY_REPORT_ONCE(flag, ...)                                   \
-  do {                                                                    \
-    static constinit std::atomic<bool> flag{false};                       \
-    if (!flag.exchange(true, std::memory_order_relaxed)) {                \
-      ReportProblem(LogLevel::kWarn, __VA_ARGS__);                        \
-    }                                                                     \
+#define SPILLWAY_REPORT_ONCE(flag, ...)                    \
+  do {                                                     \
+    static constinit std::atomic<bool> flag{false};        \
+    if (!flag.exchange(true, std::memory_order_relaxed)) { \
+      ReportProblem(LogLevel::kWarn, __VA_ARGS__);         \
+    }                                                      \
   } while (0)
 
 // Backs a device allocation of `bytes` with managed memory. False (nothing allocated) when the
@@ -123,7 +123,8 @@ bool AllocateManagedInstead(CUdeviceptr* dptr, uint64_t bytes) {
   DriverDevice device;
   const policy::DeviceResult result = device.AllocateManaged(&address, bytes);
   if (result != CUDA_SUCCESS) {
-    SPILLWAY_REPORT_ONCE(reported, "cuMemAllocManaged of %llu bytes failed (error %d); device "
+    SPILLWAY_REPORT_ONCE(reported,
+                         "cuMemAllocManaged of %llu bytes failed (error %d); device "
                          "allocations pass through from now on when that happens",
                          static_cast<unsigned long long>(bytes), result);
     return false;
@@ -238,7 +239,8 @@ void PrepareLaunch(CUfunction function, CUstream stream, void** kernel_params, v
   }
   if (resolved) CountResolvedLaunch();
   if (engine->OnLaunch(access, stream) != 0) {
-    SPILLWAY_REPORT_ONCE(reported, "a prefetch or eviction before a launch failed; the launch "
+    SPILLWAY_REPORT_ONCE(reported,
+                         "a prefetch or eviction before a launch failed; the launch "
                          "relies on demand paging");
   }
 }

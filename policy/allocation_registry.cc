@@ -96,8 +96,8 @@ void AllocationRegistry::UnlockAfterFork() { mutex_.unlock(); }
 void AllocationRegistry::ResetAfterFork() {
   std::unique_lock lock(mutex_);
   by_base_.clear();
-  for (auto* counter : {&live_bytes_, &managed_bytes_, &bytes_peak_, &managed_bytes_peak_, &count_,
-                        &vmm_count_}) {
+  for (auto* counter :
+       {&live_bytes_, &managed_bytes_, &bytes_peak_, &managed_bytes_peak_, &count_, &vmm_count_}) {
     counter->store(0, std::memory_order_relaxed);
   }
 }

@@ -58,7 +58,9 @@ class AllocationRegistry {
   uint64_t live_bytes() const { return live_bytes_.load(std::memory_order_relaxed); }
   uint64_t managed_bytes() const { return managed_bytes_.load(std::memory_order_relaxed); }
   uint64_t bytes_peak() const { return bytes_peak_.load(std::memory_order_relaxed); }
-  uint64_t managed_bytes_peak() const { return managed_bytes_peak_.load(std::memory_order_relaxed); }
+  uint64_t managed_bytes_peak() const {
+    return managed_bytes_peak_.load(std::memory_order_relaxed);
+  }
   uint64_t count() const { return count_.load(std::memory_order_relaxed); }
   uint64_t vmm_count() const { return vmm_count_.load(std::memory_order_relaxed); }
   // A VMM allocation (cuMemCreate) is counted, not mapped to addresses.

@@ -26,7 +26,8 @@ struct ChecksumArgs {
 #if defined(__CUDACC__)
 __host__ __device__
 #endif
-inline uint32_t Mix(uint64_t i, uint32_t seed) {
+    inline uint32_t
+    Mix(uint64_t i, uint32_t seed) {
   uint64_t x = i * 0x9E3779B97F4A7C15ull + seed;
   x ^= x >> 29;
   x *= 0xBF58476D1CE4E5B9ull;

@@ -56,14 +56,16 @@ struct ErrorText {
   const char* text;
 };
 
-#define SIMGPU_ERR(code, text) {code, #code, text}
+#define SIMGPU_ERR(code, text) \
+  { code, #code, text }
 constexpr ErrorText kErrors[] = {
     SIMGPU_ERR(CUDA_SUCCESS, "no error"),
     SIMGPU_ERR(CUDA_ERROR_INVALID_VALUE, "invalid argument"),
     SIMGPU_ERR(CUDA_ERROR_OUT_OF_MEMORY, "out of memory"),
     SIMGPU_ERR(CUDA_ERROR_NOT_INITIALIZED, "initialization error"),
     SIMGPU_ERR(CUDA_ERROR_DEINITIALIZED, "driver shutting down"),
-    SIMGPU_ERR(CUDA_ERROR_PROFILER_DISABLED, "profiler disabled while using an external profiling tool"),
+    SIMGPU_ERR(CUDA_ERROR_PROFILER_DISABLED,
+               "profiler disabled while using an external profiling tool"),
     SIMGPU_ERR(CUDA_ERROR_STUB_LIBRARY, "CUDA driver is a stub library"),
     SIMGPU_ERR(CUDA_ERROR_DEVICE_UNAVAILABLE, "CUDA-capable device(s) is/are busy or unavailable"),
     SIMGPU_ERR(CUDA_ERROR_NO_DEVICE, "no CUDA-capable device is detected"),
@@ -76,13 +78,16 @@ constexpr ErrorText kErrors[] = {
     SIMGPU_ERR(CUDA_ERROR_UNMAP_FAILED, "unmapping of buffer object failed"),
     SIMGPU_ERR(CUDA_ERROR_ARRAY_IS_MAPPED, "array is mapped"),
     SIMGPU_ERR(CUDA_ERROR_ALREADY_MAPPED, "resource already mapped"),
-    SIMGPU_ERR(CUDA_ERROR_NO_BINARY_FOR_GPU, "no kernel image is available for execution on the device"),
+    SIMGPU_ERR(CUDA_ERROR_NO_BINARY_FOR_GPU,
+               "no kernel image is available for execution on the device"),
     SIMGPU_ERR(CUDA_ERROR_ALREADY_ACQUIRED, "resource already acquired"),
     SIMGPU_ERR(CUDA_ERROR_NOT_MAPPED, "resource not mapped"),
     SIMGPU_ERR(CUDA_ERROR_ECC_UNCORRECTABLE, "uncorrectable ECC error encountered"),
     SIMGPU_ERR(CUDA_ERROR_UNSUPPORTED_LIMIT, "limit is not supported on this architecture"),
-    SIMGPU_ERR(CUDA_ERROR_CONTEXT_ALREADY_IN_USE, "exclusive-thread device already in use by a different thread"),
-    SIMGPU_ERR(CUDA_ERROR_PEER_ACCESS_UNSUPPORTED, "peer access is not supported between these two devices"),
+    SIMGPU_ERR(CUDA_ERROR_CONTEXT_ALREADY_IN_USE,
+               "exclusive-thread device already in use by a different thread"),
+    SIMGPU_ERR(CUDA_ERROR_PEER_ACCESS_UNSUPPORTED,
+               "peer access is not supported between these two devices"),
     SIMGPU_ERR(CUDA_ERROR_INVALID_PTX, "a PTX JIT compilation failed"),
     SIMGPU_ERR(CUDA_ERROR_INVALID_SOURCE, "device kernel image is invalid"),
     SIMGPU_ERR(CUDA_ERROR_FILE_NOT_FOUND, "file not found"),
@@ -98,19 +103,25 @@ constexpr ErrorText kErrors[] = {
     SIMGPU_ERR(CUDA_ERROR_LAUNCH_TIMEOUT, "the launch timed out and was terminated"),
     SIMGPU_ERR(CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED, "peer access is already enabled"),
     SIMGPU_ERR(CUDA_ERROR_PEER_ACCESS_NOT_ENABLED, "peer access has not been enabled"),
-    SIMGPU_ERR(CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE, "cannot set while device is active in this process"),
+    SIMGPU_ERR(CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE,
+               "cannot set while device is active in this process"),
     SIMGPU_ERR(CUDA_ERROR_CONTEXT_IS_DESTROYED, "context is destroyed"),
     SIMGPU_ERR(CUDA_ERROR_ASSERT, "device-side assert triggered"),
-    SIMGPU_ERR(CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, "part or all of the requested memory range is already mapped"),
-    SIMGPU_ERR(CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, "pointer does not correspond to a registered memory region"),
+    SIMGPU_ERR(CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED,
+               "part or all of the requested memory range is already mapped"),
+    SIMGPU_ERR(CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED,
+               "pointer does not correspond to a registered memory region"),
     SIMGPU_ERR(CUDA_ERROR_LAUNCH_FAILED, "unspecified launch failure"),
     SIMGPU_ERR(CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE, "too many blocks in cooperative launch"),
     SIMGPU_ERR(CUDA_ERROR_NOT_PERMITTED, "operation not permitted"),
     SIMGPU_ERR(CUDA_ERROR_NOT_SUPPORTED, "operation not supported"),
     SIMGPU_ERR(CUDA_ERROR_SYSTEM_NOT_READY, "system not yet initialized"),
-    SIMGPU_ERR(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "operation not permitted when stream is capturing"),
-    SIMGPU_ERR(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, "operation failed due to a previous error during capture"),
-    SIMGPU_ERR(CUDA_ERROR_CAPTURED_EVENT, "operation not permitted on an event last recorded in a capturing stream"),
+    SIMGPU_ERR(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
+               "operation not permitted when stream is capturing"),
+    SIMGPU_ERR(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED,
+               "operation failed due to a previous error during capture"),
+    SIMGPU_ERR(CUDA_ERROR_CAPTURED_EVENT,
+               "operation not permitted on an event last recorded in a capturing stream"),
     SIMGPU_ERR(CUDA_ERROR_TIMEOUT, "wait operation timed out"),
     SIMGPU_ERR(CUDA_ERROR_UNKNOWN, "unknown error"),
 };
@@ -275,74 +286,209 @@ CUresult cuDeviceGetAttribute(int* pi, CUdevice_attribute attrib, CUdevice dev) 
   if (pi == nullptr) return CUDA_ERROR_INVALID_VALUE;
   int v;
   switch (attrib) {
-    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: v = 1024; break;
-    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X: v = 1024; break;
-    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y: v = 1024; break;
-    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z: v = 64; break;
-    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X: v = 2147483647; break;
-    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y: v = 65535; break;
-    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z: v = 65535; break;
-    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK: v = 49152; break;
-    case CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY: v = 65536; break;
-    case CU_DEVICE_ATTRIBUTE_WARP_SIZE: v = 32; break;
-    case CU_DEVICE_ATTRIBUTE_MAX_PITCH: v = 2147483647; break;
-    case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK: v = 65536; break;
-    case CU_DEVICE_ATTRIBUTE_CLOCK_RATE: v = 1755000; break;
-    case CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT: v = 512; break;
-    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: v = 114; break;
-    case CU_DEVICE_ATTRIBUTE_KERNEL_EXEC_TIMEOUT: v = 0; break;
-    case CU_DEVICE_ATTRIBUTE_INTEGRATED: v = 0; break;
-    case CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY: v = 1; break;
-    case CU_DEVICE_ATTRIBUTE_COMPUTE_MODE: v = CU_COMPUTEMODE_DEFAULT; break;
-    case CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS: v = 1; break;
-    case CU_DEVICE_ATTRIBUTE_ECC_ENABLED: v = 0; break;
-    case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: v = 1; break;
-    case CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID: v = 0; break;
-    case CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID: v = 0; break;
-    case CU_DEVICE_ATTRIBUTE_TCC_DRIVER: v = 0; break;
-    case CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE: v = 1593000; break;
-    case CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH: v = 5120; break;
-    case CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE: v = 50 << 20; break;
-    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR: v = 2048; break;
-    case CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT: v = config().copy_engines; break;
-    case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: v = 1; break;
-    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: v = 9; break;
-    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: v = 0; break;
-    case CU_DEVICE_ATTRIBUTE_STREAM_PRIORITIES_SUPPORTED: v = 1; break;
-    case CU_DEVICE_ATTRIBUTE_GLOBAL_L1_CACHE_SUPPORTED: v = 1; break;
-    case CU_DEVICE_ATTRIBUTE_LOCAL_L1_CACHE_SUPPORTED: v = 1; break;
-    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR: v = 233472; break;
-    case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR: v = 65536; break;
-    case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY: v = 1; break;
-    case CU_DEVICE_ATTRIBUTE_MULTI_GPU_BOARD: v = 0; break;
-    case CU_DEVICE_ATTRIBUTE_MULTI_GPU_BOARD_GROUP_ID: v = 0; break;
-    case CU_DEVICE_ATTRIBUTE_SINGLE_TO_DOUBLE_PRECISION_PERF_RATIO: v = 2; break;
-    case CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS: v = 0; break;
-    case CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS: v = 1; break;
-    case CU_DEVICE_ATTRIBUTE_COMPUTE_PREEMPTION_SUPPORTED: v = 1; break;
-    case CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM: v = 0; break;
-    case CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH: v = 1; break;
-    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: v = 232448; break;
-    case CU_DEVICE_ATTRIBUTE_CAN_FLUSH_REMOTE_WRITES: v = 0; break;
-    case CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED: v = 0; break;
-    case CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES: v = 0; break;
-    case CU_DEVICE_ATTRIBUTE_DIRECT_MANAGED_MEM_ACCESS_FROM_HOST: v = 0; break;
-    case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: v = 0; break;
-    case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED: v = 0; break;
-    case CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR: v = 32; break;
-    case CU_DEVICE_ATTRIBUTE_GENERIC_COMPRESSION_SUPPORTED: v = 0; break;
-    case CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE: v = 0; break;
-    case CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE: v = 0; break;
-    case CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK: v = 1024; break;
-    case CU_DEVICE_ATTRIBUTE_READ_ONLY_HOST_REGISTER_SUPPORTED: v = 0; break;
-    case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED: v = 1; break;
-    case CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED: v = 0; break;
-    case CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES: v = 0; break;
-    case CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH: v = 1; break;
-    case CU_DEVICE_ATTRIBUTE_DEFERRED_MAPPING_CUDA_ARRAY_SUPPORTED: v = 0; break;
-    case CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED: v = 0; break;
-    case CU_DEVICE_ATTRIBUTE_HOST_NATIVE_ATOMIC_SUPPORTED: v = 0; break;
-    default: return CUDA_ERROR_INVALID_VALUE;
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK:
+      v = 1024;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X:
+      v = 1024;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y:
+      v = 1024;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z:
+      v = 64;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X:
+      v = 2147483647;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y:
+      v = 65535;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z:
+      v = 65535;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK:
+      v = 49152;
+      break;
+    case CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY:
+      v = 65536;
+      break;
+    case CU_DEVICE_ATTRIBUTE_WARP_SIZE:
+      v = 32;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_PITCH:
+      v = 2147483647;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK:
+      v = 65536;
+      break;
+    case CU_DEVICE_ATTRIBUTE_CLOCK_RATE:
+      v = 1755000;
+      break;
+    case CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT:
+      v = 512;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT:
+      v = 114;
+      break;
+    case CU_DEVICE_ATTRIBUTE_KERNEL_EXEC_TIMEOUT:
+      v = 0;
+      break;
+    case CU_DEVICE_ATTRIBUTE_INTEGRATED:
+      v = 0;
+      break;
+    case CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY:
+      v = 1;
+      break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_MODE:
+      v = CU_COMPUTEMODE_DEFAULT;
+      break;
+    case CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS:
+      v = 1;
+      break;
+    case CU_DEVICE_ATTRIBUTE_ECC_ENABLED:
+      v = 0;
+      break;
+    case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID:
+      v = 1;
+      break;
+    case CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID:
+      v = 0;
+      break;
+    case CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID:
+      v = 0;
+      break;
+    case CU_DEVICE_ATTRIBUTE_TCC_DRIVER:
+      v = 0;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE:
+      v = 1593000;
+      break;
+    case CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH:
+      v = 5120;
+      break;
+    case CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE:
+      v = 50 << 20;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR:
+      v = 2048;
+      break;
+    case CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT:
+      v = config().copy_engines;
+      break;
+    case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING:
+      v = 1;
+      break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR:
+      v = 9;
+      break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR:
+      v = 0;
+      break;
+    case CU_DEVICE_ATTRIBUTE_STREAM_PRIORITIES_SUPPORTED:
+      v = 1;
+      break;
+    case CU_DEVICE_ATTRIBUTE_GLOBAL_L1_CACHE_SUPPORTED:
+      v = 1;
+      break;
+    case CU_DEVICE_ATTRIBUTE_LOCAL_L1_CACHE_SUPPORTED:
+      v = 1;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR:
+      v = 233472;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR:
+      v = 65536;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY:
+      v = 1;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MULTI_GPU_BOARD:
+      v = 0;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MULTI_GPU_BOARD_GROUP_ID:
+      v = 0;
+      break;
+    case CU_DEVICE_ATTRIBUTE_SINGLE_TO_DOUBLE_PRECISION_PERF_RATIO:
+      v = 2;
+      break;
+    case CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS:
+      v = 0;
+      break;
+    case CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS:
+      v = 1;
+      break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_PREEMPTION_SUPPORTED:
+      v = 1;
+      break;
+    case CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM:
+      v = 0;
+      break;
+    case CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH:
+      v = 1;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN:
+      v = 232448;
+      break;
+    case CU_DEVICE_ATTRIBUTE_CAN_FLUSH_REMOTE_WRITES:
+      v = 0;
+      break;
+    case CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED:
+      v = 0;
+      break;
+    case CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES:
+      v = 0;
+      break;
+    case CU_DEVICE_ATTRIBUTE_DIRECT_MANAGED_MEM_ACCESS_FROM_HOST:
+      v = 0;
+      break;
+    case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:
+      v = 0;
+      break;
+    case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED:
+      v = 0;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR:
+      v = 32;
+      break;
+    case CU_DEVICE_ATTRIBUTE_GENERIC_COMPRESSION_SUPPORTED:
+      v = 0;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE:
+      v = 0;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE:
+      v = 0;
+      break;
+    case CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK:
+      v = 1024;
+      break;
+    case CU_DEVICE_ATTRIBUTE_READ_ONLY_HOST_REGISTER_SUPPORTED:
+      v = 0;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED:
+      v = 1;
+      break;
+    case CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED:
+      v = 0;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES:
+      v = 0;
+      break;
+    case CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH:
+      v = 1;
+      break;
+    case CU_DEVICE_ATTRIBUTE_DEFERRED_MAPPING_CUDA_ARRAY_SUPPORTED:
+      v = 0;
+      break;
+    case CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED:
+      v = 0;
+      break;
+    case CU_DEVICE_ATTRIBUTE_HOST_NATIVE_ATOMIC_SUPPORTED:
+      v = 0;
+      break;
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
   }
   *pi = v;
   return CUDA_SUCCESS;
@@ -439,8 +585,10 @@ CUresult cuCtxSetCurrent(CUcontext ctx) {
     return CUDA_SUCCESS;
   }
   if (!IsLiveContext(c)) return CUDA_ERROR_INVALID_CONTEXT;
-  if (stack.empty()) stack.push_back(c);
-  else stack.back() = c;
+  if (stack.empty())
+    stack.push_back(c);
+  else
+    stack.back() = c;
   return CUDA_SUCCESS;
 }
 

@@ -13,8 +13,8 @@ namespace simgpu {
 namespace {
 
 std::mutex* g_obj_mu = new std::mutex();
-std::set<Event*>* g_events = new std::set<Event*>();        // guarded by g_obj_mu
-std::set<Module*>* g_modules = new std::set<Module*>();     // guarded by g_obj_mu
+std::set<Event*>* g_events = new std::set<Event*>();           // guarded by g_obj_mu
+std::set<Module*>* g_modules = new std::set<Module*>();        // guarded by g_obj_mu
 std::set<Function*>* g_functions = new std::set<Function*>();  // guarded by g_obj_mu
 
 Event* LiveEvent(CUevent h) {
@@ -188,9 +188,12 @@ CUresult Launch(CUfunction f, const LaunchDims& dims, CUstream h, void** params,
     void* buf = nullptr;
     size_t* size = nullptr;
     for (size_t i = 0; extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
-      if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER) buf = extra[i + 1];
-      else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE) size = static_cast<size_t*>(extra[i + 1]);
-      else return CUDA_ERROR_INVALID_VALUE;
+      if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER)
+        buf = extra[i + 1];
+      else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE)
+        size = static_cast<size_t*>(extra[i + 1]);
+      else
+        return CUDA_ERROR_INVALID_VALUE;
     }
     if (buf == nullptr || size == nullptr || *size < packed) return CUDA_ERROR_INVALID_VALUE;
     std::memcpy(buffer->data(), buf, packed);
@@ -214,8 +217,8 @@ CUresult Launch(CUfunction f, const LaunchDims& dims, CUstream h, void** params,
     BeginDeviceAccess(&account);
     k->run(&launch);
     EndDeviceAccess();
-    double compute = k->compute_seconds ? k->compute_seconds(&launch)
-                                        : config().default_kernel_seconds;
+    double compute =
+        k->compute_seconds ? k->compute_seconds(&launch) : config().default_kernel_seconds;
     if (!(compute >= 0)) compute = 0;
     return BookEngine(Engine::kCompute, start, compute + FaultStallSeconds(account));
   });
@@ -377,7 +380,8 @@ CUresult cuStreamIsCapturing_ptsz(CUstream h, CUstreamCaptureStatus* status) {
   return IsCapturing(h, status, true);
 }
 
-static CUresult AddCallback(CUstream h, CUstreamCallback cb, void* user, unsigned flags, bool ptsz) {
+static CUresult AddCallback(CUstream h, CUstreamCallback cb, void* user, unsigned flags,
+                            bool ptsz) {
   SIMGPU_REQUIRE_CTX();
   if (cb == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
   Stream* s = nullptr;
@@ -589,12 +593,22 @@ CUresult cuFuncGetAttribute(int* pi, CUfunction_attribute attrib, CUfunction hfu
   Function* f = LiveFunction(hfunc);
   if (f == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   switch (attrib) {
-    case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *pi = 1024; break;
-    case CU_FUNC_ATTRIBUTE_NUM_REGS: *pi = 32; break;
+    case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK:
+      *pi = 1024;
+      break;
+    case CU_FUNC_ATTRIBUTE_NUM_REGS:
+      *pi = 32;
+      break;
     case CU_FUNC_ATTRIBUTE_PTX_VERSION:
-    case CU_FUNC_ATTRIBUTE_BINARY_VERSION: *pi = 90; break;
-    case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: *pi = 232448; break;
-    default: *pi = 0; break;
+    case CU_FUNC_ATTRIBUTE_BINARY_VERSION:
+      *pi = 90;
+      break;
+    case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES:
+      *pi = 232448;
+      break;
+    default:
+      *pi = 0;
+      break;
   }
   return CUDA_SUCCESS;
 }

@@ -62,9 +62,11 @@ double RunDeviceWork(double start, Dir dir, uint64_t bytes, const std::function<
   double stall = FaultStallSeconds(account);
   switch (dir) {
     case Dir::kH2D:
-      return BookEngine(Engine::kH2D, start, stall + static_cast<double>(bytes) / c.h2d_bytes_per_s);
+      return BookEngine(Engine::kH2D, start,
+                        stall + static_cast<double>(bytes) / c.h2d_bytes_per_s);
     case Dir::kD2H:
-      return BookEngine(Engine::kD2H, start, stall + static_cast<double>(bytes) / c.d2h_bytes_per_s);
+      return BookEngine(Engine::kD2H, start,
+                        stall + static_cast<double>(bytes) / c.d2h_bytes_per_s);
     case Dir::kD2D:
       return start + stall + 2.0 * static_cast<double>(bytes) / c.d2d_bytes_per_s;
     case Dir::kH2H:
@@ -77,10 +79,12 @@ CUresult Copy(void* dst, const void* src, size_t bytes, CUstream h, bool ptsz, b
   SIMGPU_REQUIRE_CTX();
   if (bytes == 0) return CUDA_SUCCESS;
   if (dst == nullptr || src == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if ((dir == Dir::kH2D || dir == Dir::kD2D) && !IsDeviceRange(reinterpret_cast<CUdeviceptr>(dst), bytes)) {
+  if ((dir == Dir::kH2D || dir == Dir::kD2D) &&
+      !IsDeviceRange(reinterpret_cast<CUdeviceptr>(dst), bytes)) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  if ((dir == Dir::kD2H || dir == Dir::kD2D) && !IsDeviceRange(reinterpret_cast<CUdeviceptr>(src), bytes)) {
+  if ((dir == Dir::kD2H || dir == Dir::kD2D) &&
+      !IsDeviceRange(reinterpret_cast<CUdeviceptr>(src), bytes)) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   Stream* s = nullptr;
@@ -105,8 +109,10 @@ CUresult Memset(CUdeviceptr dst, T value, size_t n, CUstream h, bool ptsz, bool 
   MarkerPtr m = Enqueue(s, [=](double start) {
     return RunDeviceWork(start, Dir::kD2D, n * sizeof(T) / 2, [=] {
       T* p = reinterpret_cast<T*>(dst);
-      if (sizeof(T) == 1) std::memset(p, static_cast<int>(value), n);
-      else std::fill(p, p + n, value);
+      if (sizeof(T) == 1)
+        std::memset(p, static_cast<int>(value), n);
+      else
+        std::fill(p, p + n, value);
     });
   });
   if (sync) WaitMarker(m);
@@ -144,10 +150,12 @@ double MoveTime(double start, const MoveResult& r) {
   const Config& c = config();
   double end = start;
   if (r.in_bytes) {
-    end = std::max(end, BookEngine(Engine::kH2D, start, static_cast<double>(r.in_bytes) / c.h2d_bytes_per_s));
+    end = std::max(
+        end, BookEngine(Engine::kH2D, start, static_cast<double>(r.in_bytes) / c.h2d_bytes_per_s));
   }
   if (r.out_bytes) {
-    end = std::max(end, BookEngine(Engine::kD2H, start, static_cast<double>(r.out_bytes) / c.d2h_bytes_per_s));
+    end = std::max(
+        end, BookEngine(Engine::kD2H, start, static_cast<double>(r.out_bytes) / c.d2h_bytes_per_s));
   }
   return end;
 }
@@ -209,7 +217,8 @@ CUresult Batch(CUdeviceptr* dptrs, size_t* sizes, size_t count, CUmemLocation* l
                size_t* loc_idxs, size_t num_locs, unsigned long long flags, CUstream h, bool ptsz,
                RangeKind kind) {
   SIMGPU_REQUIRE_CTX();
-  if (flags != 0 || count == 0 || dptrs == nullptr || sizes == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (flags != 0 || count == 0 || dptrs == nullptr || sizes == nullptr)
+    return CUDA_ERROR_INVALID_VALUE;
   if (kind != RangeKind::kDiscard) {
     if (locs == nullptr || loc_idxs == nullptr || num_locs == 0 || num_locs > count ||
         loc_idxs[0] != 0) {
@@ -241,18 +250,29 @@ CUresult AdviseImpl(CUdeviceptr ptr, size_t bytes, CUmem_advise advice, CUmemLoc
     if (CUresult r = ParseLocation(loc, &where)) return r;
   }
   switch (advice) {
-    case CU_MEM_ADVISE_SET_READ_MOSTLY: Advise(ptr, bytes, kAdviseReadMostly, 0); break;
-    case CU_MEM_ADVISE_UNSET_READ_MOSTLY: Advise(ptr, bytes, 0, kAdviseReadMostly); break;
+    case CU_MEM_ADVISE_SET_READ_MOSTLY:
+      Advise(ptr, bytes, kAdviseReadMostly, 0);
+      break;
+    case CU_MEM_ADVISE_UNSET_READ_MOSTLY:
+      Advise(ptr, bytes, 0, kAdviseReadMostly);
+      break;
     case CU_MEM_ADVISE_SET_PREFERRED_LOCATION:
-      if (where == Where::kHost) Advise(ptr, bytes, kAdvisePreferHost, kAdvisePreferDevice);
-      else Advise(ptr, bytes, kAdvisePreferDevice, kAdvisePreferHost);
+      if (where == Where::kHost)
+        Advise(ptr, bytes, kAdvisePreferHost, kAdvisePreferDevice);
+      else
+        Advise(ptr, bytes, kAdvisePreferDevice, kAdvisePreferHost);
       break;
     case CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION:
       Advise(ptr, bytes, 0, kAdvisePreferHost | kAdvisePreferDevice);
       break;
-    case CU_MEM_ADVISE_SET_ACCESSED_BY: Advise(ptr, bytes, kAdviseAccessedBy, 0); break;
-    case CU_MEM_ADVISE_UNSET_ACCESSED_BY: Advise(ptr, bytes, 0, kAdviseAccessedBy); break;
-    default: return CUDA_ERROR_INVALID_VALUE;
+    case CU_MEM_ADVISE_SET_ACCESSED_BY:
+      Advise(ptr, bytes, kAdviseAccessedBy, 0);
+      break;
+    case CU_MEM_ADVISE_UNSET_ACCESSED_BY:
+      Advise(ptr, bytes, 0, kAdviseAccessedBy);
+      break;
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
   }
   return CUDA_SUCCESS;
 }
@@ -282,7 +302,8 @@ CUresult FreeAsync(CUdeviceptr dptr, CUstream h, bool ptsz) {
   return CUDA_SUCCESS;
 }
 
-CUresult LocationTypeToPool(const CUmemLocation* location, CUmemAllocationType type, bool* managed) {
+CUresult LocationTypeToPool(const CUmemLocation* location, CUmemAllocationType type,
+                            bool* managed) {
   if (type == CU_MEM_ALLOCATION_TYPE_MANAGED) {
     *managed = true;
     return CUDA_SUCCESS;
@@ -301,7 +322,8 @@ CUresult PointerAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr
   if (data == nullptr) return CUDA_ERROR_INVALID_VALUE;
   switch (attribute) {
     case CU_POINTER_ATTRIBUTE_CONTEXT:
-      *static_cast<CUcontext*>(data) = info ? reinterpret_cast<CUcontext>(PrimaryContext()) : nullptr;
+      *static_cast<CUcontext*>(data) =
+          info ? reinterpret_cast<CUcontext>(PrimaryContext()) : nullptr;
       return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
       *static_cast<unsigned int*>(data) = info ? CU_MEMORYTYPE_DEVICE : 0;
@@ -508,7 +530,8 @@ CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void
   SIMGPU_REQUIRE_INIT();
   Pool* p = reinterpret_cast<Pool*>(pool);
   if (!IsLivePool(p) || value == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (attr == CU_MEMPOOL_ATTR_RELEASE_THRESHOLD) p->release_threshold = *static_cast<cuuint64_t*>(value);
+  if (attr == CU_MEMPOOL_ATTR_RELEASE_THRESHOLD)
+    p->release_threshold = *static_cast<cuuint64_t*>(value);
   return CUDA_SUCCESS;
 }
 
@@ -601,7 +624,9 @@ CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUmemo
                                       CUstream hStream) {
   return AllocFromPool(dptr, bytesize, reinterpret_cast<Pool*>(pool), hStream, true);
 }
-CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) { return FreeAsync(dptr, hStream, false); }
+CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
+  return FreeAsync(dptr, hStream, false);
+}
 CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream) {
   return FreeAsync(dptr, hStream, true);
 }
@@ -710,7 +735,8 @@ CUresult cuMemPrefetchAsync_v2_ptsz(CUdeviceptr devPtr, size_t count, CUmemLocat
                                     unsigned int flags, CUstream hStream) {
   return Prefetch(devPtr, count, location, flags, hStream, true);
 }
-CUresult cuMemPrefetchAsync(CUdeviceptr devPtr, size_t count, CUdevice dstDevice, CUstream hStream) {
+CUresult cuMemPrefetchAsync(CUdeviceptr devPtr, size_t count, CUdevice dstDevice,
+                            CUstream hStream) {
   return Prefetch(devPtr, count, DeviceToLocation(dstDevice), 0, hStream, false);
 }
 CUresult cuMemPrefetchAsync_ptsz(CUdeviceptr devPtr, size_t count, CUdevice dstDevice,
@@ -720,7 +746,8 @@ CUresult cuMemPrefetchAsync_ptsz(CUdeviceptr devPtr, size_t count, CUdevice dstD
 
 CUresult cuMemPrefetchBatchAsync(CUdeviceptr* dptrs, size_t* sizes, size_t count,
                                  CUmemLocation* prefetchLocs, size_t* prefetchLocIdxs,
-                                 size_t numPrefetchLocs, unsigned long long flags, CUstream hStream) {
+                                 size_t numPrefetchLocs, unsigned long long flags,
+                                 CUstream hStream) {
   return Batch(dptrs, sizes, count, prefetchLocs, prefetchLocIdxs, numPrefetchLocs, flags, hStream,
                false, RangeKind::kPrefetch);
 }
@@ -733,7 +760,8 @@ CUresult cuMemPrefetchBatchAsync_ptsz(CUdeviceptr* dptrs, size_t* sizes, size_t 
 }
 CUresult cuMemDiscardBatchAsync(CUdeviceptr* dptrs, size_t* sizes, size_t count,
                                 unsigned long long flags, CUstream hStream) {
-  return Batch(dptrs, sizes, count, nullptr, nullptr, 0, flags, hStream, false, RangeKind::kDiscard);
+  return Batch(dptrs, sizes, count, nullptr, nullptr, 0, flags, hStream, false,
+               RangeKind::kDiscard);
 }
 CUresult cuMemDiscardBatchAsync_ptsz(CUdeviceptr* dptrs, size_t* sizes, size_t count,
                                      unsigned long long flags, CUstream hStream) {
@@ -774,7 +802,8 @@ CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attribute, CUdevi
 CUresult cuPointerGetAttributes(unsigned int numAttributes, CUpointer_attribute* attributes,
                                 void** data, CUdeviceptr ptr) {
   SIMGPU_REQUIRE_INIT();
-  if (numAttributes == 0 || attributes == nullptr || data == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (numAttributes == 0 || attributes == nullptr || data == nullptr)
+    return CUDA_ERROR_INVALID_VALUE;
   AllocInfo info;
   bool found = FindAllocation(ptr, &info);
   for (unsigned i = 0; i < numAttributes; ++i) {

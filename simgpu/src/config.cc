@@ -19,8 +19,8 @@ void ReadSize(const char* name, uint64_t* value) {
   if (!text.has_value() || text->empty()) return;
   absl::StatusOr<uint64_t> parsed = spillway::ParseSize(*text);
   if (!parsed.ok() || *parsed == 0) {
-    std::string why = parsed.ok() ? std::string("must be positive")
-                                  : std::string(parsed.status().message());
+    std::string why =
+        parsed.ok() ? std::string("must be positive") : std::string(parsed.status().message());
     std::fprintf(stderr, "simgpu: %s='%.*s' is not a valid size (%s); using the default %llu\n",
                  name, static_cast<int>(text->size()), text->data(), why.c_str(),
                  static_cast<unsigned long long>(*value));
@@ -36,8 +36,8 @@ void ReadDouble(const char* name, double scale, double* value) {
   char* end = nullptr;
   double v = std::strtod(s.c_str(), &end);
   if (end == s.c_str() || *end != '\0' || !(v > 0)) {
-    std::fprintf(stderr, "simgpu: %s='%s' is not a positive number; using the default %g\n",
-                 name, s.c_str(), *value / scale);
+    std::fprintf(stderr, "simgpu: %s='%s' is not a positive number; using the default %g\n", name,
+                 s.c_str(), *value / scale);
     return;
   }
   *value = v * scale;

@@ -15,8 +15,10 @@ struct ProcEntry {
   void* per_thread;
 };
 
-#define F(name, ver, fn) {name, ver, reinterpret_cast<void*>(&fn), nullptr}
-#define PT(name, ver, fn, pt) {name, ver, reinterpret_cast<void*>(&fn), reinterpret_cast<void*>(&pt)}
+#define F(name, ver, fn) \
+  { name, ver, reinterpret_cast<void*>(&fn), nullptr }
+#define PT(name, ver, fn, pt) \
+  { name, ver, reinterpret_cast<void*>(&fn), reinterpret_cast<void*>(&pt) }
 
 const ProcEntry kProcs[] = {
     F("cuInit", 2000, cuInit),
@@ -159,7 +161,8 @@ const ProcEntry kProcs[] = {
     PT("cuStreamAddCallback", 5000, cuStreamAddCallback, cuStreamAddCallback_ptsz),
     PT("cuLaunchKernel", 4000, cuLaunchKernel, cuLaunchKernel_ptsz),
     PT("cuLaunchKernelEx", 11060, cuLaunchKernelEx, cuLaunchKernelEx_ptsz),
-    PT("cuLaunchCooperativeKernel", 9000, cuLaunchCooperativeKernel, cuLaunchCooperativeKernel_ptsz),
+    PT("cuLaunchCooperativeKernel", 9000, cuLaunchCooperativeKernel,
+       cuLaunchCooperativeKernel_ptsz),
 };
 
 #undef F

@@ -103,17 +103,23 @@ void FifoAppendLocked(int32_t idx) {
   Chunk& c = g_chunks[idx];
   c.prev = g_fifo_tail;
   c.next = -1;
-  if (g_fifo_tail >= 0) g_chunks[g_fifo_tail].next = idx;
-  else g_fifo_head = idx;
+  if (g_fifo_tail >= 0)
+    g_chunks[g_fifo_tail].next = idx;
+  else
+    g_fifo_head = idx;
   g_fifo_tail = idx;
 }
 
 void FifoRemoveLocked(int32_t idx) {
   Chunk& c = g_chunks[idx];
-  if (c.prev >= 0) g_chunks[c.prev].next = c.next;
-  else g_fifo_head = c.next;
-  if (c.next >= 0) g_chunks[c.next].prev = c.prev;
-  else g_fifo_tail = c.prev;
+  if (c.prev >= 0)
+    g_chunks[c.prev].next = c.next;
+  else
+    g_fifo_head = c.next;
+  if (c.next >= 0)
+    g_chunks[c.next].prev = c.prev;
+  else
+    g_fifo_tail = c.prev;
   c.prev = c.next = -1;
 }
 
@@ -169,7 +175,7 @@ bool HandleFault(uintptr_t addr) {
   SpinGuard guard;
   Chunk& c = g_chunks[idx];
   if (c.state == kResident || c.state == kHostOpen) return true;  // another thread won the race
-  if (c.state != kArmed) return false;                              // not managed memory
+  if (c.state != kArmed) return false;                            // not managed memory
   if (account == nullptr) {
     OpenForHostLocked(idx);
     stats().host_opened_chunks.fetch_add(1, std::memory_order_relaxed);
@@ -216,8 +222,8 @@ void SegvHandler(int sig, siginfo_t* info, void* ucontext) {
 }
 
 void* MapZeroed(size_t bytes) {
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                 -1, 0);
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   return p == MAP_FAILED ? nullptr : p;
 }
 
@@ -266,8 +272,8 @@ CUresult Allocate(size_t bytes, bool managed, CUmemoryPool pool, CUdeviceptr* ou
   uint64_t n64 = (bytes + kChunkBytes - 1) / kChunkBytes;
   if (n64 > g_num_chunks) return CUDA_ERROR_OUT_OF_MEMORY;
   uint32_t n = static_cast<uint32_t>(n64);
-  uint64_t accounted = managed ? 0 : (bytes + kDeviceAllocGranule - 1) / kDeviceAllocGranule *
-                                         kDeviceAllocGranule;
+  uint64_t accounted =
+      managed ? 0 : (bytes + kDeviceAllocGranule - 1) / kDeviceAllocGranule * kDeviceAllocGranule;
   std::lock_guard<std::mutex> lock(*g_alloc_mu);
   if (!managed) {
     SpinGuard guard;
@@ -325,8 +331,8 @@ bool IsManagedState(uint8_t s) { return s == kArmed || s == kHostOpen || s == kR
 }  // namespace
 
 bool ResidencyInit() {
-  void* arena = mmap(nullptr, kArenaBytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                     -1, 0);
+  void* arena =
+      mmap(nullptr, kArenaBytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (arena == MAP_FAILED) {
     WriteStderr("simgpu: cannot reserve the device address arena\n");
     return false;
@@ -401,8 +407,10 @@ CUresult FreeAllocation(CUdeviceptr ptr) {
   mprotect(ChunkAddr(first), span, PROT_NONE);
   madvise(ChunkAddr(first), span, MADV_DONTNEED);
   ReturnRangeLocked(first, rec.num_chunks);
-  if (rec.managed) stats().managed_alloc_bytes -= rec.size;
-  else stats().device_alloc_bytes -= rec.accounted;
+  if (rec.managed)
+    stats().managed_alloc_bytes -= rec.size;
+  else
+    stats().device_alloc_bytes -= rec.accounted;
   return CUDA_SUCCESS;
 }
 

@@ -241,13 +241,13 @@ double FaultStallSeconds(const DeviceAccount& account);
 }  // namespace simgpu
 
 // Entry-point guards.
-#define SIMGPU_REQUIRE_INIT()                                \
-  do {                                                       \
+#define SIMGPU_REQUIRE_INIT()                                        \
+  do {                                                               \
     if (!::simgpu::Initialized()) return CUDA_ERROR_NOT_INITIALIZED; \
   } while (0)
-#define SIMGPU_REQUIRE_CTX()                                  \
-  do {                                                        \
-    SIMGPU_REQUIRE_INIT();                                    \
+#define SIMGPU_REQUIRE_CTX()                                                      \
+  do {                                                                            \
+    SIMGPU_REQUIRE_INIT();                                                        \
     if (::simgpu::CurrentContext() == nullptr) return CUDA_ERROR_INVALID_CONTEXT; \
   } while (0)
 

@@ -27,8 +27,8 @@ long long Field(const std::string& json, const std::string& key) {
 }
 
 TEST(Engine, OversubscribedDemoFinishesUnderRunMode) {
-  const std::vector<std::string> job = {kOut + "/oversubscribe", "--factor", "3", "--buffer",
-                                        "4MiB", "--passes", "2"};
+  const std::vector<std::string> job = {
+      kOut + "/oversubscribe", "--factor", "3", "--buffer", "4MiB", "--passes", "2"};
   const std::map<std::string, std::string> simgpu = {{"LD_LIBRARY_PATH", kOut + "/simgpu"},
                                                      {"SIMGPU_MEMORY", "64MiB"}};
   const ProcessResult plain = RunProcess(job, simgpu);
@@ -75,15 +75,14 @@ TEST(Engine, OversubscribedDemoFinishesUnderRunMode) {
 }
 
 TEST(Engine, BadDeviceMemoryValueIsReportedAndTheDefaultUsed) {
-  const std::vector<std::string> job = {kOut + "/oversubscribe", "--factor", "0.5", "--buffer",
-                                        "4MiB", "--passes", "1"};
+  const std::vector<std::string> job = {
+      kOut + "/oversubscribe", "--factor", "0.5", "--buffer", "4MiB", "--passes", "1"};
   const std::string summary_path = TempPath("engine_bad_budget");
-  const ProcessResult shimmed = RunProcess(
-      job, {{"LD_LIBRARY_PATH", kOut + "/simgpu"},
-            {"SIMGPU_MEMORY", "64MiB"},
-            {"LD_PRELOAD", kOut + "/libspillway.so"},
-            {"SPILLWAY_DEVICE_MEMORY", "lots"},
-            {"SPILLWAY_SUMMARY", summary_path}});
+  const ProcessResult shimmed = RunProcess(job, {{"LD_LIBRARY_PATH", kOut + "/simgpu"},
+                                                 {"SIMGPU_MEMORY", "64MiB"},
+                                                 {"LD_PRELOAD", kOut + "/libspillway.so"},
+                                                 {"SPILLWAY_DEVICE_MEMORY", "lots"},
+                                                 {"SPILLWAY_SUMMARY", summary_path}});
   EXPECT_EQ(shimmed.exit_code, 0) << shimmed.output;
   EXPECT_NE(shimmed.output.find("SPILLWAY_DEVICE_MEMORY: cannot use 'lots'"), std::string::npos)
       << shimmed.output;

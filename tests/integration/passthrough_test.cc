@@ -39,8 +39,8 @@ long CallCount(const std::string& summary, const std::string& function) {
 }
 
 TEST(Passthrough, MultistreamGivesTheSameResultsUnderTheShim) {
-  const std::vector<std::string> job = {kOut + "/multistream", "--threads", "4", "--words",
-                                        "65536", "--rounds", "3"};
+  const std::vector<std::string> job = {
+      kOut + "/multistream", "--threads", "4", "--words", "65536", "--rounds", "3"};
   const ProcessResult plain = RunProcess(job, JobEnv(false));
   ASSERT_EQ(plain.exit_code, 0) << plain.output;
   const std::string summary_path = TempPath("multistream");
@@ -62,8 +62,8 @@ TEST(Passthrough, MultistreamGivesTheSameResultsUnderTheShim) {
 
 // In off mode the shim is pure passthrough: the job fails exactly as it does without it.
 TEST(Passthrough, DemoFailsTheSameWayWhenItDoesNotFit) {
-  const std::vector<std::string> job = {kOut + "/oversubscribe", "--factor", "3", "--buffer",
-                                        "4MiB", "--passes", "1"};
+  const std::vector<std::string> job = {
+      kOut + "/oversubscribe", "--factor", "3", "--buffer", "4MiB", "--passes", "1"};
   const ProcessResult plain = RunProcess(job, JobEnv(false));
   EXPECT_EQ(plain.exit_code, 2) << plain.output;
   EXPECT_NE(plain.output.find("out of memory"), std::string::npos) << plain.output;
@@ -78,8 +78,8 @@ TEST(Passthrough, DemoFailsTheSameWayWhenItDoesNotFit) {
 }
 
 TEST(Passthrough, DemoGivesTheSameChecksumWhenItFits) {
-  const std::vector<std::string> job = {kOut + "/oversubscribe", "--factor", "0.5", "--buffer",
-                                        "4MiB", "--passes", "2"};
+  const std::vector<std::string> job = {
+      kOut + "/oversubscribe", "--factor", "0.5", "--buffer", "4MiB", "--passes", "2"};
   const ProcessResult plain = RunProcess(job, JobEnv(false));
   ASSERT_EQ(plain.exit_code, 0) << plain.output;
   EXPECT_NE(plain.output.find("matches"), std::string::npos) << plain.output;

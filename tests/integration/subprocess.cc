@@ -36,8 +36,7 @@ ProcessResult RunProcess(const std::vector<std::string>& argv,
   posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], STDERR_FILENO);
   posix_spawn_file_actions_addclose(&actions, pipe_fds[0]);
   pid_t pid = 0;
-  const int spawned =
-      posix_spawn(&pid, args[0], &actions, nullptr, args.data(), envp.data());
+  const int spawned = posix_spawn(&pid, args[0], &actions, nullptr, args.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   ::close(pipe_fds[1]);
   if (spawned != 0) {

@@ -18,7 +18,7 @@ TEST(AllocationRegistry, FindsTheAllocationContainingAnAddress) {
   EXPECT_EQ(b.id, 2u);
   ASSERT_TRUE(registry.Find(0x1000).has_value());
   EXPECT_EQ(registry.Find(0x1000)->id, a.id);
-  EXPECT_EQ(registry.Find(0x10ff)->id, a.id);  // interior, last byte
+  EXPECT_EQ(registry.Find(0x10ff)->id, a.id);       // interior, last byte
   EXPECT_FALSE(registry.Find(0x1100).has_value());  // one past the end
   EXPECT_FALSE(registry.Find(0xfff).has_value());
   EXPECT_EQ(registry.Find(0x2abc)->id, b.id);

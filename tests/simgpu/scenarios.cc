@@ -19,12 +19,12 @@ namespace {
 
 constexpr size_t kChunk = size_t{2} << 20;
 
-#define REQUIRE(cond)                                                        \
-  do {                                                                       \
-    if (!(cond)) {                                                           \
+#define REQUIRE(cond)                                                                  \
+  do {                                                                                 \
+    if (!(cond)) {                                                                     \
       std::fprintf(stderr, "scenario check failed at line %d: %s\n", __LINE__, #cond); \
-      std::exit(1);                                                          \
-    }                                                                        \
+      std::exit(1);                                                                    \
+    }                                                                                  \
   } while (0)
 #define REQUIRE_OK(call) REQUIRE((call) == CUDA_SUCCESS)
 
@@ -233,7 +233,7 @@ void DeviceAllocEvicts() {
   Kernels k = Setup();
   CUdeviceptr m, d;
   REQUIRE_OK(cuMemAllocManaged(&m, 4 * kChunk, CU_MEM_ATTACH_GLOBAL));
-  Touch(k, m, 0, 1, 4);  // capacity is 4 chunks: all resident
+  Touch(k, m, 0, 1, 4);                    // capacity is 4 chunks: all resident
   REQUIRE_OK(cuMemAlloc(&d, 2 * kChunk));  // evicts 2 managed chunks
   size_t free = 0, total = 0;
   REQUIRE_OK(cuMemGetInfo(&free, &total));

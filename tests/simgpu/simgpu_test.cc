@@ -209,10 +209,9 @@ TEST(SimgpuExports, OnlyTheDriverApi) {
 TEST(SimgpuScenario, StatsFileHasEveryKey) {
   ChildResult r = RunChild("plain", "SIMGPU_MEMORY=1GiB");
   EXPECT_CHILD_OK(r);
-  for (const char* key :
-       {"device_capacity_bytes", "peak_resident_bytes", "device_alloc_bytes_peak", "demand_faults",
-        "count", "bytes", "prefetched_bytes", "evicted_bytes", "discarded_bytes",
-        "kernels_launched", "virtual_seconds"}) {
+  for (const char* key : {"device_capacity_bytes", "peak_resident_bytes", "device_alloc_bytes_peak",
+                          "demand_faults", "count", "bytes", "prefetched_bytes", "evicted_bytes",
+                          "discarded_bytes", "kernels_launched", "virtual_seconds"}) {
     EXPECT_NE(r.stats.find(std::string("\"") + key + "\""), std::string::npos) << key;
   }
 }
@@ -250,11 +249,13 @@ TEST_F(Simgpu, DeviceQueries) {
   EXPECT_EQ(std::strncmp(name, "simgpu", 6), 0);
   EXPECT_EQ(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY, 0), CUDA_SUCCESS);
   EXPECT_EQ(v, 1);
-  EXPECT_EQ(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, 0), CUDA_SUCCESS);
+  EXPECT_EQ(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, 0),
+            CUDA_SUCCESS);
   EXPECT_EQ(v, 1);
   EXPECT_EQ(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS, 0), CUDA_SUCCESS);
   EXPECT_EQ(v, 0);
-  EXPECT_EQ(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 0), CUDA_SUCCESS);
+  EXPECT_EQ(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 0),
+            CUDA_SUCCESS);
   EXPECT_EQ(v, 9);
   EXPECT_EQ(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, 0), CUDA_SUCCESS);
   EXPECT_EQ(v, 1);
@@ -319,15 +320,15 @@ TEST_F(Simgpu, PointerAttributes) {
   unsigned int managed = 7, type = 0;
   EXPECT_EQ(cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, d + 10), CUDA_SUCCESS);
   EXPECT_EQ(managed, 0u);
-  EXPECT_EQ(cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, m + 4096), CUDA_SUCCESS);
+  EXPECT_EQ(cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, m + 4096),
+            CUDA_SUCCESS);
   EXPECT_EQ(managed, 1u);
   EXPECT_EQ(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, m), CUDA_SUCCESS);
   EXPECT_EQ(type, static_cast<unsigned>(CU_MEMORYTYPE_DEVICE));
   CUdeviceptr start = 0;
   size_t size = 0;
   CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
-                                 CU_POINTER_ATTRIBUTE_RANGE_SIZE,
-                                 CU_POINTER_ATTRIBUTE_IS_MANAGED};
+                                 CU_POINTER_ATTRIBUTE_RANGE_SIZE, CU_POINTER_ATTRIBUTE_IS_MANAGED};
   void* data[] = {&start, &size, &managed};
   EXPECT_EQ(cuPointerGetAttributes(3, attrs, data, m + (3 << 20)), CUDA_SUCCESS);
   EXPECT_EQ(start, m);
@@ -477,9 +478,9 @@ TEST_F(Simgpu, ModulesAndFunctions) {
   EXPECT_EQ(cuLaunchKernel(reinterpret_cast<CUfunction>(&offset), 1, 1, 1, 1, 1, 1, 0, nullptr,
                            nullptr, nullptr),
             CUDA_ERROR_INVALID_HANDLE);
-  EXPECT_EQ(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, reinterpret_cast<CUstream>(&offset), nullptr,
-                           nullptr),
-            CUDA_ERROR_INVALID_VALUE);  // parameters missing
+  EXPECT_EQ(
+      cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, reinterpret_cast<CUstream>(&offset), nullptr, nullptr),
+      CUDA_ERROR_INVALID_VALUE);  // parameters missing
   // cuLaunchKernelEx with launch geometry.
   CUfunction grid = Kernel("grid_product");
   CUdeviceptr out = 0;
@@ -498,8 +499,9 @@ TEST_F(Simgpu, ModulesAndFunctions) {
 
 TEST_F(Simgpu, LibrariesAndKernels) {
   CUlibrary lib = nullptr;
-  ASSERT_EQ(cuLibraryLoadFromFile(&lib, SIMGPU_TEST_KERNELS, nullptr, nullptr, 0, nullptr, nullptr, 0),
-            CUDA_SUCCESS);
+  ASSERT_EQ(
+      cuLibraryLoadFromFile(&lib, SIMGPU_TEST_KERNELS, nullptr, nullptr, 0, nullptr, nullptr, 0),
+      CUDA_SUCCESS);
   CUkernel kernel = nullptr;
   EXPECT_EQ(cuLibraryGetKernel(&kernel, lib, "nope"), CUDA_ERROR_NOT_FOUND);
   ASSERT_EQ(cuLibraryGetKernel(&kernel, lib, "grid_product"), CUDA_SUCCESS);
@@ -513,8 +515,8 @@ TEST_F(Simgpu, LibrariesAndKernels) {
   uint64_t* out_p = reinterpret_cast<uint64_t*>(out);
   void* args[] = {&out_p};
   // A CUkernel may be launched as a CUfunction.
-  ASSERT_EQ(cuLaunchKernel(reinterpret_cast<CUfunction>(kernel), 3, 1, 1, 5, 1, 1, 0, nullptr,
-                           args, nullptr),
+  ASSERT_EQ(cuLaunchKernel(reinterpret_cast<CUfunction>(kernel), 3, 1, 1, 5, 1, 1, 0, nullptr, args,
+                           nullptr),
             CUDA_SUCCESS);
   uint64_t product = 0;
   ASSERT_EQ(cuMemcpyDtoH(&product, out, 8), CUDA_SUCCESS);
@@ -534,8 +536,11 @@ TEST_F(Simgpu, HostCallbacksRunInStreamOrder) {
   EXPECT_EQ(status, CU_STREAM_CAPTURE_STATUS_NONE);
   static std::vector<int> order;
   order.clear();
-  ASSERT_EQ(cuLaunchHostFunc(s, [](void*) { order.push_back(1); }, nullptr), CUDA_SUCCESS);
-  ASSERT_EQ(cuStreamAddCallback(s, [](CUstream, CUresult, void*) { order.push_back(2); }, nullptr, 0),
+  ASSERT_EQ(cuLaunchHostFunc(
+                s, [](void*) { order.push_back(1); }, nullptr),
+            CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamAddCallback(
+                s, [](CUstream, CUresult, void*) { order.push_back(2); }, nullptr, 0),
             CUDA_SUCCESS);
   ASSERT_EQ(cuStreamSynchronize(s), CUDA_SUCCESS);
   EXPECT_EQ(order, (std::vector<int>{1, 2}));
@@ -595,7 +600,7 @@ TEST_F(Simgpu, ManyThreadsAtOnce) {
         if (cuLaunchKernel(touch, 1, 1, 1, 1, 1, 1, 0, s, args, nullptr)) ++failures;
         if (cuStreamSynchronize(s) != CUDA_SUCCESS) ++failures;
         if (p[0] != 1 || p[kChunk] != 1) ++failures;  // host reads the kernel's writes
-        p[1] = static_cast<char>(t);                   // and writes
+        p[1] = static_cast<char>(t);                  // and writes
         if (cuMemFree(m) != CUDA_SUCCESS) ++failures;
       }
       if (cuStreamDestroy(s) != CUDA_SUCCESS) ++failures;
@@ -626,9 +631,9 @@ TEST_F(Simgpu, PerThreadDefaultStreamThroughProcAddress) {
   CUfunction timed = Kernel("timed");
   double secs = 1e-6;
   void* args[] = {&secs};
-  EXPECT_EQ(reinterpret_cast<LaunchFn>(launch_ptsz)(timed, 1, 1, 1, 1, 1, 1, 0, nullptr, args,
-                                                    nullptr),
-            CUDA_SUCCESS);
+  EXPECT_EQ(
+      reinterpret_cast<LaunchFn>(launch_ptsz)(timed, 1, 1, 1, 1, 1, 1, 0, nullptr, args, nullptr),
+      CUDA_SUCCESS);
   EXPECT_EQ(reinterpret_cast<SyncFn>(sync_ptsz)(nullptr), CUDA_SUCCESS);
   EXPECT_EQ(cuStreamSynchronize(CU_STREAM_PER_THREAD), CUDA_SUCCESS);
 }

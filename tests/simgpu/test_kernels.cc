@@ -59,8 +59,8 @@ const SimgpuParam kSumParams[] = {{0, 8}, {8, 8}, {16, 8}};
 
 // grid_product(uint64_t* out): *out = grid x*y*z * block x*y*z (checks launch geometry).
 void GridProduct(const SimgpuLaunch* l) {
-  *Arg<uint64_t*>(l, 0) = uint64_t{l->grid[0]} * l->grid[1] * l->grid[2] * l->block[0] *
-                          l->block[1] * l->block[2];
+  *Arg<uint64_t*>(l, 0) =
+      uint64_t{l->grid[0]} * l->grid[1] * l->grid[2] * l->block[0] * l->block[1] * l->block[2];
 }
 const SimgpuParam kGridParams[] = {{0, 8}};
 
