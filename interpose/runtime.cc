@@ -12,8 +12,8 @@
 #include <cstdarg>
 #include <cstdio>
 #include <mutex>
-#include <string>
 #include <optional>
+#include <string>
 
 #include "absl/status/status.h"
 #include "common/json_writer.h"
@@ -82,9 +82,7 @@ constinit std::atomic<bool> g_forked_child{false};
 void BeforeFork() { Registry().LockForFork(); }
 void AfterForkInParent() { Registry().UnlockAfterFork(); }
 void AfterForkInChild() {
-  policy::AllocationRegistry& registry = Registry();
-  registry.UnlockAfterFork();
-  registry.ResetAfterFork();
+  Registry().ResetInForkedChild();
   g_engine.store(nullptr, std::memory_order_relaxed);
   g_launches_resolved.store(0, std::memory_order_relaxed);
   for (CallCounter& counter : g_call_counts) counter.value.store(0, std::memory_order_relaxed);
@@ -214,7 +212,8 @@ policy::ResidencyEngine* Engine() {
   if (engine != nullptr) return engine;
   engine = new policy::ResidencyEngine(device, policy::MakeLruPolicy(), budget);
   // Allocations made before the engine started (e.g. before a budget could be computed).
-  for (const policy::Allocation& allocation : Registry().Snapshot()) engine->OnAllocated(allocation);
+  for (const policy::Allocation& allocation : Registry().Snapshot())
+    engine->OnAllocated(allocation);
   g_engine.store(engine, std::memory_order_release);
   Log(LogLevel::kInfo, "engine started: policy lru, budget %llu bytes",
       static_cast<unsigned long long>(budget));

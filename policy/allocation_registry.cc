@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <mutex>
+#include <new>
 
 namespace spillway::policy {
 namespace {
@@ -93,8 +94,10 @@ std::vector<Allocation> AllocationRegistry::Snapshot() const {
 void AllocationRegistry::LockForFork() { mutex_.lock(); }
 void AllocationRegistry::UnlockAfterFork() { mutex_.unlock(); }
 
-void AllocationRegistry::ResetAfterFork() {
-  std::unique_lock lock(mutex_);
+void AllocationRegistry::ResetInForkedChild() {
+  // The lock is still held by the parent's forking thread; a fresh one replaces it (a pthread
+  // rwlock owns no other resources, so nothing leaks). The child has one thread: no lock needed.
+  new (&mutex_) std::shared_mutex();
   by_base_.clear();
   for (auto* counter :
        {&live_bytes_, &managed_bytes_, &bytes_peak_, &managed_bytes_peak_, &count_, &vmm_count_}) {

@@ -66,11 +66,14 @@ class AllocationRegistry {
   // A VMM allocation (cuMemCreate) is counted, not mapped to addresses.
   void CountVmm() { vmm_count_.fetch_add(1, std::memory_order_relaxed); }
 
-  // Fork support: the forking thread takes the lock before fork() and releases it after, in
-  // parent and child; the child then forgets everything (ResetAfterFork, lock not held).
+  // Fork support: the forking thread takes the lock before fork(); the parent releases it after
+  // (UnlockAfterFork). The child must not unlock it: a pthread rwlock records its writer's thread
+  // id, which is not the child's, so the unlock would corrupt it and the next lock would hang.
+  // Instead the child re-creates the lock and forgets everything (ResetInForkedChild).
+  // REQUIRES (ResetInForkedChild): only in a forked child, which has a single thread.
   void LockForFork();
   void UnlockAfterFork();
-  void ResetAfterFork();
+  void ResetInForkedChild();
 
  private:
   void AddBytes(const Allocation& allocation);     // REQUIRES: mutex_ held exclusively

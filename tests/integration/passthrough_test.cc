@@ -90,5 +90,17 @@ TEST(Passthrough, DemoGivesTheSameChecksumWhenItFits) {
   }
 }
 
+// Processes that fork under the shim (shells, `time`, `timeout`, launchers like torchrun) must
+// not hang: the child's fork handler once unlocked a lock the parent's thread held and deadlocked.
+TEST(Passthrough, ForkingProcessesDoNotHang) {
+  for (const char* mode : {"run", "off"}) {
+    const ProcessResult result =
+        RunProcess({"/usr/bin/timeout", "30", "/bin/sh", "-c", "/bin/true & wait; echo forked-ok"},
+                   JobEnv(true, "", mode));
+    EXPECT_EQ(result.exit_code, 0) << mode << ": " << result.output;
+    EXPECT_NE(result.output.find("forked-ok"), std::string::npos) << mode << ": " << result.output;
+  }
+}
+
 }  // namespace
 }  // namespace spillway::testing
