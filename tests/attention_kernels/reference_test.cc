@@ -15,6 +15,13 @@
 namespace spillway::attention::reference {
 namespace {
 
+// sum(a * b) in double: the scalar loss whose gradients the backward passes compute.
+double Dot(const std::vector<float>& a, const std::vector<float>& b) {
+  double sum = 0.0;
+  for (std::size_t i = 0; i < a.size(); ++i) sum += double(a[i]) * b[i];
+  return sum;
+}
+
 std::vector<float> Random(std::size_t n, unsigned seed, float scale = 1.0f) {
   std::mt19937 gen(seed);
   std::uniform_real_distribution<float> dist(-scale, scale);
@@ -58,9 +65,7 @@ struct SdpaCase {
   double Loss() const {  // sum(O * dO): its gradients are the backward pass's outputs
     std::vector<float> o, lse;
     Forward(o, lse);
-    double loss = 0.0;
-    for (std::size_t i = 0; i < o.size(); ++i) loss += double(o[i]) * d_o[i];
-    return loss;
+    return Dot(o, d_o);
   }
 };
 
@@ -331,9 +336,7 @@ struct AdditiveCase {
   double Loss() const {
     std::vector<float> c, lse;
     Forward(c, lse);
-    double loss = 0.0;
-    for (std::size_t i = 0; i < c.size(); ++i) loss += double(c[i]) * d_context[i];
-    return loss;
+    return Dot(c, d_context);
   }
 };
 
