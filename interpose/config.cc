@@ -65,8 +65,8 @@ std::optional<uint64_t> ParseSizeSetting(std::string_view name, std::string_view
                                          std::vector<std::string>* problems) {
   const absl::StatusOr<uint64_t> parsed = ParseSize(value);
   if (parsed.ok()) return *parsed;
-  problems->push_back(std::string(name) + ": cannot use '" + std::string(value) +
-                      "' (" + std::string(parsed.status().message()) + "); using the default");
+  problems->push_back(std::string(name) + ": cannot use '" + std::string(value) + "' (" +
+                      std::string(parsed.status().message()) + "); using the default");
   return std::nullopt;
 }
 
@@ -79,7 +79,8 @@ void ApplyMemorySettings(std::optional<std::string_view> device_memory,
         ParseSizeSetting("SPILLWAY_DEVICE_MEMORY", *device_memory, &config->problems);
     if (bytes.has_value() && *bytes == 0) {
       config->problems.push_back("SPILLWAY_DEVICE_MEMORY: cannot use '" +
-                                 std::string(*device_memory) + "' (must be positive); using the "
+                                 std::string(*device_memory) +
+                                 "' (must be positive); using the "
                                  "default");
     } else {
       config->device_memory = bytes;
@@ -91,10 +92,39 @@ void ApplyMemorySettings(std::optional<std::string_view> device_memory,
   }
 }
 
+std::vector<std::string> ParseModuleList(std::string_view text) {
+  std::vector<std::string> modules;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = text.find(',', start);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view item = text.substr(start, end - start);
+    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+    if (!item.empty()) modules.emplace_back(item);
+    start = end + 1;
+  }
+  return modules;
+}
+
+void ApplyBackingSettings(std::optional<std::string_view> device_modules,
+                          std::optional<std::string_view> ballast, Config* config) {
+  if (device_modules.has_value()) config->device_modules = ParseModuleList(*device_modules);
+  if (ballast.has_value() && !ballast->empty()) {
+    if (*ballast == "1") {
+      config->ballast = true;
+    } else if (*ballast != "0") {
+      config->problems.push_back("SPILLWAY_BALLAST: cannot use '" + std::string(*ballast) +
+                                 "' (expected 0 or 1); no ballast");
+    }
+  }
+}
+
 Config ReadConfigFromEnvironment() {
   Config config = MakeConfig(GetEnv("SPILLWAY_MODE"), GetEnv("SPILLWAY_LOG"),
                              GetEnv("SPILLWAY_LOG_FILE"), GetEnv("SPILLWAY_SUMMARY"));
   ApplyMemorySettings(GetEnv("SPILLWAY_DEVICE_MEMORY"), GetEnv("SPILLWAY_HOST_MEMORY"), &config);
+  ApplyBackingSettings(GetEnv("SPILLWAY_DEVICE_MODULES"), GetEnv("SPILLWAY_BALLAST"), &config);
   return config;
 }
 

@@ -1,6 +1,6 @@
 // The shim's settings, read once from the environment: SPILLWAY_MODE, SPILLWAY_LOG,
-// SPILLWAY_LOG_FILE, SPILLWAY_SUMMARY, SPILLWAY_DEVICE_MEMORY, SPILLWAY_HOST_MEMORY. Parsing is pure
-// so tests can feed it values directly.
+// SPILLWAY_LOG_FILE, SPILLWAY_SUMMARY, SPILLWAY_DEVICE_MEMORY, SPILLWAY_HOST_MEMORY,
+// SPILLWAY_DEVICE_MODULES, SPILLWAY_BALLAST. Parsing is pure so tests can feed it values directly.
 #ifndef SPILLWAY_INTERPOSE_CONFIG_H_
 #define SPILLWAY_INTERPOSE_CONFIG_H_
 
@@ -33,6 +33,12 @@ struct Config {
   // SPILLWAY_HOST_MEMORY: how much more than the budget cuMemGetInfo / cuDeviceTotalMem report
   // (the reported total is max(physical total, budget + this)). Default 0.
   uint64_t host_memory = 0;
+  // SPILLWAY_DEVICE_MODULES: comma-separated parts of module file names; allocations whose calling
+  // module's path contains one stay plain device memory. Default "libnccl"; empty: none.
+  std::vector<std::string> device_modules = {"libnccl"};
+  // SPILLWAY_BALLAST=1: at the engine's start, allocate the physical free memory beyond the budget
+  // (less headroom) as plain device memory, so the GPU behaves like one with the budget.
+  bool ballast = false;
   // One line per setting that was rejected, e.g. "SPILLWAY_MODE: unknown value 'x' ...".
   std::vector<std::string> problems;
 };
@@ -47,7 +53,16 @@ Config MakeConfig(std::optional<std::string_view> mode, std::optional<std::strin
 void ApplyMemorySettings(std::optional<std::string_view> device_memory,
                          std::optional<std::string_view> host_memory, Config* config);
 
-// MakeConfig and ApplyMemorySettings over the process environment (an environ scan, no getenv).
+// Sets device_modules and ballast from SPILLWAY_DEVICE_MODULES and SPILLWAY_BALLAST (nullopt =
+// unset). A ballast value other than 0/1 adds a line to `problems`; the default (off) stays.
+void ApplyBackingSettings(std::optional<std::string_view> device_modules,
+                          std::optional<std::string_view> ballast, Config* config);
+
+// Splits a comma-separated module list, dropping surrounding spaces and empty entries.
+std::vector<std::string> ParseModuleList(std::string_view text);
+
+// MakeConfig, ApplyMemorySettings and ApplyBackingSettings over the process environment (an environ
+// scan, no getenv).
 Config ReadConfigFromEnvironment();
 
 // Replaces every "%p" in `path` with `pid`.

@@ -23,6 +23,8 @@ enum class HookKind {
   kMemcpy,
   kMemset,
   kSync,
+  kCapture,  // stream capture begins and ends (device-memory exceptions)
+  kIpc,      // IPC handles (refused for managed memory)
 };
 
 // Enumerators are the driver names prefixed with k_ (pasted, so cuda.h's macros never rename

@@ -1,7 +1,10 @@
 // The exported hooks, generated from hooked_functions.inc, plus the hand-written ones: the two
 // cuGetProcAddress versions and dlsym. Every hook counts the call and forwards to the real driver,
-// noting allocations and frees. In run (and record) mode a few replace the call (Replace<id>):
-// cuMemAlloc/cuMemAllocPitch are backed by managed memory, cuMemFree discards first, memory info
+// noting allocations, frees and stream captures. In run (and record) mode a few replace the call
+// (Replace<id>): cuMemAlloc/cuMemAllocPitch are backed by managed memory and cuMemAllocAsync (and
+// cuMemAllocFromPoolAsync on the device's own pools) by a managed pool, unless the allocation is a
+// device-memory exception (stream capture, SPILLWAY_DEVICE_MODULES); frees discard first (the
+// async ones on the free's stream); cuIpcGetMemHandle is refused for managed memory; memory info
 // reports the engine's capacity, and launches go through the residency engine first.
 //
 // Each hook is defined under a hidden name (spillway_hook_<name>) and exported as <name> through
@@ -15,6 +18,7 @@
 #include <cstring>
 #include <optional>
 
+#include "interpose/backing.h"
 #include "interpose/driver_device.h"
 #include "interpose/hook_table.h"
 #include "interpose/log.h"
@@ -99,6 +103,45 @@ struct After<HookId::k_cuMemFreeAsync> : AfterAsyncFree {};
 template <>
 struct After<HookId::k_cuMemFreeAsync_ptsz> : AfterAsyncFree {};
 
+// Stream captures: allocations the capturing thread makes meanwhile stay device memory.
+const void* CaptureKey(CUstream stream, bool per_thread) {
+  return per_thread && stream == nullptr ? CU_STREAM_PER_THREAD : stream;
+}
+template <bool kPerThread>
+struct AfterBeginCapture {
+  static void Run(CUresult r, CUstream stream, CUstreamCaptureMode mode) {
+    if (r == CUDA_SUCCESS) Captures().OnBegin(CaptureKey(stream, kPerThread), mode);
+  }
+};
+template <>
+struct After<HookId::k_cuStreamBeginCapture_v2> : AfterBeginCapture<false> {};
+template <>
+struct After<HookId::k_cuStreamBeginCapture_v2_ptsz> : AfterBeginCapture<true> {};
+template <bool kPerThread>
+struct AfterBeginCaptureToGraph {
+  static void Run(CUresult r, CUstream stream, CUgraph, const CUgraphNode*, const CUgraphEdgeData*,
+                  size_t, CUstreamCaptureMode mode) {
+    AfterBeginCapture<kPerThread>::Run(r, stream, mode);
+  }
+};
+template <>
+struct After<HookId::k_cuStreamBeginCaptureToGraph> : AfterBeginCaptureToGraph<false> {};
+template <>
+struct After<HookId::k_cuStreamBeginCaptureToGraph_ptsz> : AfterBeginCaptureToGraph<true> {};
+template <bool kPerThread>
+struct AfterEndCapture {
+  static void Run(CUresult r, CUstream stream, CUgraph*) {
+    // An invalidated capture ended too; only a call from the wrong thread leaves it running.
+    if (r != CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD) {
+      Captures().OnEnd(CaptureKey(stream, kPerThread));
+    }
+  }
+};
+template <>
+struct After<HookId::k_cuStreamEndCapture> : AfterEndCapture<false> {};
+template <>
+struct After<HookId::k_cuStreamEndCapture_ptsz> : AfterEndCapture<true> {};
+
 // What a hook does instead of the plain forward in run/record mode, per function. Default: none.
 // Run(real, args...) makes the real call(s) itself and returns the result.
 template <HookId id>
@@ -119,6 +162,10 @@ struct Replace {
 // engine does not run or managed memory is refused: the caller then makes the real call.
 bool AllocateManagedInstead(CUdeviceptr* dptr, uint64_t bytes) {
   if (dptr == nullptr || bytes == 0 || Engine() == nullptr) return false;
+  if (const std::optional<DeviceReason> reason = DeviceMemoryReason(false, nullptr, false)) {
+    CountDeviceException(*reason);
+    return false;
+  }
   uint64_t address = 0;
   DriverDevice device;
   const policy::DeviceResult result = device.AllocateManaged(&address, bytes);
@@ -173,7 +220,7 @@ struct Replace<HookId::k_cuMemFree_v2> {
   static CUresult Run(CUresult (*real)(CUdeviceptr), CUdeviceptr dptr) {
     const std::optional<policy::Allocation> found = Allocations().Erase(dptr);
     if (found.has_value()) {
-      policy::ResidencyEngine* engine = Engine();
+      policy::ResidencyEngine* engine = EngineOf(found->device);
       if (engine != nullptr && found->backing == policy::Backing::kManaged) {
         // cuMemFree waits for the device anyway; waiting first makes the discard safe even for
         // work on non-blocking streams that still reads the memory.
@@ -191,6 +238,138 @@ struct Replace<HookId::k_cuMemFree_v2> {
       }
     }
     return real(dptr);
+  }
+};
+
+// Backs a stream-ordered allocation with the device's managed pool, on `stream`. nullopt (nothing
+// allocated) when the engine does not run, the allocation is a device-memory exception or no
+// managed pool exists: the caller then makes the real call.
+template <bool kPerThread>
+std::optional<CUresult> AllocateFromManagedPool(CUdeviceptr* dptr, size_t bytes, CUstream stream) {
+  if (dptr == nullptr || bytes == 0 || Engine() == nullptr) return std::nullopt;
+  if (const std::optional<DeviceReason> reason = DeviceMemoryReason(true, stream, kPerThread)) {
+    CountDeviceException(*reason);
+    return std::nullopt;
+  }
+  CUmemoryPool pool = ManagedPool();
+  if (pool == nullptr) return std::nullopt;
+  constexpr HookId kFromPool =
+      kPerThread ? HookId::k_cuMemAllocFromPoolAsync_ptsz : HookId::k_cuMemAllocFromPoolAsync;
+  using FromPoolFn = CUresult (*)(CUdeviceptr*, size_t, CUmemoryPool, CUstream);
+  const auto from_pool = reinterpret_cast<FromPoolFn>(RealFunction(Index(kFromPool)));
+  if (from_pool == nullptr) return std::nullopt;
+  const CUresult result = from_pool(dptr, bytes, pool, stream);
+  if (result == CUDA_ERROR_INVALID_VALUE || result == CUDA_ERROR_INVALID_HANDLE ||
+      result == CUDA_ERROR_INVALID_CONTEXT) {
+    return std::nullopt;  // the job's own mistake: the real call answers it
+  }
+  if (result != CUDA_SUCCESS) {
+    SPILLWAY_REPORT_ONCE(reported,
+                         "a managed pool allocation of %llu bytes failed (error %d); "
+                         "stream-ordered allocations pass through when that happens",
+                         static_cast<unsigned long long>(bytes), result);
+    return std::nullopt;
+  }
+  OnAllocated(*dptr, bytes, policy::Backing::kManaged, /*stream_ordered=*/true,
+              /*substituted=*/true);
+  return CUDA_SUCCESS;
+}
+
+template <bool kPerThread>
+struct ReplaceAsyncAlloc {
+  static constexpr bool kActive = true;
+  static CUresult Run(CUresult (*real)(CUdeviceptr*, size_t, CUstream), CUdeviceptr* dptr,
+                      size_t bytes, CUstream stream) {
+    if (const std::optional<CUresult> managed =
+            AllocateFromManagedPool<kPerThread>(dptr, bytes, stream)) {
+      return *managed;
+    }
+    const CUresult result = real(dptr, bytes, stream);
+    AfterAsyncAlloc::Run(result, dptr, bytes, stream);
+    return result;
+  }
+};
+template <>
+struct Replace<HookId::k_cuMemAllocAsync> : ReplaceAsyncAlloc<false> {};
+template <>
+struct Replace<HookId::k_cuMemAllocAsync_ptsz> : ReplaceAsyncAlloc<true> {};
+
+// A pool the job names: the device's default or current pool is what cuMemAllocAsync would use,
+// so it is backed the same way (TensorFlow's cuda_malloc_async allocates from the default pool
+// by name). A pool the job created itself keeps its properties (IPC export, access, location):
+// passthrough, registered as managed only when the driver says it is (a managed pool).
+template <bool kPerThread>
+struct ReplacePoolAlloc {
+  static constexpr bool kActive = true;
+  static CUresult Run(CUresult (*real)(CUdeviceptr*, size_t, CUmemoryPool, CUstream),
+                      CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool, CUstream stream) {
+    if (IsDevicePool(pool)) {
+      if (const std::optional<CUresult> managed =
+              AllocateFromManagedPool<kPerThread>(dptr, bytes, stream)) {
+        return *managed;
+      }
+    }
+    const CUresult result = real(dptr, bytes, pool, stream);
+    if (result == CUDA_SUCCESS && dptr != nullptr) {
+      const policy::Backing backing =
+          IsManagedMemory(*dptr) ? policy::Backing::kManaged : policy::Backing::kDevice;
+      OnAllocated(*dptr, bytes, backing, /*stream_ordered=*/true);
+    }
+    return result;
+  }
+};
+template <>
+struct Replace<HookId::k_cuMemAllocFromPoolAsync> : ReplacePoolAlloc<false> {};
+template <>
+struct Replace<HookId::k_cuMemAllocFromPoolAsync_ptsz> : ReplacePoolAlloc<true> {};
+
+// Stream-ordered free: managed contents are discarded first, on the same stream, so the discard
+// runs after the last use the stream orders before the free and dead data never moves.
+template <bool kPerThread>
+struct ReplaceAsyncFree {
+  static constexpr bool kActive = true;
+  static CUresult Run(CUresult (*real)(CUdeviceptr, CUstream), CUdeviceptr dptr, CUstream stream) {
+    const std::optional<policy::Allocation> found = Allocations().Erase(dptr);
+    if (found.has_value()) {
+      if (policy::ResidencyEngine* engine = EngineOf(found->device)) {
+        const policy::Stream ordered =
+            kPerThread && stream == nullptr ? CU_STREAM_PER_THREAD : stream;
+        if (engine->OnFree(*found, ordered) != 0) {
+          SPILLWAY_REPORT_ONCE(reported,
+                               "discard before cuMemFreeAsync failed; freeing without it");
+        }
+      }
+    }
+    return real(dptr, stream);
+  }
+};
+template <>
+struct Replace<HookId::k_cuMemFreeAsync> : ReplaceAsyncFree<false> {};
+template <>
+struct Replace<HookId::k_cuMemFreeAsync_ptsz> : ReplaceAsyncFree<true> {};
+
+// Managed memory has no IPC handle, and an allocation cannot turn into device memory once the job
+// holds its address: refused, loudly, with the way out.
+template <>
+struct Replace<HookId::k_cuIpcGetMemHandle> {
+  static constexpr bool kActive = true;
+  static CUresult Run(CUresult (*real)(CUipcMemHandle*, CUdeviceptr), CUipcMemHandle* handle,
+                      CUdeviceptr dptr) {
+    const std::optional<policy::Allocation> found = Allocations().Find(dptr);
+    // Memory the job itself made managed (cuMemAllocManaged): the driver answers as usual.
+    if (!found.has_value() || found->backing != policy::Backing::kManaged || !found->substituted) {
+      return real(handle, dptr);
+    }
+    CountIpcRefused();
+    ReportProblem(LogLevel::kError,
+                  "cuIpcGetMemHandle refused for allocation #%llu (%llu bytes at 0x%llx): "
+                  "spillway made it managed memory, which has no IPC handle and cannot become "
+                  "device memory now; list its module in SPILLWAY_DEVICE_MODULES or run without "
+                  "spillway",
+                  static_cast<unsigned long long>(found->id),
+                  static_cast<unsigned long long>(found->size),
+                  static_cast<unsigned long long>(found->base));
+    return CUDA_ERROR_NOT_SUPPORTED;
   }
 };
 
@@ -215,7 +394,7 @@ struct Replace<HookId::k_cuDeviceTotalMem_v2> {
   static constexpr bool kActive = true;
   static CUresult Run(CUresult (*real)(size_t*, CUdevice), size_t* bytes, CUdevice device) {
     const CUresult result = real(bytes, device);
-    if (result == CUDA_SUCCESS && bytes != nullptr) *bytes = ReportedTotal(*bytes);
+    if (result == CUDA_SUCCESS && bytes != nullptr) *bytes = ReportedTotal(*bytes, device);
     return result;
   }
 };

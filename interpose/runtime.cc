@@ -17,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "common/json_writer.h"
+#include "interpose/backing.h"
 #include "interpose/driver_device.h"
 #include "interpose/log.h"
 #include "interpose/real_driver.h"
@@ -49,9 +50,10 @@ policy::AllocationRegistry& Registry() {
   return *registry;
 }
 
-// The engine and its device: created once (under g_engine_mutex, no driver call inside), never
-// freed. A forked child drops its parent's engine and starts a new one.
-constinit std::atomic<policy::ResidencyEngine*> g_engine{nullptr};
+// The engines and their devices, one per device ordinal: each created once (under g_engine_mutex,
+// no driver call inside), never freed. A forked child drops its parent's engines and starts anew.
+constinit std::atomic<policy::ResidencyEngine*> g_engines[kMaxDevices] = {};
+constinit DriverDevice* g_devices[kMaxDevices] = {};  // guarded by g_engine_mutex
 constinit std::atomic<uint64_t> g_launches_resolved{0};
 constinit std::atomic<bool> g_engine_start_failed_reported{false};
 std::mutex g_engine_mutex;
@@ -83,7 +85,9 @@ void BeforeFork() { Registry().LockForFork(); }
 void AfterForkInParent() { Registry().UnlockAfterFork(); }
 void AfterForkInChild() {
   Registry().ResetInForkedChild();
-  g_engine.store(nullptr, std::memory_order_relaxed);
+  for (std::atomic<policy::ResidencyEngine*>& engine : g_engines) {
+    engine.store(nullptr, std::memory_order_relaxed);
+  }
   g_launches_resolved.store(0, std::memory_order_relaxed);
   for (CallCounter& counter : g_call_counts) counter.value.store(0, std::memory_order_relaxed);
   g_forked_child.store(true, std::memory_order_relaxed);
@@ -148,12 +152,21 @@ SummaryData CollectSummary() {
   data.bytes_peak = registry.bytes_peak();
   data.managed_bytes_peak = registry.managed_bytes_peak();
   data.vmm_count = registry.vmm_count();
-  if (const policy::ResidencyEngine* engine = g_engine.load(std::memory_order_acquire)) {
+  const BackingCounts backing = CountsSoFar();
+  data.device_exceptions_capture = backing.capture;
+  data.device_exceptions_module = backing.module;
+  data.ipc_refused = backing.ipc_refused;
+  data.ballast_bytes = BallastBytes();
+  // Several devices: one engine each; the summary adds their counters and budgets up.
+  for (const std::atomic<policy::ResidencyEngine*>& slot : g_engines) {
+    const policy::ResidencyEngine* engine = slot.load(std::memory_order_acquire);
+    if (engine == nullptr) continue;
     data.engine_policy = std::string(engine->policy_name());
-    data.prefetch_bytes = engine->prefetch_bytes();
-    data.evict_bytes = engine->evict_bytes();
-    data.discard_bytes = engine->discard_bytes();
-    data.budget_bytes = engine->budget_bytes();
+    data.engine_devices += 1;
+    data.prefetch_bytes += engine->prefetch_bytes();
+    data.evict_bytes += engine->evict_bytes();
+    data.discard_bytes += engine->discard_bytes();
+    data.budget_bytes += engine->budget_bytes();
   }
   data.launches_resolved = g_launches_resolved.load(std::memory_order_relaxed);
   const int problems = std::min(g_problem_count.load(std::memory_order_relaxed), kMaxProblems);
@@ -190,15 +203,27 @@ Mode CurrentMode() { return static_cast<Mode>(g_mode.load(std::memory_order_rela
 
 policy::AllocationRegistry& Allocations() { return Registry(); }
 
-policy::ResidencyEngine* Engine() {
-  policy::ResidencyEngine* engine = g_engine.load(std::memory_order_acquire);
-  if (engine != nullptr || !EngineMode()) return engine;
-  static DriverDevice* device = new DriverDevice;
+const std::vector<std::string>* DeviceModules() {
+  if (g_config == nullptr || g_config->device_modules.empty()) return nullptr;
+  return &g_config->device_modules;
+}
+
+namespace {
+
+// Starts the engine of device `ordinal` (the current context's device).
+policy::ResidencyEngine* StartEngine(int ordinal) {
+  DriverDevice* device = nullptr;
+  {
+    std::lock_guard lock(g_engine_mutex);
+    if (g_devices[ordinal] == nullptr) g_devices[ordinal] = new DriverDevice;
+    device = g_devices[ordinal];
+  }
   uint64_t budget = g_config->device_memory.value_or(0);
+  uint64_t free = 0, total = 0;
+  const bool known = device->MemoryInfo(&free, &total) == 0 && total != 0;
   if (budget == 0) {
     // Physical free memory now, less 5% of the total as headroom for what is not pageable.
-    uint64_t free = 0, total = 0;
-    if (device->MemoryInfo(&free, &total) != 0 || total == 0) {
+    if (!known) {
       if (!g_engine_start_failed_reported.exchange(true)) {
         Log(LogLevel::kInfo, "engine not started yet: the driver cannot report memory");
       }
@@ -207,43 +232,71 @@ policy::ResidencyEngine* Engine() {
     const uint64_t headroom = total / 20;
     budget = free > headroom ? free - headroom : free / 2;
   }
-  std::lock_guard lock(g_engine_mutex);
-  engine = g_engine.load(std::memory_order_acquire);
-  if (engine != nullptr) return engine;
-  engine = new policy::ResidencyEngine(device, policy::MakeLruPolicy(), budget);
-  // Allocations made before the engine started (e.g. before a budget could be computed).
-  for (const policy::Allocation& allocation : Registry().Snapshot())
-    engine->OnAllocated(allocation);
-  g_engine.store(engine, std::memory_order_release);
-  Log(LogLevel::kInfo, "engine started: policy lru, budget %llu bytes",
-      static_cast<unsigned long long>(budget));
+  policy::ResidencyEngine* engine = nullptr;
+  {
+    std::lock_guard lock(g_engine_mutex);
+    engine = g_engines[ordinal].load(std::memory_order_acquire);
+    if (engine != nullptr) return engine;
+    engine = new policy::ResidencyEngine(device, policy::MakeLruPolicy(), budget);
+    // Allocations made on this device before the engine started.
+    for (const policy::Allocation& allocation : Registry().Snapshot()) {
+      if (allocation.device == ordinal) engine->OnAllocated(allocation);
+    }
+    g_engines[ordinal].store(engine, std::memory_order_release);
+  }
+  Log(LogLevel::kInfo, "engine started on device %d: policy %s, budget %llu bytes", ordinal,
+      std::string(engine->policy_name()).c_str(), static_cast<unsigned long long>(budget));
+  if (g_config->ballast) {
+    if (known) {
+      StartBallast(ordinal, device, budget, free, total);
+    } else {
+      ReportProblem(LogLevel::kWarn,
+                    "SPILLWAY_BALLAST: device %d cannot report its memory; no "
+                    "ballast",
+                    ordinal);
+    }
+  }
   return engine;
 }
 
-uint64_t ReportedTotal(uint64_t physical_total) {
-  const policy::ResidencyEngine* engine = Engine();
-  if (engine == nullptr) return physical_total;
-  return std::max(physical_total, engine->budget_bytes() + g_config->host_memory);
+}  // namespace
+
+policy::ResidencyEngine* Engine() {
+  if (!EngineMode()) return nullptr;
+  const int ordinal = CurrentDevice();
+  if (ordinal < 0 || ordinal >= kMaxDevices) return nullptr;
+  policy::ResidencyEngine* engine = g_engines[ordinal].load(std::memory_order_acquire);
+  return engine != nullptr ? engine : StartEngine(ordinal);
+}
+
+policy::ResidencyEngine* EngineOf(int device) {
+  if (device < 0 || device >= kMaxDevices) return nullptr;
+  return g_engines[device].load(std::memory_order_acquire);
+}
+
+uint64_t ReportedTotal(uint64_t physical_total, int device) {
+  const policy::ResidencyEngine* engine = device < 0 ? Engine() : EngineOf(device);
+  uint64_t budget = engine != nullptr ? engine->budget_bytes() : 0;
+  if (engine == nullptr && EngineMode()) budget = g_config->device_memory.value_or(0);
+  if (budget == 0) return physical_total;
+  return std::max(physical_total, budget + g_config->host_memory);
 }
 
 void CountResolvedLaunch() { g_launches_resolved.fetch_add(1, std::memory_order_relaxed); }
 
 policy::Allocation OnAllocated(uint64_t address, uint64_t bytes, policy::Backing backing,
                                bool stream_ordered, bool substituted) {
+  const int device = std::max(0, CurrentDevice());
   const policy::Allocation allocation =
-      Registry().Insert(address, bytes, backing, stream_ordered, substituted);
-  if (policy::ResidencyEngine* engine = g_engine.load(std::memory_order_acquire)) {
-    engine->OnAllocated(allocation);
-  }
+      Registry().Insert(address, bytes, backing, stream_ordered, substituted, device);
+  if (policy::ResidencyEngine* engine = EngineOf(device)) engine->OnAllocated(allocation);
   return allocation;
 }
 
 void OnFreed(uint64_t address) {
   const std::optional<policy::Allocation> allocation = Registry().Erase(address);
   if (!allocation.has_value()) return;
-  if (policy::ResidencyEngine* engine = g_engine.load(std::memory_order_acquire)) {
-    engine->Forget(*allocation);
-  }
+  if (policy::ResidencyEngine* engine = EngineOf(allocation->device)) engine->Forget(*allocation);
 }
 
 void OnVmmCreated() { Registry().CountVmm(); }

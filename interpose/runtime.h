@@ -7,6 +7,8 @@
 
 #include <atomic>
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "interpose/config.h"
 #include "interpose/hook_table.h"
@@ -52,20 +54,30 @@ inline bool EngineMode() { return CurrentMode() != Mode::kOff; }
 // The registry of live allocations made through the hooks.
 policy::AllocationRegistry& Allocations();
 
-// The residency engine, started on first use in run/record mode; null when it cannot start yet
-// (no budget given and the driver cannot report memory, e.g. before a context exists) or in off
-// mode. REQUIRES: the driver is resolved and the caller holds a ReentrancyGuard.
+// The residency engine of the current context's device (one per device, each with its own budget
+// and DriverDevice, so streams and events never cross devices), started on first use in
+// run/record mode; null without a current context, when it cannot start yet (no budget given and
+// the driver cannot report memory) or in off mode. Starting it may hold the ballast
+// (SPILLWAY_BALLAST). REQUIRES: the driver is resolved and the caller holds a ReentrancyGuard.
 policy::ResidencyEngine* Engine();
 
-// The total device memory the job is told about: max(physical, budget + SPILLWAY_HOST_MEMORY).
-// REQUIRES: as Engine(); returns `physical_total` when no engine runs.
-uint64_t ReportedTotal(uint64_t physical_total);
+// The engine of device `device` if it started; never starts one. No requirement.
+policy::ResidencyEngine* EngineOf(int device);
+
+// The total device memory the job is told about for `device` (-1: the current context's):
+// max(physical, budget + SPILLWAY_HOST_MEMORY), with the configured budget when that device's
+// engine has not started. REQUIRES: as Engine(); returns `physical_total` when no budget is known.
+uint64_t ReportedTotal(uint64_t physical_total, int device = -1);
+
+// SPILLWAY_DEVICE_MODULES, or null when the list is empty (or not configured yet).
+const std::vector<std::string>* DeviceModules();
 
 // A launch whose access set could be resolved (parameter layout known or `extra` buffer form).
 void CountResolvedLaunch();
 
 // Registry updates. Called after the real call succeeded; never while holding anything the driver
-// could need. OnAllocated also tells the engine, when one runs; OnFreed is for frees the engine
+// could need. OnAllocated records the current context's device and tells that device's engine,
+// when one runs; OnFreed is for frees the engine
 // did not front (the memory is gone already) and returns what was freed.
 policy::Allocation OnAllocated(uint64_t address, uint64_t bytes, policy::Backing backing,
                                bool stream_ordered = false, bool substituted = false);

@@ -22,6 +22,11 @@ std::string FormatSummary(const SummaryData& data) {
   json.Key("bytes_peak").Uint(data.bytes_peak);
   json.Key("managed_bytes_peak").Uint(data.managed_bytes_peak);
   json.Key("vmm_count").Uint(data.vmm_count);
+  json.Key("device_exceptions").BeginObject();
+  json.Key("capture").Uint(data.device_exceptions_capture);
+  json.Key("module").Uint(data.device_exceptions_module);
+  json.EndObject();
+  json.Key("ipc_refused").Uint(data.ipc_refused);
   json.EndObject();
   json.Key("engine").BeginObject();
   json.Key("policy").String(data.engine_policy);
@@ -29,6 +34,8 @@ std::string FormatSummary(const SummaryData& data) {
   json.Key("evict_bytes").Uint(data.evict_bytes);
   json.Key("discard_bytes").Uint(data.discard_bytes);
   json.Key("budget_bytes").Uint(data.budget_bytes);
+  json.Key("devices").Uint(data.engine_devices);
+  json.Key("ballast_bytes").Uint(data.ballast_bytes);
   json.Key("launches_resolved").Uint(data.launches_resolved);
   json.EndObject();
   json.Key("errors").BeginArray();

@@ -24,12 +24,18 @@ struct SummaryData {
   uint64_t bytes_peak = 0;
   uint64_t managed_bytes_peak = 0;
   uint64_t vmm_count = 0;
+  // Allocations kept as plain device memory, by reason, and IPC handles refused for managed memory.
+  uint64_t device_exceptions_capture = 0;
+  uint64_t device_exceptions_module = 0;
+  uint64_t ipc_refused = 0;
   // The residency engine; "passthrough" and zeros when none ran.
   std::string engine_policy = "passthrough";
   uint64_t prefetch_bytes = 0;
   uint64_t evict_bytes = 0;
   uint64_t discard_bytes = 0;
-  uint64_t budget_bytes = 0;
+  uint64_t budget_bytes = 0;  // summed over devices
+  uint64_t engine_devices = 0;  // devices with an engine
+  uint64_t ballast_bytes = 0;   // SPILLWAY_BALLAST, summed over devices
   uint64_t launches_resolved = 0;
   std::vector<std::string> errors;
 };

@@ -35,10 +35,10 @@ void AllocationRegistry::RemoveBytes(const Allocation& allocation) {
 }
 
 Allocation AllocationRegistry::Insert(uint64_t base, uint64_t size, Backing backing,
-                                      bool stream_ordered, bool substituted) {
+                                      bool stream_ordered, bool substituted, int device) {
   count_.fetch_add(1, std::memory_order_relaxed);
   std::unique_lock lock(mutex_);
-  Allocation allocation{next_id_++, base, size, backing, stream_ordered, substituted};
+  Allocation allocation{next_id_++, base, size, backing, stream_ordered, substituted, device};
   const auto [it, inserted] = by_base_.try_emplace(base, allocation);
   if (!inserted) {
     RemoveBytes(it->second);

@@ -15,16 +15,42 @@ bool g_init_ok = false;
 
 std::mutex* g_ctx_mu = new std::mutex();
 std::set<Context*>* g_contexts = new std::set<Context*>();  // guarded by g_ctx_mu
-Context* g_primary = nullptr;
-int g_primary_refs = 0;  // guarded by g_ctx_mu
+Context* g_primaries[kMaxDevices] = {};                     // one per device, made at cuInit
+int g_primary_refs[kMaxDevices] = {};                       // guarded by g_ctx_mu
 uint64_t g_next_ctx_id = 1;
 
 // Destroyed contexts stay allocated (another thread may still have one current), here.
 std::vector<Context*>* g_retired_contexts = new std::vector<Context*>();  // guarded by g_ctx_mu
 
-thread_local std::vector<Context*> tls_ctx_stack;
+// The calling thread's context stack. Trivially destructible (no thread-local destructor), so it
+// stays usable from exit handlers that run after thread-local destructors (a preloaded shim frees
+// memory from one).
+class ContextStack {
+ public:
+  static constexpr int kMaxDepth = 64;
+  bool empty() const { return size_ == 0; }
+  Context*& back() { return items_[size_ - 1]; }
+  bool push_back(Context* c) {
+    if (size_ == kMaxDepth) return false;
+    items_[size_++] = c;
+    return true;
+  }
+  void pop_back() { --size_; }
+  void erase(Context* c) {
+    int kept = 0;
+    for (int i = 0; i < size_; ++i) {
+      if (items_[i] != c) items_[kept++] = items_[i];
+    }
+    size_ = kept;
+  }
 
-std::vector<Context*>& CtxStack() { return tls_ctx_stack; }
+ private:
+  Context* items_[kMaxDepth];
+  int size_;
+};
+constinit thread_local ContextStack tls_ctx_stack{};
+
+ContextStack& CtxStack() { return tls_ctx_stack; }
 
 std::set<Pool*>* g_pools = new std::set<Pool*>();  // guarded by g_ctx_mu
 Pool* g_default_pools[2] = {nullptr, nullptr};
@@ -33,10 +59,14 @@ void DoInit() {
   SetConfig(ReadConfig());
   if (!ResidencyInit()) return;
   StreamsInit();
-  g_primary = new Context();
-  g_primary->primary = true;
-  g_primary->id = g_next_ctx_id++;
-  g_contexts->insert(g_primary);
+  for (int device = 0; device < config().devices; ++device) {
+    Context* primary = new Context();
+    primary->primary = true;
+    primary->device = device;
+    primary->id = g_next_ctx_id++;
+    g_contexts->insert(primary);
+    g_primaries[device] = primary;
+  }
   for (int managed = 0; managed < 2; ++managed) {
     Pool* p = new Pool();
     p->managed = managed != 0;
@@ -136,7 +166,7 @@ const ErrorText* FindError(CUresult code) {
 
 CUresult CheckDevice(CUdevice dev) {
   SIMGPU_REQUIRE_INIT();
-  return dev == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
+  return dev >= 0 && dev < config().devices ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
 }
 
 CUresult NewContext(CUcontext* pctx, unsigned flags, CUdevice dev) {
@@ -164,7 +194,14 @@ Context* CurrentContext() {
   return tls_ctx_stack.back();
 }
 
-Context* PrimaryContext() { return g_primary; }
+Context* PrimaryContext(int device) {
+  return device >= 0 && device < kMaxDevices ? g_primaries[device] : nullptr;
+}
+
+int CurrentDeviceOrdinal() {
+  const Context* c = CurrentContext();
+  return c != nullptr ? c->device : 0;
+}
 
 bool IsLiveContext(Context* c) {
   std::lock_guard<std::mutex> lock(*g_ctx_mu);
@@ -230,15 +267,15 @@ CUresult cuGetExportTable(const void** ppExportTable, const CUuuid* pExportTable
 CUresult cuDeviceGet(CUdevice* device, int ordinal) {
   SIMGPU_REQUIRE_INIT();
   if (device == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (ordinal != 0) return CUDA_ERROR_INVALID_DEVICE;
-  *device = 0;
+  if (ordinal < 0 || ordinal >= config().devices) return CUDA_ERROR_INVALID_DEVICE;
+  *device = ordinal;
   return CUDA_SUCCESS;
 }
 
 CUresult cuDeviceGetCount(int* count) {
   SIMGPU_REQUIRE_INIT();
   if (count == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  *count = 1;
+  *count = config().devices;
   return CUDA_SUCCESS;
 }
 
@@ -252,8 +289,9 @@ CUresult cuDeviceGetName(char* name, int len, CUdevice dev) {
 CUresult cuDeviceGetUuid_v2(CUuuid* uuid, CUdevice dev) {
   if (CUresult r = CheckDevice(dev)) return r;
   if (uuid == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  static const char kUuid[16] = {'s', 'i', 'm', 'g', 'p', 'u', 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
-  std::memcpy(uuid->bytes, kUuid, 16);
+  const char uuid_bytes[16] = {'s', 'i', 'm', 'g', 'p', 'u', 0, 0,
+                               0,   0,   0,   0,   0,   0,   0, static_cast<char>(1 + dev)};
+  std::memcpy(uuid->bytes, uuid_bytes, 16);
   return CUDA_SUCCESS;
 }
 
@@ -262,7 +300,7 @@ CUresult cuDeviceGetUuid(CUuuid* uuid, CUdevice dev) { return cuDeviceGetUuid_v2
 CUresult cuDeviceGetPCIBusId(char* pciBusId, int len, CUdevice dev) {
   if (CUresult r = CheckDevice(dev)) return r;
   if (pciBusId == nullptr || len <= 0) return CUDA_ERROR_INVALID_VALUE;
-  std::snprintf(pciBusId, static_cast<size_t>(len), "0000:01:00.0");
+  std::snprintf(pciBusId, static_cast<size_t>(len), "0000:%02x:00.0", 1 + dev);
   return CUDA_SUCCESS;
 }
 
@@ -500,16 +538,16 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
   if (CUresult r = CheckDevice(dev)) return r;
   if (pctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
   std::lock_guard<std::mutex> lock(*g_ctx_mu);
-  ++g_primary_refs;
-  *pctx = reinterpret_cast<CUcontext>(g_primary);
+  ++g_primary_refs[dev];
+  *pctx = reinterpret_cast<CUcontext>(g_primaries[dev]);
   return CUDA_SUCCESS;
 }
 
 CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
   if (CUresult r = CheckDevice(dev)) return r;
   std::lock_guard<std::mutex> lock(*g_ctx_mu);
-  if (g_primary_refs <= 0) return CUDA_ERROR_INVALID_CONTEXT;
-  --g_primary_refs;
+  if (g_primary_refs[dev] <= 0) return CUDA_ERROR_INVALID_CONTEXT;
+  --g_primary_refs[dev];
   return CUDA_SUCCESS;
 }
 CUresult cuDevicePrimaryCtxRelease(CUdevice dev) { return cuDevicePrimaryCtxRelease_v2(dev); }
@@ -525,15 +563,15 @@ CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int* flags, int* acti
   if (CUresult r = CheckDevice(dev)) return r;
   if (flags == nullptr || active == nullptr) return CUDA_ERROR_INVALID_VALUE;
   std::lock_guard<std::mutex> lock(*g_ctx_mu);
-  *flags = g_primary->flags;
-  *active = g_primary_refs > 0 ? 1 : 0;
+  *flags = g_primaries[dev]->flags;
+  *active = g_primary_refs[dev] > 0 ? 1 : 0;
   return CUDA_SUCCESS;
 }
 
 CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int flags) {
   if (CUresult r = CheckDevice(dev)) return r;
   std::lock_guard<std::mutex> lock(*g_ctx_mu);
-  g_primary->flags = flags;
+  g_primaries[dev]->flags = flags;
   return CUDA_SUCCESS;
 }
 CUresult cuDevicePrimaryCtxSetFlags(CUdevice dev, unsigned int flags) {
@@ -563,8 +601,7 @@ CUresult cuCtxDestroy_v2(CUcontext ctx) {
     g_contexts->erase(c);
     g_retired_contexts->push_back(c);
   }
-  std::vector<Context*>& stack = CtxStack();
-  std::erase(stack, c);
+  CtxStack().erase(c);
   return CUDA_SUCCESS;
 }
 CUresult cuCtxDestroy(CUcontext ctx) { return cuCtxDestroy_v2(ctx); }
@@ -578,7 +615,7 @@ CUresult cuCtxGetCurrent(CUcontext* pctx) {
 
 CUresult cuCtxSetCurrent(CUcontext ctx) {
   SIMGPU_REQUIRE_INIT();
-  std::vector<Context*>& stack = CtxStack();
+  ContextStack& stack = CtxStack();
   Context* c = reinterpret_cast<Context*>(ctx);
   if (c == nullptr) {
     if (!stack.empty()) stack.pop_back();
@@ -596,14 +633,13 @@ CUresult cuCtxPushCurrent_v2(CUcontext ctx) {
   SIMGPU_REQUIRE_INIT();
   Context* c = reinterpret_cast<Context*>(ctx);
   if (c == nullptr || !IsLiveContext(c)) return CUDA_ERROR_INVALID_CONTEXT;
-  CtxStack().push_back(c);
-  return CUDA_SUCCESS;
+  return CtxStack().push_back(c) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 CUresult cuCtxPushCurrent(CUcontext ctx) { return cuCtxPushCurrent_v2(ctx); }
 
 CUresult cuCtxPopCurrent_v2(CUcontext* pctx) {
   SIMGPU_REQUIRE_INIT();
-  std::vector<Context*>& stack = CtxStack();
+  ContextStack& stack = CtxStack();
   if (stack.empty()) return CUDA_ERROR_INVALID_CONTEXT;
   if (pctx != nullptr) *pctx = reinterpret_cast<CUcontext>(stack.back());
   stack.pop_back();

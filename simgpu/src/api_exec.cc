@@ -203,7 +203,8 @@ CUresult Launch(CUfunction f, const LaunchDims& dims, CUstream h, void** params,
   Stream* s = nullptr;
   if (CUresult r = ResolveStream(h, ptsz, &s)) return r;
   stats().kernels_launched.fetch_add(1, std::memory_order_relaxed);
-  Enqueue(s, [k, dims, buffer](double start) {
+  const int device = s->ctx != nullptr ? s->ctx->device : CurrentDeviceOrdinal();
+  Enqueue(s, [k, dims, buffer, device](double start) {
     std::vector<void*> args(k->num_params);
     for (unsigned i = 0; i < k->num_params; ++i) args[i] = buffer->data() + k->params[i].offset;
     SimgpuLaunch launch;
@@ -214,6 +215,7 @@ CUresult Launch(CUfunction f, const LaunchDims& dims, CUstream h, void** params,
     launch.shared_bytes = dims.shared;
     launch.args = args.data();
     DeviceAccount account;
+    account.device = device;
     BeginDeviceAccess(&account);
     k->run(&launch);
     EndDeviceAccess();
@@ -299,7 +301,7 @@ CUresult cuStreamWaitEvent_ptsz(CUstream h, CUevent e, unsigned int flags) {
 
 static CUresult StreamInfo(CUstream h, bool ptsz, Stream** s) {
   SIMGPU_REQUIRE_CTX();
-  return ResolveStream(h, ptsz, s);
+  return ResolveStreamAnyState(h, ptsz, s);
 }
 
 CUresult cuStreamGetId(CUstream h, unsigned long long* id) {
@@ -370,7 +372,8 @@ static CUresult IsCapturing(CUstream h, CUstreamCaptureStatus* status, bool ptsz
   Stream* s = nullptr;
   if (CUresult r = StreamInfo(h, ptsz, &s)) return r;
   if (status == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  *status = CU_STREAM_CAPTURE_STATUS_NONE;  // stream capture is not simulated
+  *status = s->capture_mode.load(std::memory_order_relaxed) >= 0 ? CU_STREAM_CAPTURE_STATUS_ACTIVE
+                                                                 : CU_STREAM_CAPTURE_STATUS_NONE;
   return CUDA_SUCCESS;
 }
 CUresult cuStreamIsCapturing(CUstream h, CUstreamCaptureStatus* status) {
@@ -649,6 +652,57 @@ CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx, unsigned 
                                         unsigned int bz, unsigned int shared, CUstream s,
                                         void** kernelParams) {
   return Launch(f, Dims(gx, gy, gz, bx, by, bz, shared), s, kernelParams, nullptr, true);
+}
+
+// Stream capture is a state only: between begin and end the stream reports itself capturing and
+// refuses work (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED); ending makes no graph
+// (CUDA_ERROR_NOT_SUPPORTED, the capture is over). The legacy stream cannot capture.
+static CUresult BeginCapture(CUstream h, CUstreamCaptureMode mode, bool ptsz) {
+  Stream* s = nullptr;
+  if (CUresult r = StreamInfo(h, ptsz, &s)) return r;
+  if (mode != CU_STREAM_CAPTURE_MODE_GLOBAL && mode != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
+      mode != CU_STREAM_CAPTURE_MODE_RELAXED) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (s->legacy) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  int none = -1;
+  if (!s->capture_mode.compare_exchange_strong(none, static_cast<int>(mode))) {
+    return CUDA_ERROR_ILLEGAL_STATE;
+  }
+  return CUDA_SUCCESS;
+}
+static CUresult EndCapture(CUstream h, CUgraph* graph, bool ptsz) {
+  Stream* s = nullptr;
+  if (CUresult r = StreamInfo(h, ptsz, &s)) return r;
+  if (graph == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (s->capture_mode.exchange(-1) < 0) return CUDA_ERROR_ILLEGAL_STATE;
+  *graph = nullptr;
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+CUresult cuStreamBeginCapture_v2(CUstream stream, CUstreamCaptureMode mode) {
+  return BeginCapture(stream, mode, false);
+}
+CUresult cuStreamBeginCapture_v2_ptsz(CUstream stream, CUstreamCaptureMode mode) {
+  return BeginCapture(stream, mode, true);
+}
+// Capturing into an existing graph needs a graph, which simgpu cannot make.
+CUresult cuStreamBeginCaptureToGraph(CUstream stream, CUgraph graph, const CUgraphNode* deps,
+                                     const CUgraphEdgeData* edges, size_t count,
+                                     CUstreamCaptureMode mode) {
+  (void)stream, (void)graph, (void)deps, (void)edges, (void)count, (void)mode;
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream stream, CUgraph graph, const CUgraphNode* deps,
+                                          const CUgraphEdgeData* edges, size_t count,
+                                          CUstreamCaptureMode mode) {
+  (void)stream, (void)graph, (void)deps, (void)edges, (void)count, (void)mode;
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+CUresult cuStreamEndCapture(CUstream stream, CUgraph* graph) {
+  return EndCapture(stream, graph, false);
+}
+CUresult cuStreamEndCapture_ptsz(CUstream stream, CUgraph* graph) {
+  return EndCapture(stream, graph, true);
 }
 
 // CUDA graphs are not simulated: no graph can be instantiated, so none can be launched.

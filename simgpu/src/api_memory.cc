@@ -13,11 +13,9 @@ namespace simgpu {
 double FaultStallSeconds(const DeviceAccount& a) {
   if (a.fault_bytes == 0 && a.evicted_bytes == 0) return 0;
   const Config& c = config();
-  uint64_t batches = (a.fault_bytes + c.fault_batch_bytes - 1) / c.fault_batch_bytes;
-  stats().fault_batches.fetch_add(batches, std::memory_order_relaxed);
-  return static_cast<double>(batches) * c.fault_batch_seconds +
-         static_cast<double>(a.fault_bytes) / c.h2d_bytes_per_s +
-         static_cast<double>(a.evicted_bytes) / c.d2h_bytes_per_s;
+  stats().fault_batches.fetch_add(spillway::FaultBatches(c, a.fault_bytes),
+                                  std::memory_order_relaxed);
+  return spillway::FaultStallSeconds(c, a.fault_bytes, a.evicted_bytes);
 }
 
 namespace {
@@ -53,8 +51,11 @@ Dir Classify(const void* dst, const void* src) {
 }
 
 // Runs `work` as a device-side access on the worker; returns the op's end time.
-double RunDeviceWork(double start, Dir dir, uint64_t bytes, const std::function<void()>& work) {
+// `device`: the device of the context current when the work was enqueued.
+double RunDeviceWork(double start, Dir dir, uint64_t bytes, int device,
+                     const std::function<void()>& work) {
   DeviceAccount account;
+  account.device = device;
   BeginDeviceAccess(&account);
   work();
   EndDeviceAccess();
@@ -90,8 +91,9 @@ CUresult Copy(void* dst, const void* src, size_t bytes, CUstream h, bool ptsz, b
   Stream* s = nullptr;
   if (CUresult r = ResolveStream(h, ptsz, &s)) return r;
   stats().memcpy_bytes.fetch_add(bytes, std::memory_order_relaxed);
+  const int device = s->ctx != nullptr ? s->ctx->device : CurrentDeviceOrdinal();
   MarkerPtr m = Enqueue(s, [=](double start) {
-    return RunDeviceWork(start, dir, bytes, [=] { std::memcpy(dst, src, bytes); });
+    return RunDeviceWork(start, dir, bytes, device, [=] { std::memcpy(dst, src, bytes); });
   });
   if (sync) WaitMarker(m);
   return CUDA_SUCCESS;
@@ -106,8 +108,9 @@ CUresult Memset(CUdeviceptr dst, T value, size_t n, CUstream h, bool ptsz, bool 
   if (dst % sizeof(T) != 0 || !IsDeviceRange(dst, n * sizeof(T))) return CUDA_ERROR_INVALID_VALUE;
   Stream* s = nullptr;
   if (CUresult r = ResolveStream(h, ptsz, &s)) return r;
+  const int device = s->ctx != nullptr ? s->ctx->device : CurrentDeviceOrdinal();
   MarkerPtr m = Enqueue(s, [=](double start) {
-    return RunDeviceWork(start, Dir::kD2D, n * sizeof(T) / 2, [=] {
+    return RunDeviceWork(start, Dir::kD2D, n * sizeof(T) / 2, device, [=] {
       T* p = reinterpret_cast<T*>(dst);
       if (sizeof(T) == 1)
         std::memset(p, static_cast<int>(value), n);
@@ -123,11 +126,12 @@ CUresult Memset(CUdeviceptr dst, T value, size_t n, CUstream h, bool ptsz, bool 
 
 enum class Where { kDevice, kHost };
 
-CUresult ParseLocation(const CUmemLocation& loc, Where* where) {
+CUresult ParseLocation(const CUmemLocation& loc, Where* where, int* device = nullptr) {
   switch (loc.type) {
     case CU_MEM_LOCATION_TYPE_DEVICE:
-      if (loc.id != 0) return CUDA_ERROR_INVALID_DEVICE;
+      if (loc.id < 0 || loc.id >= config().devices) return CUDA_ERROR_INVALID_DEVICE;
       *where = Where::kDevice;
+      if (device != nullptr) *device = loc.id;
       return CUDA_SUCCESS;
     case CU_MEM_LOCATION_TYPE_HOST:
     case CU_MEM_LOCATION_TYPE_HOST_NUMA:
@@ -164,6 +168,7 @@ struct RangeOp {
   CUdeviceptr ptr;
   size_t bytes;
   Where where;
+  int device;  // for Where::kDevice
 };
 
 enum class RangeKind { kPrefetch, kDiscard, kDiscardAndPrefetch };
@@ -178,10 +183,10 @@ CUresult EnqueueRanges(std::vector<RangeOp> ranges, RangeKind kind, CUstream h, 
       if (kind == RangeKind::kDiscard) {
         r = Discard(op.ptr, op.bytes);
       } else if (kind == RangeKind::kPrefetch) {
-        r = op.where == Where::kDevice ? PrefetchToDevice(op.ptr, op.bytes)
+        r = op.where == Where::kDevice ? PrefetchToDevice(op.ptr, op.bytes, op.device)
                                        : PrefetchToHost(op.ptr, op.bytes);
       } else {
-        r = op.where == Where::kDevice ? DiscardAndPrefetchToDevice(op.ptr, op.bytes)
+        r = op.where == Where::kDevice ? DiscardAndPrefetchToDevice(op.ptr, op.bytes, op.device)
                                        : Discard(op.ptr, op.bytes);
       }
       total.in_bytes += r.in_bytes;
@@ -197,9 +202,10 @@ CUresult Prefetch(CUdeviceptr ptr, size_t bytes, CUmemLocation loc, unsigned fla
   SIMGPU_REQUIRE_CTX();
   if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
   Where where;
-  if (CUresult r = ParseLocation(loc, &where)) return r;
+  int device = 0;
+  if (CUresult r = ParseLocation(loc, &where, &device)) return r;
   if (CUresult r = CheckManagedRange(ptr, bytes)) return r;
-  return EnqueueRanges({RangeOp{ptr, bytes, where}}, RangeKind::kPrefetch, h, ptsz);
+  return EnqueueRanges({RangeOp{ptr, bytes, where, device}}, RangeKind::kPrefetch, h, ptsz);
 }
 
 CUmemLocation DeviceToLocation(CUdevice dev) {
@@ -230,11 +236,12 @@ CUresult Batch(CUdeviceptr* dptrs, size_t* sizes, size_t count, CUmemLocation* l
   for (size_t i = 0; i < count; ++i) {
     if (CUresult r = CheckManagedRange(dptrs[i], sizes[i])) return r;
     Where where = Where::kDevice;
+    int device = 0;
     if (kind != RangeKind::kDiscard) {
       while (li + 1 < num_locs && loc_idxs[li + 1] <= i) ++li;
-      if (CUresult r = ParseLocation(locs[li], &where)) return r;
+      if (CUresult r = ParseLocation(locs[li], &where, &device)) return r;
     }
-    ranges.push_back(RangeOp{dptrs[i], sizes[i], where});
+    ranges.push_back(RangeOp{dptrs[i], sizes[i], where, device});
   }
   return EnqueueRanges(std::move(ranges), kind, h, ptsz);
 }
@@ -310,7 +317,7 @@ CUresult LocationTypeToPool(const CUmemLocation* location, CUmemAllocationType t
   }
   if (type != CU_MEM_ALLOCATION_TYPE_PINNED || location == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (location->type != CU_MEM_LOCATION_TYPE_DEVICE) return CUDA_ERROR_NOT_SUPPORTED;
-  if (location->id != 0) return CUDA_ERROR_INVALID_DEVICE;
+  if (location->id < 0 || location->id >= config().devices) return CUDA_ERROR_INVALID_DEVICE;
   *managed = false;
   return CUDA_SUCCESS;
 }
@@ -323,7 +330,7 @@ CUresult PointerAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr
   switch (attribute) {
     case CU_POINTER_ATTRIBUTE_CONTEXT:
       *static_cast<CUcontext*>(data) =
-          info ? reinterpret_cast<CUcontext>(PrimaryContext()) : nullptr;
+          info ? reinterpret_cast<CUcontext>(PrimaryContext(info->device)) : nullptr;
       return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
       *static_cast<unsigned int*>(data) = info ? CU_MEMORYTYPE_DEVICE : 0;
@@ -338,7 +345,7 @@ CUresult PointerAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr
       *static_cast<unsigned int*>(data) = (info && info->managed) ? 1 : 0;
       return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
-      *static_cast<int*>(data) = info ? 0 : -2;
+      *static_cast<int*>(data) = info ? info->device : -2;
       return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
       *static_cast<CUdeviceptr*>(data) = info ? info->base : 0;
@@ -387,7 +394,7 @@ extern "C" {
 CUresult cuMemGetInfo_v2(size_t* free, size_t* total) {
   SIMGPU_REQUIRE_CTX();
   if (free == nullptr || total == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  uint64_t cap = config().capacity_bytes, used = ResidentBytes();
+  uint64_t cap = config().capacity_bytes, used = ResidentBytesOn(CurrentDeviceOrdinal());
   *total = cap;
   *free = used >= cap ? 0 : cap - used;
   return CUDA_SUCCESS;
@@ -494,7 +501,7 @@ CUresult cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps* poolProps) {
       delete p;
       return CUDA_ERROR_NOT_SUPPORTED;
     }
-    if (poolProps->location.id != 0) {
+    if (poolProps->location.id < 0 || poolProps->location.id >= config().devices) {
       delete p;
       return CUDA_ERROR_INVALID_DEVICE;
     }
@@ -557,7 +564,7 @@ CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void
 CUresult cuDeviceGetDefaultMemPool(CUmemoryPool* pool_out, CUdevice dev) {
   SIMGPU_REQUIRE_INIT();
   if (pool_out == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (dev != 0) return CUDA_ERROR_INVALID_DEVICE;
+  if (dev < 0 || dev >= config().devices) return CUDA_ERROR_INVALID_DEVICE;
   *pool_out = reinterpret_cast<CUmemoryPool>(DefaultPool(false));
   return CUDA_SUCCESS;
 }
@@ -565,14 +572,14 @@ CUresult cuDeviceGetDefaultMemPool(CUmemoryPool* pool_out, CUdevice dev) {
 CUresult cuDeviceGetMemPool(CUmemoryPool* pool, CUdevice dev) {
   SIMGPU_REQUIRE_INIT();
   if (pool == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (dev != 0) return CUDA_ERROR_INVALID_DEVICE;
+  if (dev < 0 || dev >= config().devices) return CUDA_ERROR_INVALID_DEVICE;
   *pool = reinterpret_cast<CUmemoryPool>(CurrentPool(false));
   return CUDA_SUCCESS;
 }
 
 CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool) {
   SIMGPU_REQUIRE_INIT();
-  if (dev != 0) return CUDA_ERROR_INVALID_DEVICE;
+  if (dev < 0 || dev >= config().devices) return CUDA_ERROR_INVALID_DEVICE;
   Pool* p = reinterpret_cast<Pool*>(pool);
   if (!IsLivePool(p)) return CUDA_ERROR_INVALID_VALUE;
   SetCurrentPool(false, p);  // lenient: a managed pool may serve cuMemAllocAsync
@@ -810,6 +817,20 @@ CUresult cuPointerGetAttributes(unsigned int numAttributes, CUpointer_attribute*
     CUresult r = PointerAttribute(data[i], attributes[i], ptr, found ? &info : nullptr);
     if (r != CUDA_SUCCESS && attributes[i] != CU_POINTER_ATTRIBUTE_HOST_POINTER) return r;
   }
+  return CUDA_SUCCESS;
+}
+
+// IPC handles exist for plain device allocations only (as on the real driver, managed memory has
+// none); the handle carries the allocation's base and id. Opening one is not simulated (one
+// process).
+CUresult cuIpcGetMemHandle(CUipcMemHandle* pHandle, CUdeviceptr dptr) {
+  SIMGPU_REQUIRE_CTX();
+  if (pHandle == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  AllocInfo info;
+  if (!FindAllocation(dptr, &info) || info.managed) return CUDA_ERROR_INVALID_VALUE;
+  std::memset(pHandle, 0, sizeof(*pHandle));
+  std::memcpy(pHandle->reserved, &info.base, sizeof(info.base));
+  std::memcpy(pHandle->reserved + sizeof(info.base), &info.id, sizeof(info.id));
   return CUDA_SUCCESS;
 }
 

@@ -57,6 +57,14 @@ Config ReadConfig() {
   double engines = c.copy_engines;
   ReadDouble("SIMGPU_COPY_ENGINES", 1, &engines);
   c.copy_engines = engines >= 2 ? 2 : 1;
+  double devices = c.devices;
+  ReadDouble("SIMGPU_DEVICES", 1, &devices);
+  if (devices != static_cast<int>(devices) || devices > kMaxDevices) {
+    std::fprintf(stderr, "simgpu: SIMGPU_DEVICES=%g is not a whole number from 1 to %d; using 1\n",
+                 devices, kMaxDevices);
+    devices = 1;
+  }
+  c.devices = static_cast<int>(devices);
   if (std::optional<std::string_view> p = spillway::GetEnv("SIMGPU_STATS")) c.stats_path = *p;
   return c;
 }
@@ -77,7 +85,11 @@ void WriteStatsFile() {
   w.BeginObject();
   w.Key("device_name").String("simgpu");
   w.Key("device_capacity_bytes").Uint(c.capacity_bytes);
+  w.Key("devices").Uint(static_cast<uint64_t>(c.devices));
   w.Key("peak_resident_bytes").Uint(s.peak_resident_bytes.load());
+  w.Key("peak_resident_bytes_by_device").BeginArray();
+  for (int d = 0; d < c.devices; ++d) w.Uint(s.peak_resident_bytes_by_device[d].load());
+  w.EndArray();
   w.Key("resident_bytes_at_exit").Uint(ResidentBytes());
   w.Key("device_alloc_bytes_peak").Uint(s.device_alloc_bytes_peak.load());
   w.Key("managed_alloc_bytes_peak").Uint(s.managed_alloc_bytes_peak.load());

@@ -10,6 +10,9 @@
 // A device-side access (a kernel or a device copy on a stream worker, marked by the thread-local
 // account) to an armed chunk is a demand fault: evict the oldest-resident chunks while over
 // capacity, then make the chunk resident.
+//
+// With several devices (SIMGPU_DEVICES) each has its own capacity, FIFO and byte counts; a
+// resident chunk remembers its device, and an access or prefetch from another device moves it.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -34,7 +37,8 @@ struct Chunk {
   uint8_t state;
   uint8_t advice;
   uint8_t in_open_list;
-  int32_t prev;  // FIFO of resident managed chunks, oldest first
+  uint8_t device;  // kResident: the device holding it; kDevice: the device it was allocated on
+  int32_t prev;    // FIFO of resident managed chunks, oldest first
   int32_t next;
 };
 
@@ -46,10 +50,15 @@ uint32_t g_num_chunks = 0;
 Chunk* g_chunks = nullptr;
 int32_t* g_open_list = nullptr;
 std::atomic<uint32_t> g_open_top{0};
-int32_t g_fifo_head = -1;
-int32_t g_fifo_tail = -1;
-uint64_t g_resident_managed = 0;
-uint64_t g_device_bytes = 0;
+struct DeviceState {
+  int32_t fifo_head = -1;
+  int32_t fifo_tail = -1;
+  uint64_t resident_managed = 0;
+  uint64_t device_bytes = 0;
+};
+DeviceState g_dev[kMaxDevices];
+
+int ClampDevice(int device) { return device >= 0 && device < kMaxDevices ? device : 0; }
 
 thread_local DeviceAccount* tls_account __attribute__((tls_model("initial-exec"))) = nullptr;
 struct sigaction g_prev_segv;
@@ -72,6 +81,7 @@ struct AllocRecord {
   uint64_t id;
   uint64_t accounted;  // device bytes charged against capacity
   CUmemoryPool pool;
+  int device;
 };
 std::mutex* g_alloc_mu = new std::mutex();
 std::map<uint32_t, AllocRecord>* g_allocs = new std::map<uint32_t, AllocRecord>();
@@ -92,34 +102,41 @@ bool Protect(int32_t idx, int prot) {
   return false;
 }
 
-void UpdatePeakLocked() {
-  uint64_t now = g_resident_managed + g_device_bytes;
-  uint64_t peak = stats().peak_resident_bytes.load(std::memory_order_relaxed);
-  while (now > peak && !stats().peak_resident_bytes.compare_exchange_weak(peak, now)) {
+void UpdateMaxRelaxed(std::atomic<uint64_t>& peak, uint64_t now) {
+  uint64_t seen = peak.load(std::memory_order_relaxed);
+  while (now > seen && !peak.compare_exchange_weak(seen, now)) {
   }
+}
+
+void UpdatePeakLocked(int device) {
+  const uint64_t now = g_dev[device].resident_managed + g_dev[device].device_bytes;
+  UpdateMaxRelaxed(stats().peak_resident_bytes_by_device[device], now);
+  UpdateMaxRelaxed(stats().peak_resident_bytes, now);
 }
 
 void FifoAppendLocked(int32_t idx) {
   Chunk& c = g_chunks[idx];
-  c.prev = g_fifo_tail;
+  DeviceState& d = g_dev[c.device];
+  c.prev = d.fifo_tail;
   c.next = -1;
-  if (g_fifo_tail >= 0)
-    g_chunks[g_fifo_tail].next = idx;
+  if (d.fifo_tail >= 0)
+    g_chunks[d.fifo_tail].next = idx;
   else
-    g_fifo_head = idx;
-  g_fifo_tail = idx;
+    d.fifo_head = idx;
+  d.fifo_tail = idx;
 }
 
 void FifoRemoveLocked(int32_t idx) {
   Chunk& c = g_chunks[idx];
+  DeviceState& d = g_dev[c.device];
   if (c.prev >= 0)
     g_chunks[c.prev].next = c.next;
   else
-    g_fifo_head = c.next;
+    d.fifo_head = c.next;
   if (c.next >= 0)
     g_chunks[c.next].prev = c.prev;
   else
-    g_fifo_tail = c.prev;
+    d.fifo_tail = c.prev;
   c.prev = c.next = -1;
 }
 
@@ -128,15 +145,16 @@ void DropResidencyLocked(int32_t idx) {
   FifoRemoveLocked(idx);
   Protect(idx, PROT_NONE);
   g_chunks[idx].state = kArmed;
-  g_resident_managed -= kChunkBytes;
+  g_dev[g_chunks[idx].device].resident_managed -= kChunkBytes;
 }
 
-// Evicts oldest-resident chunks until `need` more bytes fit. Returns false when nothing is left
-// to evict (device allocations fill the capacity).
-bool MakeRoomLocked(uint64_t need, uint64_t* evicted) {
+// Evicts `device`'s oldest-resident chunks until `need` more bytes fit there. Returns false when
+// nothing is left to evict (device allocations fill the capacity).
+bool MakeRoomLocked(int device, uint64_t need, uint64_t* evicted) {
   const uint64_t cap = config().capacity_bytes;
-  while (g_device_bytes + g_resident_managed + need > cap) {
-    int32_t victim = g_fifo_head;
+  DeviceState& d = g_dev[device];
+  while (d.device_bytes + d.resident_managed + need > cap) {
+    int32_t victim = d.fifo_head;
     if (victim < 0) return false;
     DropResidencyLocked(victim);
     *evicted += kChunkBytes;
@@ -145,13 +163,25 @@ bool MakeRoomLocked(uint64_t need, uint64_t* evicted) {
   return true;
 }
 
-void MakeResidentLocked(int32_t idx) {
+// REQUIRES: the chunk is not resident (on any device).
+void MakeResidentLocked(int32_t idx, int device) {
   Chunk& c = g_chunks[idx];
   if (c.state != kHostOpen) Protect(idx, PROT_READ | PROT_WRITE);
   c.state = kResident;
+  c.device = static_cast<uint8_t>(device);
   FifoAppendLocked(idx);
-  g_resident_managed += kChunkBytes;
-  UpdatePeakLocked();
+  g_dev[device].resident_managed += kChunkBytes;
+  UpdatePeakLocked(device);
+}
+
+// A chunk resident on another device than `device` goes back to armed there first (its move
+// costs a round trip through the host in this model). Returns the bytes that left that device.
+uint64_t LeaveOtherDeviceLocked(int32_t idx, int device) {
+  Chunk& c = g_chunks[idx];
+  if (c.state != kResident || c.device == device) return 0;
+  DropResidencyLocked(idx);
+  stats().evicted_bytes.fetch_add(kChunkBytes, std::memory_order_relaxed);
+  return kChunkBytes;
 }
 
 void OpenForHostLocked(int32_t idx) {
@@ -174,8 +204,10 @@ bool HandleFault(uintptr_t addr) {
   DeviceAccount* account = tls_account;
   SpinGuard guard;
   Chunk& c = g_chunks[idx];
-  if (c.state == kResident || c.state == kHostOpen) return true;  // another thread won the race
-  if (c.state != kArmed) return false;                            // not managed memory
+  // Resident (on any device: a chunk is mapped once, so another device's access does not fault;
+  // it moves when prefetched) or host-open: another thread won the race.
+  if (c.state == kResident || c.state == kHostOpen) return true;
+  if (c.state != kArmed) return false;  // not managed memory
   if (account == nullptr) {
     OpenForHostLocked(idx);
     stats().host_opened_chunks.fetch_add(1, std::memory_order_relaxed);
@@ -186,11 +218,12 @@ bool HandleFault(uintptr_t addr) {
     stats().remote_mapped_bytes.fetch_add(kChunkBytes, std::memory_order_relaxed);
     return true;
   }
+  const int device = ClampDevice(account->device);
   uint64_t evicted = 0;
-  if (!MakeRoomLocked(kChunkBytes, &evicted)) {
+  if (!MakeRoomLocked(device, kChunkBytes, &evicted)) {
     stats().overcommit_faults.fetch_add(1, std::memory_order_relaxed);
   }
-  MakeResidentLocked(idx);
+  MakeResidentLocked(idx, device);
   account->fault_count += 1;
   account->fault_bytes += kChunkBytes;
   account->evicted_bytes += evicted;
@@ -274,27 +307,29 @@ CUresult Allocate(size_t bytes, bool managed, CUmemoryPool pool, CUdeviceptr* ou
   uint32_t n = static_cast<uint32_t>(n64);
   uint64_t accounted =
       managed ? 0 : (bytes + kDeviceAllocGranule - 1) / kDeviceAllocGranule * kDeviceAllocGranule;
+  const int device = ClampDevice(CurrentDeviceOrdinal());
+  DeviceState& d = g_dev[device];
   std::lock_guard<std::mutex> lock(*g_alloc_mu);
   if (!managed) {
     SpinGuard guard;
-    if (g_device_bytes + accounted > config().capacity_bytes) return CUDA_ERROR_OUT_OF_MEMORY;
+    if (d.device_bytes + accounted > config().capacity_bytes) return CUDA_ERROR_OUT_OF_MEMORY;
     uint64_t evicted = 0;
-    MakeRoomLocked(accounted, &evicted);  // resident managed chunks make way
-    g_device_bytes += accounted;
-    UpdatePeakLocked();
+    MakeRoomLocked(device, accounted, &evicted);  // resident managed chunks make way
+    d.device_bytes += accounted;
+    UpdatePeakLocked(device);
   }
   uint32_t first = 0;
   if (!TakeRangeLocked(n, &first)) {
     if (!managed) {
       SpinGuard guard;
-      g_device_bytes -= accounted;
+      d.device_bytes -= accounted;
     }
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   if (!managed && mprotect(ChunkAddr(first), uint64_t{n} * kChunkBytes, PROT_READ | PROT_WRITE)) {
     ReturnRangeLocked(first, n);
     SpinGuard guard;
-    g_device_bytes -= accounted;
+    d.device_bytes -= accounted;
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   {
@@ -303,10 +338,11 @@ CUresult Allocate(size_t bytes, bool managed, CUmemoryPool pool, CUdeviceptr* ou
       Chunk& c = g_chunks[i];
       c.state = managed ? kArmed : kDevice;
       c.advice = 0;
+      c.device = static_cast<uint8_t>(device);
       c.prev = c.next = -1;
     }
   }
-  (*g_allocs)[first] = AllocRecord{bytes, n, managed, g_next_alloc_id++, accounted, pool};
+  (*g_allocs)[first] = AllocRecord{bytes, n, managed, g_next_alloc_id++, accounted, pool, device};
   if (managed) {
     UpdateMax(stats().managed_alloc_bytes_peak, stats().managed_alloc_bytes += bytes);
   } else {
@@ -396,12 +432,12 @@ CUresult FreeAllocation(CUdeviceptr ptr) {
       Chunk& c = g_chunks[i];
       if (c.state == kResident) {
         FifoRemoveLocked(static_cast<int32_t>(i));
-        g_resident_managed -= kChunkBytes;
+        g_dev[c.device].resident_managed -= kChunkBytes;
       }
       c.state = kUnused;
       c.advice = 0;
     }
-    g_device_bytes -= rec.accounted;
+    g_dev[rec.device].device_bytes -= rec.accounted;
   }
   uint64_t span = uint64_t{rec.num_chunks} * kChunkBytes;
   mprotect(ChunkAddr(first), span, PROT_NONE);
@@ -429,6 +465,7 @@ bool FindAllocation(CUdeviceptr ptr, AllocInfo* info) {
   info->managed = it->second.managed;
   info->id = it->second.id;
   info->pool = it->second.pool;
+  info->device = it->second.device;
   return true;
 }
 
@@ -438,17 +475,18 @@ bool IsDeviceRange(CUdeviceptr ptr, size_t bytes) {
   return ptr + bytes <= info.base + info.size;
 }
 
-MoveResult PrefetchToDevice(CUdeviceptr ptr, size_t bytes) {
+MoveResult PrefetchToDevice(CUdeviceptr ptr, size_t bytes, int device) {
   MoveResult r;
+  device = ClampDevice(device);
   int32_t first, last;
   if (!ChunkSpan(ptr, bytes, &first, &last)) return r;
   for (int32_t i = first; i <= last; ++i) {
     SpinGuard guard;
+    uint64_t evicted = LeaveOtherDeviceLocked(i, device);
     uint8_t s = g_chunks[i].state;
     if (s != kArmed && s != kHostOpen) continue;
-    uint64_t evicted = 0;
-    if (!MakeRoomLocked(kChunkBytes, &evicted)) stats().overcommit_faults.fetch_add(1);
-    MakeResidentLocked(i);
+    if (!MakeRoomLocked(device, kChunkBytes, &evicted)) stats().overcommit_faults.fetch_add(1);
+    MakeResidentLocked(i, device);
     r.in_bytes += kChunkBytes;
     r.out_bytes += evicted;
     stats().prefetched_bytes.fetch_add(kChunkBytes, std::memory_order_relaxed);
@@ -488,17 +526,21 @@ MoveResult Discard(CUdeviceptr ptr, size_t bytes) {
   return r;
 }
 
-MoveResult DiscardAndPrefetchToDevice(CUdeviceptr ptr, size_t bytes) {
+MoveResult DiscardAndPrefetchToDevice(CUdeviceptr ptr, size_t bytes, int device) {
   MoveResult r;
+  device = ClampDevice(device);
   int32_t first, last;
   if (!ChunkSpan(ptr, bytes, &first, &last)) return r;
   for (int32_t i = first; i <= last; ++i) {
     SpinGuard guard;
+    if (g_chunks[i].state == kResident && g_chunks[i].device != device) {
+      DropResidencyLocked(i);  // discarded there: nothing travels
+    }
     uint8_t s = g_chunks[i].state;
     if (s != kArmed && s != kHostOpen) continue;  // resident chunks simply stay
     uint64_t evicted = 0;
-    if (!MakeRoomLocked(kChunkBytes, &evicted)) stats().overcommit_faults.fetch_add(1);
-    MakeResidentLocked(i);  // populated on the device, nothing copied
+    if (!MakeRoomLocked(device, kChunkBytes, &evicted)) stats().overcommit_faults.fetch_add(1);
+    MakeResidentLocked(i, device);  // populated on the device, nothing copied
     r.out_bytes += evicted;
     r.discarded_bytes += kChunkBytes;
     stats().discarded_bytes.fetch_add(kChunkBytes, std::memory_order_relaxed);
@@ -519,12 +561,22 @@ void Advise(CUdeviceptr ptr, size_t bytes, uint8_t set_bits, uint8_t clear_bits)
 
 uint64_t ResidentBytes() {
   SpinGuard guard;
-  return g_resident_managed + g_device_bytes;
+  uint64_t bytes = 0;
+  for (const DeviceState& d : g_dev) bytes += d.resident_managed + d.device_bytes;
+  return bytes;
+}
+
+uint64_t ResidentBytesOn(int device) {
+  SpinGuard guard;
+  const DeviceState& d = g_dev[ClampDevice(device)];
+  return d.resident_managed + d.device_bytes;
 }
 
 uint64_t DeviceAllocBytes() {
   SpinGuard guard;
-  return g_device_bytes;
+  uint64_t bytes = 0;
+  for (const DeviceState& d : g_dev) bytes += d.device_bytes;
+  return bytes;
 }
 
 }  // namespace simgpu

@@ -23,24 +23,22 @@
 #include <thread>
 #include <vector>
 
+#include "common/cost_model.h"
 #include "simgpu/kernel_library.h"
 
 namespace simgpu {
 
-inline constexpr size_t kChunkBytes = size_t{2} << 20;  // residency granule: a 2 MiB root chunk
+inline constexpr size_t kChunkBytes = spillway::kChunkBytes;  // residency granule: 2 MiB root chunk
+inline constexpr int kMaxDevices = 8;                         // SIMGPU_DEVICES at most
 
 // ---- configuration (config.cc) ----------------------------------------------------------------
 
-struct Config {
+// The migration cost parameters (bandwidths, fault batches, copy engines, default kernel time)
+// are common/cost_model.h's, shared with the planner's simulator; SIMGPU_* variables set them.
+struct Config : spillway::CostModel {
   uint64_t capacity_bytes = uint64_t{4} << 30;  // SIMGPU_MEMORY
-  double h2d_bytes_per_s = 45e9;                // SIMGPU_H2D_GBPS
-  double d2h_bytes_per_s = 53e9;                // SIMGPU_D2H_GBPS
-  double d2d_bytes_per_s = 1500e9;              // SIMGPU_D2D_GBPS (device-side copies, memsets)
-  double fault_batch_seconds = 30e-6;           // SIMGPU_FAULT_BATCH_US
-  uint64_t fault_batch_bytes = kChunkBytes;     // SIMGPU_FAULT_BATCH_BYTES
-  int copy_engines = 2;                         // SIMGPU_COPY_ENGINES
-  double default_kernel_seconds = 10e-6;        // SIMGPU_DEFAULT_KERNEL_SECONDS
   std::string stats_path;                       // SIMGPU_STATS
+  int devices = 1;                              // SIMGPU_DEVICES: each has capacity_bytes
 };
 
 // Reads the SIMGPU_* variables (once, at cuInit). Bad values are reported on stderr and replaced
@@ -52,7 +50,8 @@ void SetConfig(const Config& c);
 // ---- statistics --------------------------------------------------------------------------------
 
 struct Stats {
-  std::atomic<uint64_t> peak_resident_bytes{0};
+  std::atomic<uint64_t> peak_resident_bytes{0};  // the largest of the devices' peaks
+  std::atomic<uint64_t> peak_resident_bytes_by_device[kMaxDevices] = {};
   std::atomic<uint64_t> device_alloc_bytes{0};
   std::atomic<uint64_t> device_alloc_bytes_peak{0};
   std::atomic<uint64_t> managed_alloc_bytes{0};
@@ -78,6 +77,7 @@ void WriteStatsFile();
 // What one device-side operation (a kernel, a device copy) has cost in migrations so far. The
 // SIGSEGV handler adds to the account of the faulting simulated-device thread.
 struct DeviceAccount {
+  int device = 0;  // the simulated device the operation runs on (its stream's context's)
   uint64_t fault_count = 0;
   uint64_t fault_bytes = 0;
   uint64_t evicted_bytes = 0;
@@ -97,8 +97,10 @@ struct AllocInfo {
   bool managed = false;
   uint64_t id = 0;
   CUmemoryPool pool = nullptr;
+  int device = 0;  // the device whose context was current when it was made
 };
 
+// Device memory is charged to the current context's device (device 0 without one).
 CUresult AllocateDevice(size_t bytes, CUmemoryPool pool, CUdeviceptr* out);
 CUresult AllocateManaged(size_t bytes, CUmemoryPool pool, CUdeviceptr* out);
 // Frees the allocation that starts at `ptr`.
@@ -114,10 +116,11 @@ struct MoveResult {
   uint64_t discarded_bytes = 0;
 };
 // Residency changes on managed chunks overlapping [ptr, ptr+bytes); other memory is ignored.
-MoveResult PrefetchToDevice(CUdeviceptr ptr, size_t bytes);
+// A chunk resident on another device than `device` moves (dropped there, made resident here).
+MoveResult PrefetchToDevice(CUdeviceptr ptr, size_t bytes, int device);
 MoveResult PrefetchToHost(CUdeviceptr ptr, size_t bytes);
 MoveResult Discard(CUdeviceptr ptr, size_t bytes);
-MoveResult DiscardAndPrefetchToDevice(CUdeviceptr ptr, size_t bytes);
+MoveResult DiscardAndPrefetchToDevice(CUdeviceptr ptr, size_t bytes, int device);
 
 enum AdviceBits : uint8_t {
   kAdvisePreferHost = 1,
@@ -127,7 +130,8 @@ enum AdviceBits : uint8_t {
 };
 void Advise(CUdeviceptr ptr, size_t bytes, uint8_t set_bits, uint8_t clear_bits);
 
-uint64_t ResidentBytes();  // device allocations + resident managed chunks
+uint64_t ResidentBytes();  // device allocations + resident managed chunks, all devices
+uint64_t ResidentBytesOn(int device);
 uint64_t DeviceAllocBytes();
 
 // ---- streams, events and the virtual clock (streams.cc) ----------------------------------------
@@ -163,6 +167,9 @@ struct Stream {
   Context* ctx = nullptr;
   bool legacy = false;
   bool per_thread = false;
+  // The CUstreamCaptureMode of the capture in progress, -1 when none. Capture is only a state:
+  // work on a capturing stream is refused (nothing is recorded, no graph is made).
+  std::atomic<int> capture_mode{-1};
   // Guarded by SyncMutex().
   struct Op {
     std::vector<MarkerPtr> deps;
@@ -185,8 +192,11 @@ Stream* CreateStream(unsigned flags, int priority, Context* ctx);
 // Waits for the stream's work, stops its worker and deletes it.
 void DestroyStream(Stream* s);
 bool IsLiveStream(Stream* s);
-// Resolves a CUstream handle: 0 is the legacy stream (the per-thread stream when `ptsz`).
+// The stream for handle `h` (null: legacy, or per-thread when `ptsz`) to put work on;
+// CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED while it is capturing.
 CUresult ResolveStream(CUstream h, bool ptsz, Stream** out);
+// The same in any capture state, for queries and capture calls.
+CUresult ResolveStreamAnyState(CUstream h, bool ptsz, Stream** out);
 // Enqueues `body` (with extra dependencies) on `s`; returns the op's completion marker.
 MarkerPtr Enqueue(Stream* s, OpBody body, std::vector<MarkerPtr> extra_deps = {});
 void WaitMarker(const MarkerPtr& m);
@@ -228,7 +238,9 @@ struct Pool {
 bool Initialized();
 // The calling thread's current context, or null.
 Context* CurrentContext();
-Context* PrimaryContext();
+Context* PrimaryContext(int device = 0);
+// The device of the current context; 0 without one.
+int CurrentDeviceOrdinal();
 bool IsLiveContext(Context* c);
 bool IsLivePool(Pool* p);
 Pool* DefaultPool(bool managed);

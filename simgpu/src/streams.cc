@@ -111,6 +111,14 @@ bool IsLiveStream(Stream* s) {
 }
 
 CUresult ResolveStream(CUstream h, bool ptsz, Stream** out) {
+  if (CUresult r = ResolveStreamAnyState(h, ptsz, out)) return r;
+  if ((*out)->capture_mode.load(std::memory_order_relaxed) >= 0) {
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult ResolveStreamAnyState(CUstream h, bool ptsz, Stream** out) {
   if (h == nullptr) {
     *out = ptsz ? PerThreadStream() : LegacyStream();
   } else if (h == CU_STREAM_LEGACY) {

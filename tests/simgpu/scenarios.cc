@@ -241,6 +241,45 @@ void DeviceAllocEvicts() {
   REQUIRE(cuMemAlloc(&d, 3 * kChunk) == CUDA_ERROR_OUT_OF_MEMORY);  // 2 + 3 > 4
 }
 
+// SIMGPU_DEVICES=2, 4 chunks each: capacities are separate, faults land on the kernel's device
+// and a prefetch to the other device moves the chunks.
+void TwoDevices() {
+  Kernels k = Setup();
+  int count = 0;
+  REQUIRE_OK(cuDeviceGetCount(&count));
+  REQUIRE(count == 2);
+  CUcontext ctx0 = nullptr, ctx1 = nullptr;
+  REQUIRE_OK(cuCtxGetCurrent(&ctx0));
+  REQUIRE_OK(cuDevicePrimaryCtxRetain(&ctx1, 1));
+  REQUIRE(ctx0 != ctx1);
+  CUdeviceptr d0, m;
+  REQUIRE_OK(cuMemAlloc(&d0, 4 * kChunk));  // device 0 is full
+  size_t free = 0, total = 0;
+  REQUIRE_OK(cuMemGetInfo(&free, &total));
+  REQUIRE(free == 0);
+  REQUIRE_OK(cuCtxSetCurrent(ctx1));
+  REQUIRE_OK(cuMemGetInfo(&free, &total));
+  REQUIRE(free == 4 * kChunk);
+  int ordinal = -1;
+  REQUIRE_OK(cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, d0));
+  REQUIRE(ordinal == 0);
+  REQUIRE_OK(cuMemAllocManaged(&m, 2 * kChunk, CU_MEM_ATTACH_GLOBAL));
+  Touch(k, m, 0, 1, 2);  // faults onto device 1: nothing to evict, nothing over capacity
+  REQUIRE_OK(cuMemGetInfo(&free, &total));
+  REQUIRE(free == 2 * kChunk);
+  REQUIRE_OK(cuCtxSetCurrent(ctx0));
+  REQUIRE_OK(cuMemFree(d0));
+  CUmemLocation device0 = Device();
+  REQUIRE_OK(cuMemPrefetchAsync(m, 2 * kChunk, device0, 0, nullptr));
+  REQUIRE_OK(cuCtxSynchronize());
+  REQUIRE_OK(cuMemGetInfo(&free, &total));
+  REQUIRE(free == 2 * kChunk);  // the chunks moved to device 0
+  REQUIRE_OK(cuCtxSetCurrent(ctx1));
+  REQUIRE_OK(cuMemGetInfo(&free, &total));
+  REQUIRE(free == 4 * kChunk);  // and left device 1
+  REQUIRE(cuDevicePrimaryCtxRetain(&ctx1, 2) == CUDA_ERROR_INVALID_DEVICE);
+}
+
 void NoCoreDumps() {
   struct rlimit none = {0, 0};
   setrlimit(RLIMIT_CORE, &none);
@@ -299,6 +338,7 @@ int RunScenario(const std::string& name) {
       {"prefer_host", PreferHost},
       {"not_initialized", NotInitialized},
       {"device_alloc_evicts", DeviceAllocEvicts},
+      {"two_devices", TwoDevices},
       {"plain", Plain},
       {"wild_access", WildAccess},
       {"chained_handler", ChainedHandler},

@@ -163,6 +163,25 @@ TEST(SimgpuScenario, DeviceAllocationEvictsManaged) {
   EXPECT_EQ(JsonNumber(r.stats, "device_alloc_bytes_peak"), 2.0 * kChunk);
 }
 
+TEST(SimgpuScenario, TwoDevicesHaveSeparateCapacityAndResidency) {
+  ChildResult r = RunChild("two_devices", "SIMGPU_MEMORY=8MiB SIMGPU_DEVICES=2");
+  EXPECT_CHILD_OK(r);
+  EXPECT_EQ(JsonNumber(r.stats, "devices"), 2.0);
+  EXPECT_EQ(JsonNumber(r.stats, "overcommit_faults"), 0.0);
+  EXPECT_EQ(JsonNumber(r.stats, "count"), 2.0);  // demand_faults.count: on device 1
+  EXPECT_EQ(JsonNumber(r.stats, "prefetched_bytes"), 2.0 * kChunk);
+  EXPECT_NE(r.stats.find("\"peak_resident_bytes_by_device\":[8388608,4194304]"),
+            std::string::npos)
+      << r.stats;
+}
+
+TEST(SimgpuScenario, BadDevicesValueFallsBackToOne) {
+  ChildResult r = RunChild("plain", "SIMGPU_DEVICES=9");
+  EXPECT_CHILD_OK(r);
+  EXPECT_NE(r.output.find("SIMGPU_DEVICES=9"), std::string::npos) << r.output;
+  EXPECT_EQ(JsonNumber(r.stats, "devices"), 1.0);
+}
+
 TEST(SimgpuScenario, BadMemoryValueFallsBackToDefault) {
   ChildResult r = RunChild("plain", "SIMGPU_MEMORY=lots");
   EXPECT_CHILD_OK(r);

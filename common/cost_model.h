@@ -1,0 +1,39 @@
+// The cost model of moving managed memory between host and device, shared by simgpu (which
+// charges it to its virtual clock) and the planner/simulator in policy/ (which predict with it):
+// one model, not two. Parameters and the formulas that turn bytes into seconds.
+#ifndef SPILLWAY_COMMON_COST_MODEL_H_
+#define SPILLWAY_COMMON_COST_MODEL_H_
+
+#include <cstdint>
+
+namespace spillway {
+
+// The residency granule: nvidia-uvm's 2 MiB root chunk.
+inline constexpr uint64_t kChunkBytes = uint64_t{2} << 20;
+
+struct CostModel {
+  double h2d_bytes_per_s = 45e9;          // host -> device (prefetch, fault migration, H2D copies)
+  double d2h_bytes_per_s = 53e9;          // device -> host (eviction, D2H copies)
+  double d2d_bytes_per_s = 1500e9;        // device-internal copies and memsets
+  double fault_batch_seconds = 30e-6;     // latency of one batch of demand faults
+  uint64_t fault_batch_bytes = kChunkBytes;  // faulted bytes serviced per batch
+  int copy_engines = 2;                   // 2: H2D and D2H overlap; 1: one shared engine
+  double default_kernel_seconds = 10e-6;  // a kernel whose compute time is unknown
+};
+
+// Number of fault batches needed to service `fault_bytes` of demand faults.
+uint64_t FaultBatches(const CostModel& c, uint64_t fault_bytes);
+
+// The stall a kernel suffers from demand paging: fault batches, migrations in, evictions out.
+double FaultStallSeconds(const CostModel& c, uint64_t fault_bytes, uint64_t evicted_bytes);
+
+double H2DSeconds(const CostModel& c, uint64_t bytes);
+double D2HSeconds(const CostModel& c, uint64_t bytes);
+
+// The least time `h2d_bytes` in and `d2h_bytes` out can take on the copy engines when nothing
+// else waits for them (both overlap with two engines, add up with one).
+double CopyEngineSeconds(const CostModel& c, uint64_t h2d_bytes, uint64_t d2h_bytes);
+
+}  // namespace spillway
+
+#endif  // SPILLWAY_COMMON_COST_MODEL_H_

@@ -1,0 +1,284 @@
+// Backing decisions and the resources behind them: managed pools, exception checks, ballast.
+#include "interpose/backing.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+
+#include "interpose/caller_module.h"
+#include "interpose/log.h"
+#include "interpose/real_driver.h"
+#include "interpose/runtime.h"
+
+namespace spillway::interpose {
+namespace {
+
+using ProcAddressFn = CUresult (*)(const char*, void**, int, cuuint64_t,
+                                   CUdriverProcAddressQueryResult*);
+
+// A driver function the shim does not hook, looked up once through the real cuGetProcAddress at
+// the CUDA 13.0 ABI; null when the driver lacks it.
+struct Extra {
+  const char* name;
+  std::atomic<int> state{0};  // 0 unresolved, 1 resolved
+  std::atomic<void*> function{nullptr};
+};
+constinit Extra g_ctx_get_device{"cuCtxGetDevice"};
+constinit Extra g_device_get_count{"cuDeviceGetCount"};
+constinit Extra g_stream_is_capturing{"cuStreamIsCapturing"};
+constinit Extra g_pool_create{"cuMemPoolCreate"};
+constinit Extra g_get_mem_pool{"cuMemGetMemPool"};
+constinit Extra g_device_default_pool{"cuDeviceGetDefaultMemPool"};
+constinit Extra g_device_current_pool{"cuDeviceGetMemPool"};
+constinit Extra g_pointer_attribute{"cuPointerGetAttribute"};
+
+template <typename Fn>
+Fn Lookup(Extra& extra) {
+  if (extra.state.load(std::memory_order_acquire) == 0) {
+    void* found = nullptr;
+    const auto get =
+        reinterpret_cast<ProcAddressFn>(RealFunction(Index(HookId::k_cuGetProcAddress_v2)));
+    CUdriverProcAddressQueryResult status;
+    if (get == nullptr ||
+        get(extra.name, &found, 13000, CU_GET_PROC_ADDRESS_DEFAULT, &status) != CUDA_SUCCESS) {
+      found = nullptr;
+    }
+    extra.function.store(found, std::memory_order_relaxed);
+    extra.state.store(1, std::memory_order_release);
+  }
+  return reinterpret_cast<Fn>(extra.function.load(std::memory_order_relaxed));
+}
+
+constinit std::atomic<uint64_t> g_capture_count{0};
+constinit std::atomic<uint64_t> g_module_count{0};
+constinit std::atomic<uint64_t> g_ipc_refused{0};
+
+// Managed pools by device: 0 not tried, 1 ready, 2 unavailable.
+struct Pools {
+  std::mutex mutex;
+  int state[kMaxDevices] = {};                  // guarded by mutex
+  CUmemoryPool pool[kMaxDevices] = {};          // guarded by mutex
+  CUmemoryPool default_pool[kMaxDevices] = {};  // the device's own default pool; guarded by mutex
+};
+Pools& ThePools() {
+  static Pools* pools = new Pools;  // never freed
+  return *pools;
+}
+
+CUmemoryPool CreateManagedPool(int device) {
+  CUmemLocation none{};
+  none.type = CU_MEM_LOCATION_TYPE_NONE;
+  if (const auto create =
+          Lookup<CUresult (*)(CUmemoryPool*, const CUmemPoolProps*)>(g_pool_create)) {
+    CUmemPoolProps props{};
+    props.allocType = CU_MEM_ALLOCATION_TYPE_MANAGED;
+    props.handleTypes = CU_MEM_HANDLE_TYPE_NONE;
+    props.location = none;
+    CUmemoryPool pool = nullptr;
+    const CUresult result = create(&pool, &props);
+    if (result == CUDA_SUCCESS && pool != nullptr) return pool;
+    Log(LogLevel::kInfo, "device %d: cuMemPoolCreate (managed) failed (error %d)", device, result);
+  }
+  if (const auto get = Lookup<CUresult (*)(CUmemoryPool*, CUmemLocation*, CUmemAllocationType)>(
+          g_get_mem_pool)) {
+    CUmemoryPool pool = nullptr;
+    if (get(&pool, &none, CU_MEM_ALLOCATION_TYPE_MANAGED) == CUDA_SUCCESS && pool != nullptr) {
+      return pool;
+    }
+  }
+  return nullptr;
+}
+
+// Ballast: one plain device allocation per device, freed at exit.
+constinit std::atomic<uint64_t> g_ballast_address[kMaxDevices] = {};
+constinit std::atomic<uint64_t> g_ballast_bytes[kMaxDevices] = {};
+constinit policy::Device* g_ballast_device[kMaxDevices] = {};
+constinit std::atomic<bool> g_ballast_exit_registered{false};
+constinit std::atomic<pid_t> g_ballast_pid{0};
+
+// A forked child inherits the handler but not the parent's device memory: it frees nothing.
+void ReleaseBallastAtExit() {
+  if (g_ballast_pid.load() != ::getpid()) return;
+  ReentrancyGuard guard;
+  for (int i = 0; i < kMaxDevices; ++i) {
+    const uint64_t address = g_ballast_address[i].exchange(0);
+    if (address != 0 && g_ballast_device[i] != nullptr) g_ballast_device[i]->Free(address);
+  }
+}
+
+}  // namespace
+
+CaptureTracker& Captures() {
+  static CaptureTracker* tracker = new CaptureTracker;  // never freed
+  return *tracker;
+}
+
+int CurrentDevice() {
+  // With one device (the common case) the answer is 0 without a driver call per launch.
+  static constinit std::atomic<int> device_count{0};  // 0: not known yet
+  int count = device_count.load(std::memory_order_relaxed);
+  if (count == 0) {
+    const auto get_count = Lookup<CUresult (*)(int*)>(g_device_get_count);
+    if (get_count != nullptr && get_count(&count) == CUDA_SUCCESS && count > 0) {
+      device_count.store(count, std::memory_order_relaxed);
+    } else {
+      count = 0;
+    }
+  }
+  if (count == 1) return 0;
+  const auto get = Lookup<CUresult (*)(CUdevice*)>(g_ctx_get_device);
+  CUdevice device = -1;
+  if (get == nullptr) return 0;  // a driver without it has one device
+  if (get(&device) != CUDA_SUCCESS) return -1;
+  return device;
+}
+
+std::optional<DeviceReason> DeviceMemoryReason(bool stream_ordered, CUstream stream,
+                                               bool per_thread) {
+  if (Captures().ActiveForThisThread()) return DeviceReason::kCapture;
+  if (stream_ordered) {
+    using IsCapturingFn = CUresult (*)(CUstream, CUstreamCaptureStatus*);
+    if (const auto is_capturing = Lookup<IsCapturingFn>(g_stream_is_capturing)) {
+      if (per_thread && stream == nullptr) stream = CU_STREAM_PER_THREAD;
+      CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+      if (is_capturing(stream, &status) == CUDA_SUCCESS &&
+          status != CU_STREAM_CAPTURE_STATUS_NONE) {
+        return DeviceReason::kCapture;
+      }
+    }
+  }
+  if (const std::vector<std::string>* modules = DeviceModules(); modules != nullptr) {
+    if (const std::optional<std::string> module = ListedCallerModule(*modules)) {
+      static constinit std::atomic<bool> said{false};
+      if (!said.exchange(true, std::memory_order_relaxed)) {
+        Log(LogLevel::kInfo, "allocations from %s stay device memory (SPILLWAY_DEVICE_MODULES)",
+            module->c_str());
+      }
+      return DeviceReason::kModule;
+    }
+  }
+  return std::nullopt;
+}
+
+void CountDeviceException(DeviceReason reason) {
+  (reason == DeviceReason::kCapture ? g_capture_count : g_module_count)
+      .fetch_add(1, std::memory_order_relaxed);
+}
+
+CUmemoryPool ManagedPool() {
+  const int device = CurrentDevice();
+  if (device < 0 || device >= kMaxDevices) return nullptr;
+  Pools& pools = ThePools();
+  {
+    std::lock_guard lock(pools.mutex);
+    if (pools.state[device] == 1) return pools.pool[device];
+    if (pools.state[device] == 2) return nullptr;
+  }
+  // Made outside the lock (a driver call); a racing thread's extra pool is harmless but rare.
+  CUmemoryPool pool = CreateManagedPool(device);
+  std::lock_guard lock(pools.mutex);
+  if (pools.state[device] == 0) {
+    pools.state[device] = pool != nullptr ? 1 : 2;
+    pools.pool[device] = pool;
+    if (pool == nullptr) {
+      ReportProblem(LogLevel::kWarn,
+                    "device %d: the driver offers no managed memory pool; stream-ordered "
+                    "allocations stay device memory",
+                    device);
+    } else {
+      Log(LogLevel::kInfo, "device %d: stream-ordered allocations come from a managed pool",
+          device);
+    }
+  }
+  return pools.pool[device];
+}
+
+bool IsDevicePool(CUmemoryPool pool) {
+  if (pool == nullptr) return false;
+  const int device = CurrentDevice();
+  if (device < 0 || device >= kMaxDevices) return false;
+  using DevicePoolFn = CUresult (*)(CUmemoryPool*, CUdevice);
+  Pools& pools = ThePools();
+  CUmemoryPool default_pool = nullptr;
+  {
+    std::lock_guard lock(pools.mutex);
+    default_pool = pools.default_pool[device];
+  }
+  if (default_pool == nullptr) {
+    if (const auto get = Lookup<DevicePoolFn>(g_device_default_pool)) {
+      if (get(&default_pool, device) == CUDA_SUCCESS) {
+        std::lock_guard lock(pools.mutex);
+        pools.default_pool[device] = default_pool;
+      }
+    }
+  }
+  if (pool == default_pool) return true;
+  CUmemoryPool current = nullptr;
+  const auto get_current = Lookup<DevicePoolFn>(g_device_current_pool);
+  return get_current != nullptr && get_current(&current, device) == CUDA_SUCCESS && pool == current;
+}
+
+bool IsManagedMemory(CUdeviceptr address) {
+  using AttributeFn = CUresult (*)(void*, CUpointer_attribute, CUdeviceptr);
+  const auto get = Lookup<AttributeFn>(g_pointer_attribute);
+  unsigned int managed = 0;
+  return get != nullptr &&
+         get(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, address) == CUDA_SUCCESS && managed != 0;
+}
+
+void CountIpcRefused() { g_ipc_refused.fetch_add(1, std::memory_order_relaxed); }
+
+BackingCounts CountsSoFar() {
+  BackingCounts counts;
+  counts.capture = g_capture_count.load(std::memory_order_relaxed);
+  counts.module = g_module_count.load(std::memory_order_relaxed);
+  counts.ipc_refused = g_ipc_refused.load(std::memory_order_relaxed);
+  return counts;
+}
+
+uint64_t StartBallast(int ordinal, policy::Device* device, uint64_t budget, uint64_t free,
+                      uint64_t total) {
+  if (ordinal < 0 || ordinal >= kMaxDevices) return 0;
+  const uint64_t headroom = total / 20;
+  if (free <= budget + headroom) {
+    Log(LogLevel::kWarn,
+        "SPILLWAY_BALLAST: device %d has %llu bytes free, no more than the budget (%llu) plus "
+        "headroom (%llu): no ballast",
+        ordinal, static_cast<unsigned long long>(free), static_cast<unsigned long long>(budget),
+        static_cast<unsigned long long>(headroom));
+    return 0;
+  }
+  const uint64_t bytes = free - budget - headroom;
+  uint64_t address = 0;
+  const policy::DeviceResult result = device->AllocateDevice(&address, bytes);
+  if (result != policy::kDeviceOk) {
+    ReportProblem(LogLevel::kWarn, "SPILLWAY_BALLAST: cuMemAlloc of %llu bytes failed (error %d)",
+                  static_cast<unsigned long long>(bytes), result);
+    return 0;
+  }
+  g_ballast_device[ordinal] = device;
+  g_ballast_bytes[ordinal].store(bytes, std::memory_order_relaxed);
+  g_ballast_address[ordinal].store(address, std::memory_order_release);
+  if (!g_ballast_exit_registered.exchange(true)) {
+    g_ballast_pid.store(::getpid());
+    std::atexit(ReleaseBallastAtExit);
+  }
+  Log(LogLevel::kInfo,
+      "SPILLWAY_BALLAST: device %d holds %llu bytes so %llu remain for the budget and headroom",
+      ordinal, static_cast<unsigned long long>(bytes),
+      static_cast<unsigned long long>(free - bytes));
+  return bytes;
+}
+
+uint64_t BallastBytes() {
+  uint64_t bytes = 0;
+  for (const std::atomic<uint64_t>& held : g_ballast_bytes) {
+    bytes += held.load(std::memory_order_relaxed);
+  }
+  return bytes;
+}
+
+}  // namespace spillway::interpose

@@ -1,0 +1,75 @@
+// Where the job's allocations get their memory, beyond "cuMemAlloc becomes cuMemAllocManaged":
+// the managed memory pool per device that backs stream-ordered allocations, the exceptions that
+// stay plain device memory (made during stream capture, or from a module on
+// SPILLWAY_DEVICE_MODULES), IPC handles refused for managed memory, and the ballast
+// (SPILLWAY_BALLAST). Counts for the exit summary. See docs/engine.md "Backing".
+#ifndef SPILLWAY_INTERPOSE_BACKING_H_
+#define SPILLWAY_INTERPOSE_BACKING_H_
+
+#ifndef __CUDA_API_VERSION_INTERNAL
+#define __CUDA_API_VERSION_INTERNAL 1
+#endif
+#include <cuda.h>
+
+#include <cstdint>
+#include <optional>
+
+#include "interpose/capture_state.h"
+#include "policy/device.h"
+
+namespace spillway::interpose {
+
+// Devices (ordinals) the shim keeps a registry budget/engine for; higher ordinals pass through.
+inline constexpr int kMaxDevices = 64;
+
+// Why an allocation stays plain device memory.
+enum class DeviceReason { kCapture, kModule };
+
+struct BackingCounts {
+  uint64_t capture = 0;      // allocations made during a stream capture
+  uint64_t module = 0;       // allocations from a module on SPILLWAY_DEVICE_MODULES
+  uint64_t ipc_refused = 0;  // cuIpcGetMemHandle calls refused for managed memory
+};
+
+// REQUIRES (every function below unless said): the real driver is resolved and the caller holds
+// a ReentrancyGuard.
+
+// The stream captures in progress, fed by the capture hooks. No requirement.
+CaptureTracker& Captures();
+
+// The current context's device ordinal; -1 without a current context. In a process that sees one
+// device, 0 without asking the driver (also before a context exists).
+int CurrentDevice();
+
+// Why an allocation the calling thread is making must stay plain device memory; nullopt when it
+// may be managed. A stream-ordered allocation on `stream` is also checked with
+// cuStreamIsCapturing (`per_thread`: a null stream is the per-thread default stream).
+std::optional<DeviceReason> DeviceMemoryReason(bool stream_ordered, CUstream stream,
+                                               bool per_thread);
+void CountDeviceException(DeviceReason reason);  // no requirement
+
+// The managed pool that backs stream-ordered allocations on the current context's device, made on
+// first use (cuMemPoolCreate: managed, no preferred location; else the driver's current managed
+// pool). Null when the driver offers none: said once, stream-ordered allocations pass through.
+CUmemoryPool ManagedPool();
+
+// True when `pool` is the current device's default or current pool (what cuMemAllocAsync would
+// use): allocations from it are backed like cuMemAllocAsync. Pools the job created stay its own.
+bool IsDevicePool(CUmemoryPool pool);
+
+// True when the driver says `address` lies in managed memory.
+bool IsManagedMemory(CUdeviceptr address);
+
+void CountIpcRefused();       // no requirement
+BackingCounts CountsSoFar();  // no requirement
+
+// SPILLWAY_BALLAST: allocates, with the real cuMemAlloc on `device`, the physical free memory
+// beyond `budget` and a headroom of 5% of `total`, for device `ordinal`. Returns the bytes held
+// (0 when there is nothing to hold or the allocation failed, which is logged). Freed at exit.
+uint64_t StartBallast(int ordinal, policy::Device* device, uint64_t budget, uint64_t free,
+                      uint64_t total);
+uint64_t BallastBytes();  // all devices; no requirement
+
+}  // namespace spillway::interpose
+
+#endif  // SPILLWAY_INTERPOSE_BACKING_H_

@@ -1,0 +1,278 @@
+// A driver-API program run by backing_test, with and without libspillway.so preloaded, one
+// scenario per run: usage: interpose_backing_program SCENARIO KERNEL_LIBRARY [ARG]
+//   async MIB      stream-ordered buffers totalling MIB (4 MiB each; half from the device's
+//                  default pool by name), filled and summed by kernels, then freed stream-ordered
+//   userpool       an allocation from a device pool the program created (stays device memory)
+//   ipc            cuIpcGetMemHandle on a cuMemAlloc allocation
+//   module LIB     cuMemAlloc from the shared library LIB (fake_nccl.cc) and from the program
+//   info           one cuMemAlloc, then prints cuMemGetInfo
+//   ptsz           a stream-ordered allocation on the per-thread default stream
+//                  (backing_program_ptsz.cc)
+//   capture        cuMemAlloc/cuMemAllocAsync while a global-mode capture is in progress, after
+//                  it, beside another thread's thread-local capture and inside this thread's
+//   multi MIB      on each of two devices (SIMGPU_DEVICES=2), cuMemAlloc buffers totalling MIB
+//                  (4 MiB each), alternating between the devices, filled and summed by kernels
+//                  on a stream of each device's primary context
+// Prints one "key=value" line per fact the test checks; exits 0 when every call did what the
+// scenario expects of the driver, 2 on out of memory, 1 otherwise.
+#include <cuda.h>
+#include <dlfcn.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+int PerThreadStream(CUfunction fill, CUfunction sum);  // backing_program_ptsz.cc
+
+namespace {
+
+#define CHECK_CU(call)                                                       \
+  do {                                                                       \
+    const CUresult r_ = (call);                                              \
+    if (r_ != CUDA_SUCCESS) {                                                \
+      std::printf("%s failed: %d%s\n", #call, static_cast<int>(r_),          \
+                  r_ == CUDA_ERROR_OUT_OF_MEMORY ? " (out of memory)" : ""); \
+      std::exit(r_ == CUDA_ERROR_OUT_OF_MEMORY ? 2 : 1);                     \
+    }                                                                        \
+  } while (0)
+
+CUfunction g_fill = nullptr;
+CUfunction g_sum = nullptr;
+
+unsigned IsManaged(CUdeviceptr pointer) {
+  unsigned managed = 0;
+  CHECK_CU(cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, pointer));
+  return managed;
+}
+
+void Fill(CUdeviceptr buffer, uint32_t value, uint64_t words, CUstream stream) {
+  void* params[] = {&buffer, &value, &words};
+  CHECK_CU(cuLaunchKernel(g_fill, 1, 1, 1, 1, 1, 1, 0, stream, params, nullptr));
+}
+
+void Sum(CUdeviceptr buffer, uint64_t words, CUdeviceptr out, CUstream stream) {
+  void* params[] = {&buffer, &words, &out};
+  CHECK_CU(cuLaunchKernel(g_sum, 1, 1, 1, 1, 1, 1, 0, stream, params, nullptr));
+}
+
+uint64_t Expected(uint32_t value, uint64_t words) {
+  return words * value + words * (words - 1) / 2;
+}
+
+int Async(int total_mib) {
+  constexpr uint64_t kBuffer = 4ull << 20;
+  constexpr uint64_t kWords = kBuffer / 4;
+  const int count = total_mib / 4;
+  CUstream stream = nullptr;
+  CHECK_CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+  CUdevice device = 0;
+  CHECK_CU(cuCtxGetDevice(&device));
+  CUmemoryPool default_pool = nullptr;
+  CHECK_CU(cuDeviceGetDefaultMemPool(&default_pool, device));
+  CUdeviceptr sums = 0;
+  CHECK_CU(cuMemAllocManaged(&sums, count * sizeof(uint64_t), CU_MEM_ATTACH_GLOBAL));
+  std::memset(reinterpret_cast<void*>(sums), 0, count * sizeof(uint64_t));
+  std::vector<CUdeviceptr> buffers(count);
+  for (int i = 0; i < count; ++i) {
+    if (i % 2 == 0) {
+      CHECK_CU(cuMemAllocAsync(&buffers[i], kBuffer, stream));
+    } else {
+      CHECK_CU(cuMemAllocFromPoolAsync(&buffers[i], kBuffer, default_pool, stream));
+    }
+    Fill(buffers[i], static_cast<uint32_t>(i), kWords, stream);
+  }
+  std::printf("first_managed=%u\n", IsManaged(buffers[0]));
+  std::printf("second_managed=%u\n", IsManaged(buffers[1]));
+  for (int i = 0; i < count; ++i) Sum(buffers[i], kWords, sums + i * sizeof(uint64_t), stream);
+  for (int i = 0; i < count; ++i) CHECK_CU(cuMemFreeAsync(buffers[i], stream));
+  CHECK_CU(cuStreamSynchronize(stream));
+  const auto* results = reinterpret_cast<const uint64_t*>(sums);
+  int wrong = 0;
+  for (int i = 0; i < count; ++i) wrong += results[i] != Expected(i, kWords) ? 1 : 0;
+  std::printf("buffers=%d wrong=%d\n", count, wrong);
+  CHECK_CU(cuMemFree(sums));
+  CHECK_CU(cuStreamDestroy(stream));
+  return wrong == 0 ? 0 : 1;
+}
+
+int UserPool() {
+  CUmemPoolProps props{};
+  props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  props.location.id = 0;
+  CUmemoryPool pool = nullptr;
+  CHECK_CU(cuMemPoolCreate(&pool, &props));
+  CUdeviceptr buffer = 0;
+  CHECK_CU(cuMemAllocFromPoolAsync(&buffer, 1 << 20, pool, nullptr));
+  std::printf("userpool_managed=%u\n", IsManaged(buffer));
+  CUipcMemHandle handle;
+  std::printf("ipc_result=%d\n", static_cast<int>(cuIpcGetMemHandle(&handle, buffer)));
+  CHECK_CU(cuMemFreeAsync(buffer, nullptr));
+  CHECK_CU(cuCtxSynchronize());
+  CHECK_CU(cuMemPoolDestroy(pool));
+  return 0;
+}
+
+int Ipc() {
+  CUdeviceptr buffer = 0;
+  CHECK_CU(cuMemAlloc(&buffer, 1 << 20));
+  std::printf("managed=%u\n", IsManaged(buffer));
+  CUipcMemHandle handle;
+  std::printf("ipc_result=%d\n", static_cast<int>(cuIpcGetMemHandle(&handle, buffer)));
+  CHECK_CU(cuMemFree(buffer));
+  return 0;
+}
+
+int Module(const char* library) {
+  void* handle = dlopen(library, RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    std::printf("cannot load %s: %s\n", library, dlerror());
+    return 1;
+  }
+  using AllocFn = CUresult (*)(CUdeviceptr*, size_t);
+  const auto fake_alloc = reinterpret_cast<AllocFn>(dlsym(handle, "FakeNcclAlloc"));
+  CUdeviceptr from_library = 0;
+  CUdeviceptr from_program = 0;
+  CHECK_CU(fake_alloc(&from_library, 1 << 20));
+  CHECK_CU(cuMemAlloc(&from_program, 1 << 20));
+  std::printf("library_managed=%u\n", IsManaged(from_library));
+  std::printf("program_managed=%u\n", IsManaged(from_program));
+  CUipcMemHandle ipc;
+  std::printf("library_ipc_result=%d\n", static_cast<int>(cuIpcGetMemHandle(&ipc, from_library)));
+  CHECK_CU(cuMemFree(from_library));
+  CHECK_CU(cuMemFree(from_program));
+  return 0;
+}
+
+int Info() {
+  CUdeviceptr buffer = 0;
+  CHECK_CU(cuMemAlloc(&buffer, 1 << 20));
+  size_t free_bytes = 0, total_bytes = 0;
+  CHECK_CU(cuMemGetInfo(&free_bytes, &total_bytes));
+  std::printf("free=%zu total=%zu\n", free_bytes, total_bytes);
+  CHECK_CU(cuMemFree(buffer));
+  return 0;
+}
+
+int Capture() {
+  CUstream streams[3];
+  for (CUstream& stream : streams) CHECK_CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+  CHECK_CU(cuStreamBeginCapture(streams[0], CU_STREAM_CAPTURE_MODE_GLOBAL));
+  CUdeviceptr during = 0;
+  CHECK_CU(cuMemAlloc(&during, 1 << 20));
+  std::printf("during_managed=%u\n", IsManaged(during));
+  CUdeviceptr async_during = 0;
+  std::printf("async_during_result=%d\n",
+              static_cast<int>(cuMemAllocAsync(&async_during, 1 << 20, streams[0])));
+  CUgraph graph = nullptr;
+  std::printf("end_result=%d\n", static_cast<int>(cuStreamEndCapture(streams[0], &graph)));
+  CUdeviceptr after = 0;
+  CHECK_CU(cuMemAlloc(&after, 1 << 20));
+  std::printf("after_managed=%u\n", IsManaged(after));
+  // Another thread's thread-local capture does not concern this thread's allocations.
+  CUcontext context = nullptr;
+  CHECK_CU(cuCtxGetCurrent(&context));
+  CUresult other = CUDA_ERROR_UNKNOWN;
+  std::thread([&] {
+    cuCtxSetCurrent(context);
+    other = cuStreamBeginCapture(streams[1], CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+  }).join();
+  CHECK_CU(other);
+  CUdeviceptr beside = 0;
+  CHECK_CU(cuMemAlloc(&beside, 1 << 20));
+  std::printf("beside_managed=%u\n", IsManaged(beside));
+  // This thread's own thread-local capture does.
+  CHECK_CU(cuStreamBeginCapture(streams[2], CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+  CUdeviceptr inside = 0;
+  CHECK_CU(cuMemAlloc(&inside, 1 << 20));
+  std::printf("inside_managed=%u\n", IsManaged(inside));
+  cuStreamEndCapture(streams[1], &graph);
+  cuStreamEndCapture(streams[2], &graph);
+  for (CUdeviceptr pointer : {during, after, beside, inside}) CHECK_CU(cuMemFree(pointer));
+  for (CUstream stream : streams) CHECK_CU(cuStreamDestroy(stream));
+  return 0;
+}
+
+int Multi(int total_mib) {
+  constexpr uint64_t kBuffer = 4ull << 20;
+  constexpr uint64_t kWords = kBuffer / 4;
+  constexpr int kDevices = 2;
+  const int count = total_mib / 4;
+  CUcontext contexts[kDevices];
+  CUstream streams[kDevices];
+  CUdeviceptr sums[kDevices];
+  for (int d = 0; d < kDevices; ++d) {
+    CHECK_CU(cuDevicePrimaryCtxRetain(&contexts[d], d));
+    CHECK_CU(cuCtxSetCurrent(contexts[d]));
+    CHECK_CU(cuStreamCreate(&streams[d], CU_STREAM_NON_BLOCKING));
+    CHECK_CU(cuMemAllocManaged(&sums[d], count * sizeof(uint64_t), CU_MEM_ATTACH_GLOBAL));
+    std::memset(reinterpret_cast<void*>(sums[d]), 0, count * sizeof(uint64_t));
+  }
+  std::vector<CUdeviceptr> buffers(kDevices * count);
+  for (int i = 0; i < count; ++i) {
+    for (int d = 0; d < kDevices; ++d) {
+      CHECK_CU(cuCtxSetCurrent(contexts[d]));
+      CUdeviceptr& buffer = buffers[i * kDevices + d];
+      CHECK_CU(cuMemAlloc(&buffer, kBuffer));
+      Fill(buffer, static_cast<uint32_t>(i * kDevices + d), kWords, streams[d]);
+    }
+  }
+  for (int i = 0; i < count; ++i) {
+    for (int d = 0; d < kDevices; ++d) {
+      CHECK_CU(cuCtxSetCurrent(contexts[d]));
+      Sum(buffers[i * kDevices + d], kWords, sums[d] + i * sizeof(uint64_t), streams[d]);
+    }
+  }
+  int wrong = 0;
+  for (int d = 0; d < kDevices; ++d) {
+    CHECK_CU(cuCtxSetCurrent(contexts[d]));
+    CHECK_CU(cuStreamSynchronize(streams[d]));
+    int ordinal = -1;
+    CHECK_CU(cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, buffers[d]));
+    std::printf("device%d_ordinal=%d\n", d, ordinal);
+    const auto* results = reinterpret_cast<const uint64_t*>(sums[d]);
+    for (int i = 0; i < count; ++i) {
+      wrong += results[i] != Expected(static_cast<uint32_t>(i * kDevices + d), kWords) ? 1 : 0;
+    }
+    for (int i = 0; i < count; ++i) CHECK_CU(cuMemFree(buffers[i * kDevices + d]));
+    CHECK_CU(cuMemFree(sums[d]));
+    CHECK_CU(cuStreamDestroy(streams[d]));
+  }
+  std::printf("buffers=%d wrong=%d\n", kDevices * count, wrong);
+  return wrong == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 3) {
+    std::fprintf(stderr, "usage: %s SCENARIO KERNEL_LIBRARY [ARG]\n", argv[0]);
+    return 1;
+  }
+  const std::string scenario = argv[1];
+  CHECK_CU(cuInit(0));
+  CUdevice device = 0;
+  CHECK_CU(cuDeviceGet(&device, 0));
+  CUcontext context = nullptr;
+  CHECK_CU(cuDevicePrimaryCtxRetain(&context, device));
+  CHECK_CU(cuCtxSetCurrent(context));
+  CUmodule module = nullptr;
+  CHECK_CU(cuModuleLoad(&module, argv[2]));
+  CHECK_CU(cuModuleGetFunction(&g_fill, module, "fill"));
+  CHECK_CU(cuModuleGetFunction(&g_sum, module, "sum"));
+  const char* arg = argc > 3 ? argv[3] : "";
+  int status = 1;
+  if (scenario == "async") status = Async(std::atoi(arg));
+  if (scenario == "userpool") status = UserPool();
+  if (scenario == "ipc") status = Ipc();
+  if (scenario == "module") status = Module(arg);
+  if (scenario == "info") status = Info();
+  if (scenario == "multi") status = Multi(std::atoi(arg));
+  if (scenario == "capture") status = Capture();
+  if (scenario == "ptsz") status = PerThreadStream(g_fill, g_sum);
+  std::printf("done=%d\n", status);
+  return status;
+}

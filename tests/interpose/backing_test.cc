@@ -1,0 +1,212 @@
+// How the shim backs allocations, end to end on simgpu (backing_program.cc under the preload):
+// stream-ordered allocations come from a managed pool and oversubscribe; pools the job created
+// stay its own; IPC handles are refused for managed memory; allocations from a module on
+// SPILLWAY_DEVICE_MODULES stay device memory; SPILLWAY_BALLAST holds the memory beyond the budget.
+#include <unistd.h>
+
+#include <cctype>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tests/integration/subprocess.h"
+
+namespace spillway::testing {
+namespace {
+
+struct Outcome {
+  int status = -1;
+  std::string output;
+  std::string summary;
+  std::string stats;
+};
+
+// The integer after "key": in `json` (first occurrence), or -1.
+long long Field(const std::string& json, const std::string& key) {
+  const std::string quoted = "\"" + key + "\":";
+  const size_t at = json.find(quoted);
+  if (at == std::string::npos) return -1;
+  return std::strtoll(json.c_str() + at + quoted.size(), nullptr, 10);
+}
+
+// The integer after "key=" in the program's output, or -1.
+long long Fact(const std::string& output, const std::string& key) {
+  const size_t at = output.find(key + "=");
+  if (at == std::string::npos) return -1;
+  return std::strtoll(output.c_str() + at + key.size() + 1, nullptr, 10);
+}
+
+// Runs a scenario; with the shim unless `shim` is false. `env` adds to simgpu's 64 MiB device.
+Outcome RunScenario(const std::vector<std::string>& args, std::map<std::string, std::string> env,
+                    bool shim = true) {
+  const std::string base = ::testing::TempDir() + "backing_" + std::to_string(::getpid()) + "_" +
+                           ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  const std::string summary = base + ".json";
+  const std::string stats = base + ".stats.json";
+  std::remove(summary.c_str());
+  std::remove(stats.c_str());
+  env["LD_LIBRARY_PATH"] = SIMGPU_DIR;
+  env["SIMGPU_MEMORY"] = "64MiB";
+  env["SIMGPU_STATS"] = stats;
+  if (shim) {
+    const char* runner = std::getenv("SPILLWAY_TEST_PRELOAD");  // sanitizer runtimes
+    env["LD_PRELOAD"] = runner != nullptr && *runner != '\0'
+                            ? std::string(runner) + ":" + SPILLWAY_LIB
+                            : std::string(SPILLWAY_LIB);
+    env["SPILLWAY_SUMMARY"] = summary;
+  }
+  std::vector<std::string> argv = {BACKING_PROGRAM, args[0], KERNEL_LIBRARY};
+  argv.insert(argv.end(), args.begin() + 1, args.end());
+  const ProcessResult process = RunProcess(argv, env);
+  Outcome run{process.exit_code, process.output, ReadFile(summary), ReadFile(stats)};
+  std::remove(summary.c_str());
+  std::remove(stats.c_str());
+  return run;
+}
+
+TEST(BackingTest, StreamOrderedAllocationsWithoutTheShimRunOutOfMemory) {
+  const Outcome run = RunScenario({"async", "192"}, {}, /*shim=*/false);
+  EXPECT_EQ(run.status, 2) << run.output;
+  EXPECT_NE(run.output.find("out of memory"), std::string::npos) << run.output;
+}
+
+TEST(BackingTest, StreamOrderedAllocationsComeFromAManagedPoolAndOversubscribe) {
+  // 192 MiB of cuMemAllocAsync / default-pool buffers on a 64 MiB device, budget 32 MiB.
+  const Outcome run = RunScenario({"async", "192"}, {{"SPILLWAY_DEVICE_MEMORY", "32MiB"}});
+  ASSERT_EQ(run.status, 0) << run.output;
+  EXPECT_EQ(Fact(run.output, "buffers"), 48) << run.output;
+  EXPECT_EQ(Fact(run.output, "wrong"), 0) << run.output;
+  EXPECT_EQ(Fact(run.output, "first_managed"), 1) << run.output;   // cuMemAllocAsync
+  EXPECT_EQ(Fact(run.output, "second_managed"), 1) << run.output;  // the default pool by name
+  const std::string& s = run.summary;
+  ASSERT_FALSE(s.empty()) << run.output;
+  EXPECT_EQ(Field(s, "count"), 49) << s;  // 48 buffers + the managed result array
+  EXPECT_GE(Field(s, "managed_bytes_peak"), 192ll << 20) << s;
+  EXPECT_GE(Field(s, "discard_bytes"), 192ll << 20) << s;  // every buffer discarded at its free
+  EXPECT_GT(Field(s, "evict_bytes"), 0) << s;
+  EXPECT_EQ(Field(s, "devices"), 1) << s;
+  EXPECT_NE(s.find("\"errors\":[]"), std::string::npos) << s;
+  EXPECT_EQ(Field(run.stats, "overcommit_faults"), 0) << run.stats;
+  EXPECT_LE(Field(run.stats, "peak_resident_bytes"), 64ll << 20) << run.stats;
+}
+
+TEST(BackingTest, PerThreadDefaultStreamAllocationsAreManagedToo) {
+  const Outcome run = RunScenario({"ptsz"}, {});
+  ASSERT_EQ(run.status, 0) << run.output;
+  EXPECT_EQ(Fact(run.output, "ptsz_managed"), 1) << run.output;
+  EXPECT_EQ(Fact(run.output, "ptsz_wrong"), 0) << run.output;
+  const std::string& s = run.summary;
+  EXPECT_EQ(Field(s, "cuMemAllocAsync_ptsz"), 1) << s;
+  EXPECT_EQ(Field(s, "cuMemFreeAsync_ptsz"), 1) << s;
+  EXPECT_GE(Field(s, "discard_bytes"), 4ll << 20) << s;  // discarded on the per-thread stream
+  EXPECT_NE(s.find("\"errors\":[]"), std::string::npos) << s;
+}
+
+TEST(BackingTest, APoolTheJobCreatedStaysDeviceMemory) {
+  const Outcome run = RunScenario({"userpool"}, {});
+  ASSERT_EQ(run.status, 0) << run.output;
+  EXPECT_EQ(Fact(run.output, "userpool_managed"), 0) << run.output;
+  EXPECT_EQ(Fact(run.output, "ipc_result"), 0) << run.output;
+  EXPECT_EQ(Field(run.summary, "managed_bytes_peak"), 0) << run.summary;
+  EXPECT_EQ(Field(run.summary, "ipc_refused"), 0) << run.summary;
+}
+
+TEST(BackingTest, IpcHandleForManagedMemoryIsRefusedClearly) {
+  const Outcome run = RunScenario({"ipc"}, {});
+  ASSERT_EQ(run.status, 0) << run.output;
+  EXPECT_EQ(Fact(run.output, "managed"), 1) << run.output;
+  EXPECT_EQ(Fact(run.output, "ipc_result"), 801) << run.output;  // CUDA_ERROR_NOT_SUPPORTED
+  EXPECT_NE(run.output.find("cuIpcGetMemHandle refused for allocation #1 (1048576 bytes"),
+            std::string::npos)
+      << run.output;
+  EXPECT_NE(run.output.find("SPILLWAY_DEVICE_MODULES"), std::string::npos) << run.output;
+  EXPECT_EQ(Field(run.summary, "ipc_refused"), 1) << run.summary;
+  EXPECT_NE(run.summary.find("cuIpcGetMemHandle refused"), std::string::npos) << run.summary;
+}
+
+TEST(BackingTest, AllocationsDuringStreamCaptureStayDeviceMemory) {
+  const Outcome run = RunScenario({"capture"}, {});
+  ASSERT_EQ(run.status, 0) << run.output;
+  EXPECT_EQ(Fact(run.output, "during_managed"), 0) << run.output;
+  // Passed through to simgpu, which refuses work on a capturing stream.
+  EXPECT_EQ(Fact(run.output, "async_during_result"), 900) << run.output;
+  EXPECT_EQ(Fact(run.output, "end_result"), 801) << run.output;  // no graph: the capture is over
+  EXPECT_EQ(Fact(run.output, "after_managed"), 1) << run.output;
+  EXPECT_EQ(Fact(run.output, "beside_managed"), 1) << run.output;
+  EXPECT_EQ(Fact(run.output, "inside_managed"), 0) << run.output;
+  EXPECT_EQ(Field(run.summary, "capture"), 3) << run.summary;
+  EXPECT_EQ(Field(run.summary, "module"), 0) << run.summary;
+}
+
+TEST(BackingTest, AllocationsFromAListedModuleStayDeviceMemory) {
+  const Outcome run =
+      RunScenario({"module", FAKE_NCCL_LIB}, {{"SPILLWAY_DEVICE_MODULES", "fakenccl"}});
+  ASSERT_EQ(run.status, 0) << run.output;
+  EXPECT_EQ(Fact(run.output, "library_managed"), 0) << run.output;
+  EXPECT_EQ(Fact(run.output, "program_managed"), 1) << run.output;
+  EXPECT_EQ(Fact(run.output, "library_ipc_result"), 0) << run.output;
+  EXPECT_EQ(Field(run.summary, "module"), 1) << run.summary;
+  EXPECT_EQ(Field(run.summary, "capture"), 0) << run.summary;
+}
+
+TEST(BackingTest, WithoutTheListTheModulesAllocationsAreManaged) {
+  const Outcome run = RunScenario({"module", FAKE_NCCL_LIB}, {});  // default list: libnccl
+  ASSERT_EQ(run.status, 0) << run.output;
+  EXPECT_EQ(Fact(run.output, "library_managed"), 1) << run.output;
+  EXPECT_EQ(Field(run.summary, "module"), 0) << run.summary;
+}
+
+TEST(BackingTest, EachDeviceHasItsOwnEngineAndBudget) {
+  // Two simulated devices of 64 MiB each; 128 MiB of buffers on each, budget 32 MiB per device.
+  const Outcome run =
+      RunScenario({"multi", "128"}, {{"SIMGPU_DEVICES", "2"}, {"SPILLWAY_DEVICE_MEMORY", "32MiB"}});
+  ASSERT_EQ(run.status, 0) << run.output;
+  EXPECT_EQ(Fact(run.output, "buffers"), 64) << run.output;
+  EXPECT_EQ(Fact(run.output, "wrong"), 0) << run.output;
+  EXPECT_EQ(Fact(run.output, "device0_ordinal"), 0) << run.output;
+  EXPECT_EQ(Fact(run.output, "device1_ordinal"), 1) << run.output;
+  const std::string& s = run.summary;
+  EXPECT_EQ(Field(s, "devices"), 2) << s;
+  EXPECT_EQ(Field(s, "budget_bytes"), 64ll << 20) << s;  // 2 x 32 MiB
+  EXPECT_GT(Field(s, "evict_bytes"), 0) << s;
+  EXPECT_NE(s.find("\"errors\":[]"), std::string::npos) << s;
+  // Each device stayed within its own capacity, and each held data.
+  EXPECT_EQ(Field(run.stats, "devices"), 2) << run.stats;
+  EXPECT_EQ(Field(run.stats, "overcommit_faults"), 0) << run.stats;
+  const size_t at = run.stats.find("\"peak_resident_bytes_by_device\":[");
+  ASSERT_NE(at, std::string::npos) << run.stats;
+  long long first = 0, second = 0;
+  ASSERT_EQ(std::sscanf(run.stats.c_str() + at, "\"peak_resident_bytes_by_device\":[%lld,%lld]",
+                        &first, &second),
+            2)
+      << run.stats;
+  EXPECT_GT(first, 0) << run.stats;
+  EXPECT_GT(second, 0) << run.stats;
+  EXPECT_LE(first, 64ll << 20) << run.stats;
+  EXPECT_LE(second, 64ll << 20) << run.stats;
+}
+
+TEST(BackingTest, BallastHoldsThePhysicalMemoryBeyondTheBudget) {
+  const Outcome run = RunScenario(
+      {"info"},
+      {{"SPILLWAY_DEVICE_MEMORY", "16MiB"}, {"SPILLWAY_BALLAST", "1"}, {"SPILLWAY_LOG", "info"}});
+  ASSERT_EQ(run.status, 0) << run.output;
+  // 64 MiB free at the start, less the 16 MiB budget, less 5% of 64 MiB headroom.
+  const long long ballast = (64ll << 20) - (16ll << 20) - (64ll << 20) / 20;
+  EXPECT_EQ(Field(run.summary, "ballast_bytes"), ballast) << run.summary;
+  EXPECT_NE(run.output.find("SPILLWAY_BALLAST: device 0 holds"), std::string::npos) << run.output;
+  EXPECT_GE(Field(run.stats, "peak_resident_bytes"), ballast) << run.stats;
+}
+
+TEST(BackingTest, BadBallastValueIsReported) {
+  const Outcome run = RunScenario({"info"}, {{"SPILLWAY_BALLAST", "yes"}});
+  ASSERT_EQ(run.status, 0) << run.output;
+  EXPECT_NE(run.output.find("SPILLWAY_BALLAST: cannot use 'yes'"), std::string::npos) << run.output;
+  EXPECT_EQ(Field(run.summary, "ballast_bytes"), 0) << run.summary;
+}
+
+}  // namespace
+}  // namespace spillway::testing

@@ -1,0 +1,149 @@
+// The driver-free parts of allocation backing: which stream captures make an allocation stay
+// device memory, which calling module is on SPILLWAY_DEVICE_MODULES, and the two settings.
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "interpose/caller_module.h"
+#include "interpose/capture_state.h"
+#include "interpose/config.h"
+#include "interpose/summary.h"
+
+namespace spillway::interpose {
+namespace {
+
+int g_stream_a = 0;  // addresses stand in for CUstreams
+int g_stream_b = 0;
+
+bool ActiveOnOtherThread(const CaptureTracker& tracker) {
+  bool active = false;
+  std::thread([&] { active = tracker.ActiveForThisThread(); }).join();
+  return active;
+}
+
+TEST(CaptureTrackerTest, NothingCapturingMeansInactive) {
+  CaptureTracker tracker;
+  EXPECT_FALSE(tracker.ActiveForThisThread());
+  tracker.OnEnd(&g_stream_a);  // unknown stream: ignored
+  EXPECT_FALSE(tracker.ActiveForThisThread());
+}
+
+TEST(CaptureTrackerTest, GlobalCaptureAffectsEveryThreadUntilItEnds) {
+  CaptureTracker tracker;
+  tracker.OnBegin(&g_stream_a, CaptureTracker::kGlobal);
+  EXPECT_TRUE(tracker.ActiveForThisThread());
+  EXPECT_TRUE(ActiveOnOtherThread(tracker));
+  tracker.OnEnd(&g_stream_a);
+  EXPECT_FALSE(tracker.ActiveForThisThread());
+  EXPECT_FALSE(ActiveOnOtherThread(tracker));
+}
+
+TEST(CaptureTrackerTest, ThreadLocalCaptureAffectsOnlyTheCapturingThread) {
+  CaptureTracker tracker;
+  tracker.OnBegin(&g_stream_a, CaptureTracker::kThreadLocal);
+  EXPECT_TRUE(tracker.ActiveForThisThread());
+  EXPECT_FALSE(ActiveOnOtherThread(tracker));
+  tracker.OnEnd(&g_stream_a);
+  EXPECT_FALSE(tracker.ActiveForThisThread());
+}
+
+TEST(CaptureTrackerTest, RelaxedCaptureAffectsNobody) {
+  CaptureTracker tracker;
+  tracker.OnBegin(&g_stream_a, CaptureTracker::kRelaxed);
+  EXPECT_FALSE(tracker.ActiveForThisThread());
+  tracker.OnBegin(&g_stream_b, CaptureTracker::kGlobal);
+  EXPECT_TRUE(tracker.ActiveForThisThread());
+  tracker.OnEnd(&g_stream_b);
+  EXPECT_FALSE(tracker.ActiveForThisThread());
+  tracker.OnEnd(&g_stream_a);
+}
+
+TEST(CaptureTrackerTest, RestartingACaptureOnTheSameStreamCountsOnce) {
+  CaptureTracker tracker;
+  tracker.OnBegin(&g_stream_a, CaptureTracker::kGlobal);
+  tracker.OnBegin(&g_stream_a, CaptureTracker::kGlobal);  // e.g. after an unseen failed end
+  tracker.OnEnd(&g_stream_a);
+  EXPECT_FALSE(tracker.ActiveForThisThread());
+}
+
+TEST(CallerModuleTest, ListedIsASubstringMatch) {
+  EXPECT_TRUE(ModuleListed("/usr/lib/x86_64-linux-gnu/libnccl.so.2", {"libnccl"}));
+  EXPECT_TRUE(ModuleListed("/opt/lib/libfoo.so", {"nothere", "foo"}));
+  EXPECT_FALSE(ModuleListed("/usr/lib/libcudart.so.13", {"libnccl"}));
+  EXPECT_FALSE(ModuleListed("/usr/lib/libcudart.so.13", {""}));
+  EXPECT_FALSE(ModuleListed("/usr/lib/libcudart.so.13", {}));
+}
+
+// qsort calls the comparator from inside libc: from there, libc is a calling module.
+std::optional<std::string> g_found_from_libc;
+int CompareAndLook(const void* a, const void* b) {
+  if (!g_found_from_libc.has_value()) g_found_from_libc = ListedCallerModule({"libc.so"});
+  return *static_cast<const int*>(a) - *static_cast<const int*>(b);
+}
+
+TEST(CallerModuleTest, FindsALoadedListedModuleAmongTheCallers) {
+  int values[] = {3, 1, 2};
+  g_found_from_libc.reset();
+  std::qsort(values, 3, sizeof(int), CompareAndLook);
+  ASSERT_TRUE(g_found_from_libc.has_value());
+  EXPECT_NE(g_found_from_libc->find("libc.so"), std::string::npos) << *g_found_from_libc;
+}
+
+TEST(CallerModuleTest, NoListedModuleAmongTheCallers) {
+  EXPECT_FALSE(ListedCallerModule({"libnccl"}).has_value());    // not loaded
+  EXPECT_FALSE(ListedCallerModule({}).has_value());             // nothing listed
+  EXPECT_FALSE(ListedCallerModule({"libstdc++"}).has_value());  // loaded, not calling
+}
+
+TEST(BackingSettingsTest, DefaultsKeepNcclOnDeviceMemoryAndNoBallast) {
+  Config config;
+  ApplyBackingSettings(std::nullopt, std::nullopt, &config);
+  EXPECT_EQ(config.device_modules, std::vector<std::string>{"libnccl"});
+  EXPECT_FALSE(config.ballast);
+  EXPECT_TRUE(config.problems.empty());
+}
+
+TEST(BackingSettingsTest, ModuleListAndBallastParse) {
+  Config config;
+  ApplyBackingSettings(" libnccl , librccl,,libmine ", "1", &config);
+  EXPECT_EQ(config.device_modules, (std::vector<std::string>{"libnccl", "librccl", "libmine"}));
+  EXPECT_TRUE(config.ballast);
+  Config empty;
+  ApplyBackingSettings("", "0", &empty);
+  EXPECT_TRUE(empty.device_modules.empty());
+  EXPECT_FALSE(empty.ballast);
+}
+
+TEST(BackingSettingsTest, BadBallastIsNamed) {
+  Config config;
+  ApplyBackingSettings(std::nullopt, "yes", &config);
+  EXPECT_FALSE(config.ballast);
+  ASSERT_EQ(config.problems.size(), 1u);
+  EXPECT_NE(config.problems[0].find("SPILLWAY_BALLAST: cannot use 'yes'"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace spillway::interpose
+
+namespace spillway::interpose {
+namespace {
+
+TEST(BackingSummaryTest, ExceptionsIpcDevicesAndBallastAreInTheSummary) {
+  SummaryData data;
+  data.device_exceptions_capture = 2;
+  data.device_exceptions_module = 5;
+  data.ipc_refused = 1;
+  data.engine_devices = 2;
+  data.ballast_bytes = 1024;
+  const std::string json = FormatSummary(data);
+  for (const char* field : {"\"device_exceptions\":{\"capture\":2,\"module\":5}",
+                            "\"ipc_refused\":1", "\"devices\":2", "\"ballast_bytes\":1024"}) {
+    EXPECT_NE(json.find(field), std::string::npos) << field << " in " << json;
+  }
+}
+
+}  // namespace
+}  // namespace spillway::interpose
