@@ -12,13 +12,13 @@ namespace spillway {
 inline constexpr uint64_t kChunkBytes = uint64_t{2} << 20;
 
 struct CostModel {
-  double h2d_bytes_per_s = 45e9;          // host -> device (prefetch, fault migration, H2D copies)
-  double d2h_bytes_per_s = 53e9;          // device -> host (eviction, D2H copies)
-  double d2d_bytes_per_s = 1500e9;        // device-internal copies and memsets
-  double fault_batch_seconds = 30e-6;     // latency of one batch of demand faults
+  double h2d_bytes_per_s = 45e9;       // host -> device (prefetch, fault migration, H2D copies)
+  double d2h_bytes_per_s = 53e9;       // device -> host (eviction, D2H copies)
+  double d2d_bytes_per_s = 1500e9;     // device-internal copies and memsets
+  double fault_batch_seconds = 30e-6;  // latency of one batch of demand faults
   uint64_t fault_batch_bytes = kChunkBytes;  // faulted bytes serviced per batch
-  int copy_engines = 2;                   // 2: H2D and D2H overlap; 1: one shared engine
-  double default_kernel_seconds = 10e-6;  // a kernel whose compute time is unknown
+  int copy_engines = 2;                      // 2: H2D and D2H overlap; 1: one shared engine
+  double default_kernel_seconds = 10e-6;     // a kernel whose compute time is unknown
 };
 
 // Number of fault batches needed to service `fault_bytes` of demand faults.

@@ -120,11 +120,39 @@ void ApplyBackingSettings(std::optional<std::string_view> device_modules,
   }
 }
 
+void ApplyEvictionSetting(std::optional<std::string_view> eviction,
+                          std::optional<std::string_view> lookahead, Config* config) {
+  if (eviction.has_value() && !eviction->empty()) {
+    if (*eviction == "lru" || *eviction == "learned") {
+      config->eviction = std::string(*eviction);
+    } else {
+      config->problems.push_back("SPILLWAY_EVICTION: unknown value '" + std::string(*eviction) +
+                                 "' (expected lru or learned); using " + config->eviction);
+    }
+  }
+  if (lookahead.has_value() && !lookahead->empty()) {
+    int value = 0;
+    bool ok = lookahead->size() <= 2;
+    for (const char c : *lookahead) {
+      ok = ok && c >= '0' && c <= '9';
+      value = value * 10 + (c - '0');
+    }
+    if (ok && value <= 64) {
+      config->lookahead = value;
+    } else {
+      config->problems.push_back("SPILLWAY_LOOKAHEAD: cannot use '" + std::string(*lookahead) +
+                                 "' (expected an integer from 0 to 64); using " +
+                                 std::to_string(config->lookahead));
+    }
+  }
+}
+
 Config ReadConfigFromEnvironment() {
   Config config = MakeConfig(GetEnv("SPILLWAY_MODE"), GetEnv("SPILLWAY_LOG"),
                              GetEnv("SPILLWAY_LOG_FILE"), GetEnv("SPILLWAY_SUMMARY"));
   ApplyMemorySettings(GetEnv("SPILLWAY_DEVICE_MEMORY"), GetEnv("SPILLWAY_HOST_MEMORY"), &config);
   ApplyBackingSettings(GetEnv("SPILLWAY_DEVICE_MODULES"), GetEnv("SPILLWAY_BALLAST"), &config);
+  ApplyEvictionSetting(GetEnv("SPILLWAY_EVICTION"), GetEnv("SPILLWAY_LOOKAHEAD"), &config);
   return config;
 }
 

@@ -1,6 +1,6 @@
 // The shim's settings, read once from the environment: SPILLWAY_MODE, SPILLWAY_LOG,
 // SPILLWAY_LOG_FILE, SPILLWAY_SUMMARY, SPILLWAY_DEVICE_MEMORY, SPILLWAY_HOST_MEMORY,
-// SPILLWAY_DEVICE_MODULES, SPILLWAY_BALLAST. Parsing is pure so tests can feed it values directly.
+// SPILLWAY_DEVICE_MODULES, SPILLWAY_BALLAST, SPILLWAY_EVICTION, SPILLWAY_LOOKAHEAD. Parsing is pure so tests can feed it values directly.
 #ifndef SPILLWAY_INTERPOSE_CONFIG_H_
 #define SPILLWAY_INTERPOSE_CONFIG_H_
 
@@ -39,6 +39,11 @@ struct Config {
   // SPILLWAY_BALLAST=1: at the engine's start, allocate the physical free memory beyond the budget
   // (less headroom) as plain device memory, so the GPU behaves like one with the budget.
   bool ballast = false;
+  // SPILLWAY_EVICTION: the residency engine's eviction policy, "learned" (default) or "lru".
+  std::string eviction = "learned";
+  // SPILLWAY_LOOKAHEAD: how many launches ahead a detected step's access sets are prefetched on a
+  // side stream; 0 = none (every move on the launch stream just before the kernel).
+  int lookahead = 2;
   // One line per setting that was rejected, e.g. "SPILLWAY_MODE: unknown value 'x' ...".
   std::vector<std::string> problems;
 };
@@ -57,6 +62,13 @@ void ApplyMemorySettings(std::optional<std::string_view> device_memory,
 // unset). A ballast value other than 0/1 adds a line to `problems`; the default (off) stays.
 void ApplyBackingSettings(std::optional<std::string_view> device_modules,
                           std::optional<std::string_view> ballast, Config* config);
+
+// Sets eviction from SPILLWAY_EVICTION (nullopt or empty = unset). A value other than lru/learned
+// adds a line to `problems` naming the variable and the value; the default (learned) stays.
+// Also sets lookahead from SPILLWAY_LOOKAHEAD (an integer 0..64; another value: a problem line,
+// default kept).
+void ApplyEvictionSetting(std::optional<std::string_view> eviction,
+                          std::optional<std::string_view> lookahead, Config* config);
 
 // Splits a comma-separated module list, dropping surrounding spaces and empty entries.
 std::vector<std::string> ParseModuleList(std::string_view text);

@@ -18,6 +18,10 @@ using PrefetchFn = CUresult (*)(CUdeviceptr, size_t, CUmemLocation, unsigned int
 using DiscardBatchFn = CUresult (*)(CUdeviceptr*, size_t*, size_t, unsigned long long, CUstream);
 using ParamInfoFn = CUresult (*)(CUfunction, size_t, size_t*, size_t*);
 using CtxGetDeviceFn = CUresult (*)(CUdevice*);
+using StreamCreateFn = CUresult (*)(CUstream*, unsigned int);
+using EventCreateFn = CUresult (*)(CUevent*, unsigned int);
+using EventRecordFn = CUresult (*)(CUevent, CUstream);
+using StreamWaitEventFn = CUresult (*)(CUstream, CUevent, unsigned int);
 using ProcAddressFn = CUresult (*)(const char*, void**, int, cuuint64_t,
                                    CUdriverProcAddressQueryResult*);
 
@@ -32,6 +36,10 @@ constinit Extra g_prefetch{"cuMemPrefetchAsync"};
 constinit Extra g_discard{"cuMemDiscardBatchAsync"};
 constinit Extra g_param_info{"cuFuncGetParamInfo"};
 constinit Extra g_ctx_get_device{"cuCtxGetDevice"};
+constinit Extra g_stream_create{"cuStreamCreate"};
+constinit Extra g_event_create{"cuEventCreate"};
+constinit Extra g_event_record{"cuEventRecord"};
+constinit Extra g_stream_wait_event{"cuStreamWaitEvent"};
 
 template <typename Fn>
 Fn Lookup(Extra& extra) {
@@ -140,6 +148,36 @@ policy::DeviceResult DriverDevice::MemoryInfo(uint64_t* free, uint64_t* total) {
   *free = free_bytes;
   *total = total_bytes;
   return result;
+}
+
+policy::DeviceResult DriverDevice::CreateSideStream(policy::Stream* stream) {
+  const auto create = Lookup<StreamCreateFn>(g_stream_create);
+  if (create == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  CUstream created = nullptr;
+  const CUresult result = create(&created, CU_STREAM_NON_BLOCKING);
+  if (result == CUDA_SUCCESS) *stream = created;
+  return result;
+}
+
+policy::DeviceResult DriverDevice::CreateEvent(policy::Event* event) {
+  const auto create = Lookup<EventCreateFn>(g_event_create);
+  if (create == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  CUevent created = nullptr;
+  const CUresult result = create(&created, CU_EVENT_DISABLE_TIMING);
+  if (result == CUDA_SUCCESS) *event = created;
+  return result;
+}
+
+policy::DeviceResult DriverDevice::RecordEvent(policy::Event event, policy::Stream stream) {
+  const auto record = Lookup<EventRecordFn>(g_event_record);
+  if (record == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  return record(static_cast<CUevent>(event), static_cast<CUstream>(stream));
+}
+
+policy::DeviceResult DriverDevice::StreamWaitEvent(policy::Stream stream, policy::Event event) {
+  const auto wait = Lookup<StreamWaitEventFn>(g_stream_wait_event);
+  if (wait == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  return wait(static_cast<CUstream>(stream), static_cast<CUevent>(event), 0);
 }
 
 const std::vector<policy::ParamInfo>* ParamLayoutOf(void* function) {

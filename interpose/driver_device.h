@@ -1,6 +1,7 @@
 // The residency engine's device interface over the real driver: the hooked functions come from
 // the shim's table of real functions, the others (prefetch, discard, parameter info) from the
-// real cuGetProcAddress, once. Also the per-CUfunction cache of parameter layouts.
+// real cuGetProcAddress, once (streams and events too: the shim does not hook them). Also the
+// per-CUfunction cache of parameter layouts.
 #ifndef SPILLWAY_INTERPOSE_DRIVER_DEVICE_H_
 #define SPILLWAY_INTERPOSE_DRIVER_DEVICE_H_
 
@@ -23,6 +24,10 @@ class DriverDevice final : public policy::Device {
                                       policy::Stream stream) override;
   policy::DeviceResult Discard(uint64_t address, uint64_t bytes, policy::Stream stream) override;
   policy::DeviceResult MemoryInfo(uint64_t* free, uint64_t* total) override;
+  policy::DeviceResult CreateSideStream(policy::Stream* stream) override;
+  policy::DeviceResult CreateEvent(policy::Event* event) override;
+  policy::DeviceResult RecordEvent(policy::Event event, policy::Stream stream) override;
+  policy::DeviceResult StreamWaitEvent(policy::Stream stream, policy::Event event) override;
 };
 
 // The parameter layout of `function` (a CUfunction) from cuFuncGetParamInfo, cached; null when

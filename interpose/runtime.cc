@@ -166,6 +166,9 @@ SummaryData CollectSummary() {
     data.prefetch_bytes += engine->prefetch_bytes();
     data.evict_bytes += engine->evict_bytes();
     data.discard_bytes += engine->discard_bytes();
+    data.predicted_launches += engine->predicted_launches();
+    data.step_length = std::max(data.step_length, engine->step_length());
+    data.lookahead_prefetch_bytes += engine->lookahead_prefetch_bytes();
     data.budget_bytes += engine->budget_bytes();
   }
   data.launches_resolved = g_launches_resolved.load(std::memory_order_relaxed);
@@ -237,7 +240,10 @@ policy::ResidencyEngine* StartEngine(int ordinal) {
     std::lock_guard lock(g_engine_mutex);
     engine = g_engines[ordinal].load(std::memory_order_acquire);
     if (engine != nullptr) return engine;
-    engine = new policy::ResidencyEngine(device, policy::MakeLruPolicy(), budget);
+    std::unique_ptr<policy::EvictionPolicy> eviction = policy::MakePolicy(g_config->eviction);
+    if (eviction == nullptr) eviction = policy::MakeLearnedPolicy();  // config accepts no other
+    engine = new policy::ResidencyEngine(device, std::move(eviction), budget,
+                                         policy::EngineOptions{g_config->lookahead});
     // Allocations made on this device before the engine started.
     for (const policy::Allocation& allocation : Registry().Snapshot()) {
       if (allocation.device == ordinal) engine->OnAllocated(allocation);

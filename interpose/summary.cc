@@ -33,6 +33,9 @@ std::string FormatSummary(const SummaryData& data) {
   json.Key("prefetch_bytes").Uint(data.prefetch_bytes);
   json.Key("evict_bytes").Uint(data.evict_bytes);
   json.Key("discard_bytes").Uint(data.discard_bytes);
+  json.Key("predicted_launches").Uint(data.predicted_launches);
+  json.Key("step_length").Uint(data.step_length);
+  json.Key("lookahead_prefetch_bytes").Uint(data.lookahead_prefetch_bytes);
   json.Key("budget_bytes").Uint(data.budget_bytes);
   json.Key("devices").Uint(data.engine_devices);
   json.Key("ballast_bytes").Uint(data.ballast_bytes);

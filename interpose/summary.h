@@ -33,6 +33,9 @@ struct SummaryData {
   uint64_t prefetch_bytes = 0;
   uint64_t evict_bytes = 0;
   uint64_t discard_bytes = 0;
+  uint64_t predicted_launches = 0;  // launches the learned policy predicted correctly, summed
+  uint64_t step_length = 0;         // the detected step in launches (largest over devices); 0: none
+  uint64_t lookahead_prefetch_bytes = 0;  // of prefetch_bytes, those prefetched ahead of a launch
   uint64_t budget_bytes = 0;  // summed over devices
   uint64_t engine_devices = 0;  // devices with an engine
   uint64_t ballast_bytes = 0;   // SPILLWAY_BALLAST, summed over devices

@@ -1,6 +1,7 @@
 // The narrow device interface the residency engine reaches CUDA through. The shim implements it
 // over the real driver's functions (interpose/driver_device.cc); tests use an in-process fake
-// that records calls (tests/policy/fake_device.h). Streams are opaque handles (a CUstream).
+// that records calls (tests/policy/fake_device.h). Streams and events are opaque handles (a
+// CUstream, a CUevent).
 #ifndef SPILLWAY_POLICY_DEVICE_H_
 #define SPILLWAY_POLICY_DEVICE_H_
 
@@ -9,6 +10,7 @@
 namespace spillway::policy {
 
 using Stream = void*;  // a CUstream; null is the legacy default stream
+using Event = void*;   // a CUevent
 
 // The result of a device call: a CUresult value, 0 = success.
 using DeviceResult = int;
@@ -33,6 +35,16 @@ class Device {
   virtual DeviceResult Discard(uint64_t address, uint64_t bytes, Stream stream) = 0;
   // @brief Physical free and total device memory.
   virtual DeviceResult MemoryInfo(uint64_t* free, uint64_t* total) = 0;
+  // @brief Creates a stream that does not synchronize with the legacy default stream (for moves
+  // ahead of the launches). It lives for the rest of the process.
+  virtual DeviceResult CreateSideStream(Stream* stream) = 0;
+  // @brief Creates an event without timing (for ordering only). It lives for the rest of the
+  // process.
+  virtual DeviceResult CreateEvent(Event* event) = 0;
+  // @brief Records `event` on `stream`: it completes when the work issued there so far has.
+  virtual DeviceResult RecordEvent(Event event, Stream stream) = 0;
+  // @brief Work issued to `stream` from now on waits for `event`'s last recording.
+  virtual DeviceResult StreamWaitEvent(Stream stream, Event event) = 0;
 };
 
 }  // namespace spillway::policy

@@ -1,21 +1,27 @@
 // The residency engine: keeps the managed allocations a launch touches on the device within a
 // byte budget. On each launch it marks the access set used, evicts the least useful other
 // allocations to the host when the access set plus what is resident would exceed the budget, and
-// prefetches the access set to the device; every move is ordered on the launch stream, so an
-// eviction runs after the victim's last use and a prefetch before the kernel. Frees of managed
-// memory are discarded first, so dead data never moves.
+// prefetches the access set to the device, all on the launch stream (an eviction runs after the
+// victim's last use there, a prefetch before the kernel). When the policy predicts the next
+// launches (a detected training step), it also prefetches their access sets ahead, on a side
+// stream: the side stream first waits for an event recorded on the launch stream (so a victim's
+// earlier uses have completed), evicts only allocations needed later than what it brings in, and
+// records an event that the launch needing the data waits on. Frees of managed memory are
+// discarded first, so dead data never moves. See docs/engine.md.
 //
 // Thread-safe. Decisions are made under the engine's lock; device calls are made after it is
 // released (never a lock across a driver call).
 #ifndef SPILLWAY_POLICY_RESIDENCY_ENGINE_H_
 #define SPILLWAY_POLICY_RESIDENCY_ENGINE_H_
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include "policy/access_set.h"
 #include "policy/allocation_registry.h"
@@ -24,10 +30,19 @@
 
 namespace spillway::policy {
 
+struct PlannedMove;  // residency_engine.cc
+
+struct EngineOptions {
+  // How many launches ahead the access sets are prefetched on the side stream (when the policy
+  // predicts them); 0: no lookahead, every move on the launch stream just before the kernel.
+  int lookahead_launches = 2;
+};
+
 class ResidencyEngine {
  public:
   // REQUIRES: `device` outlives the engine.
-  ResidencyEngine(Device* device, std::unique_ptr<EvictionPolicy> policy, uint64_t budget_bytes);
+  ResidencyEngine(Device* device, std::unique_ptr<EvictionPolicy> policy, uint64_t budget_bytes,
+                  EngineOptions options = {});
   ResidencyEngine(const ResidencyEngine&) = delete;
   ResidencyEngine& operator=(const ResidencyEngine&) = delete;
 
@@ -44,14 +59,22 @@ class ResidencyEngine {
   void Forget(const Allocation& allocation);
 
   // @brief A kernel that may touch `access` is about to be launched on `stream`. Evicts and
-  // prefetches as described above. Returns the number of device calls that failed.
-  int OnLaunch(const AccessSet& access, Stream stream);
+  // prefetches as described above. `function` (the CUfunction, 0 when unknown) lets the policy
+  // tell kernels apart. Returns the number of device calls that failed.
+  int OnLaunch(const AccessSet& access, Stream stream, uint64_t function = 0);
 
   std::string_view policy_name() const { return policy_->name(); }
   uint64_t budget_bytes() const { return budget_bytes_; }
   uint64_t prefetch_bytes() const { return prefetch_bytes_.load(std::memory_order_relaxed); }
+  // Of prefetch_bytes, those prefetched ahead on the side stream.
+  uint64_t lookahead_prefetch_bytes() const {
+    return lookahead_bytes_.load(std::memory_order_relaxed);
+  }
   uint64_t evict_bytes() const { return evict_bytes_.load(std::memory_order_relaxed); }
   uint64_t discard_bytes() const { return discard_bytes_.load(std::memory_order_relaxed); }
+  // Launches the policy predicted correctly, and the step length it detected (0: none).
+  uint64_t predicted_launches() const;
+  uint64_t step_length() const;
   // Bytes the engine believes are on the device: resident managed + fixed (device) allocations.
   uint64_t resident_estimate() const;
 
@@ -61,18 +84,35 @@ class ResidencyEngine {
     uint64_t size = 0;
     bool resident = false;
     uint64_t used_by_launch = 0;  // the launch stamp of the last launch whose access set had it
+    uint64_t pending_batch = 0;   // the lookahead batch that prefetched it, until a launch waits
   };
+  static constexpr size_t kEvents = 64;  // a ring of events, two per lookahead batch
+
   static bool Evictable(const void* context, uint64_t id);
+  // REQUIRES: mutex_ held. Plans the lookahead moves after launch `stamp`; returns the batch
+  // (0 when there is nothing to move).
+  uint64_t PlanLookahead(uint64_t stamp, std::vector<PlannedMove>* side_moves);
+  // Creates the side stream and the events once; false when the device cannot.
+  bool SideStreamReady();
+  // Issues `moves` on `stream`, counting bytes; returns the failures.
+  int Issue(const std::vector<PlannedMove>& moves, Stream stream, bool ahead);
 
   Device* const device_;
   const uint64_t budget_bytes_;
+  const EngineOptions options_;
   mutable std::mutex mutex_;
-  std::unique_ptr<EvictionPolicy> policy_;        // guarded by mutex_
+  std::unique_ptr<EvictionPolicy> policy_;         // guarded by mutex_
   std::unordered_map<uint64_t, Tracked> tracked_;  // managed allocations by id; guarded by mutex_
-  uint64_t resident_bytes_ = 0;                   // guarded by mutex_
-  uint64_t fixed_bytes_ = 0;                      // guarded by mutex_
-  uint64_t launch_stamp_ = 0;                     // guarded by mutex_
+  uint64_t resident_bytes_ = 0;                    // guarded by mutex_
+  uint64_t fixed_bytes_ = 0;                       // guarded by mutex_
+  uint64_t launch_stamp_ = 0;                      // guarded by mutex_
+  uint64_t batches_ = 0;                           // lookahead batches planned; guarded by mutex_
+  std::once_flag side_once_;
+  std::atomic<bool> side_ready_{false};
+  Stream side_stream_ = nullptr;         // written once under side_once_
+  std::array<Event, kEvents> events_{};  // written once under side_once_
   std::atomic<uint64_t> prefetch_bytes_{0};
+  std::atomic<uint64_t> lookahead_bytes_{0};
   std::atomic<uint64_t> evict_bytes_{0};
   std::atomic<uint64_t> discard_bytes_{0};
 };

@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(cmake ninja-build g++ pkg-config libabsl-dev libunwind-dev libgtest-dev libgmock-dev
-          googletest libbenchmark-dev python3)
+          googletest libbenchmark-dev python3 zlib1g-dev)
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

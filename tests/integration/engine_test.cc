@@ -50,7 +50,7 @@ TEST(Engine, OversubscribedDemoFinishesUnderRunMode) {
 
   const std::string summary = ReadFile(summary_path);
   ASSERT_FALSE(summary.empty()) << "no summary at " << summary_path;
-  EXPECT_NE(summary.find("\"policy\":\"lru\""), std::string::npos) << summary;
+  EXPECT_NE(summary.find("\"policy\":\"learned\""), std::string::npos) << summary;  // the default
   EXPECT_EQ(Field(summary, "budget_bytes"), 64ll << 20) << summary;
   // 48 buffers x (fill + 2 updates + checksum), every one resolved.
   EXPECT_EQ(Field(summary, "launches_resolved"), 48 * 4) << summary;

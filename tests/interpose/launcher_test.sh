@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # Tests of the `spillway` launcher in build/out: help and version texts, usage errors (exit 2),
-# and the environment `spillway run` hands to the command (LD_PRELOAD kept and extended).
-# usage: launcher_test.sh OUT_DIR
+# the environment `spillway run` hands to the command and its children (LD_PRELOAD kept and
+# extended, framework allocator settings where the user chose none), the summary lines printed at
+# the end (or not, with --quiet) and the job's exit status. With "simgpu" as the second argument it
+# also runs a driver-API job on simgpu under the launcher.
+# usage: launcher_test.sh OUT_DIR [simgpu]
 set -uo pipefail
 out=$(cd "$1" && pwd)
+with_simgpu=${2:-}
 spillway="$out/spillway"
 failures=0
 tmp=$(mktemp -d)
@@ -69,6 +73,96 @@ grep -q "^PYTORCH_CUDA_ALLOC_CONF=" "$tmp/env3" && fail "--mode off set PYTORCH_
 # A command that starts with '-' needs `--`.
 expect 2 "unknown option '-c'" -- "$spillway" run -c true
 expect 0 '' -- "$spillway" run -- bash -c true
+
+# The new options: bad values name the option, good ones reach the environment.
+expect 2 "^spillway: run: bad --eviction 'mru' \(expected lru or learned\)" -- \
+  "$spillway" run --eviction mru -- true
+expect 2 "^spillway: run: bad --host-memory 'lots'" -- "$spillway" run --host-memory lots true
+expect 2 "^spillway: run: bad --policy '$tmp/none.toml' \(no such readable file\)" -- \
+  "$spillway" run --policy "$tmp/none.toml" true
+expect 2 "^spillway: option --eviction needs a value" -- "$spillway" run --eviction
+expect 2 "^spillway: run: unknown option '--quiet-please'" -- "$spillway" run --quiet-please true
+echo '# policy' >"$tmp/p.toml"
+env -u SPILLWAY_BALLAST "$spillway" run -q --eviction learned --ballast --host-memory 2GiB \
+  --policy "$tmp/p.toml" -- env >"$tmp/env4" 2>&1 || fail "spillway run with all options failed"
+for line in "SPILLWAY_EVICTION=learned" "SPILLWAY_BALLAST=1" "SPILLWAY_HOST_MEMORY=2GiB" \
+            "SPILLWAY_POLICY=$(readlink -f "$tmp/p.toml")"; do
+  grep -qxF -- "$line" "$tmp/env4" || fail "spillway run --eviction/--ballast/...: missing '$line'"
+done
+
+# Framework settings: defaults where the user chose nothing, the user's values win, children and
+# grandchildren inherit the settings and the preload.
+framework_vars=(PYTORCH_CUDA_ALLOC_CONF PYTORCH_ALLOC_CONF TF_GPU_ALLOCATOR TF_FORCE_GPU_ALLOW_GROWTH
+                XLA_PYTHON_CLIENT_PREALLOCATE XLA_PYTHON_CLIENT_ALLOCATOR)
+clean_env=(env)
+for v in "${framework_vars[@]}"; do clean_env+=(-u "$v"); done
+"${clean_env[@]}" TF_GPU_ALLOCATOR=bfc XLA_PYTHON_CLIENT_PREALLOCATE=true \
+  "$spillway" run -- bash -c 'bash -c env' >"$tmp/env5" 2>"$tmp/err5" || fail "nested env failed"
+for line in "PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync" "TF_GPU_ALLOCATOR=bfc" \
+            "TF_FORCE_GPU_ALLOW_GROWTH=true" "XLA_PYTHON_CLIENT_PREALLOCATE=true" \
+            "XLA_PYTHON_CLIENT_ALLOCATOR=platform" \
+            "LD_PRELOAD=${LD_PRELOAD:+$LD_PRELOAD:}$out/libspillway.so"; do
+  grep -qxF -- "$line" "$tmp/env5" || fail "grandchild of spillway run: missing '$line'"
+done
+grep -q "^spillway: framework settings: set PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync .*kept yours: TF_GPU_ALLOCATOR XLA_PYTHON_CLIENT_PREALLOCATE$" \
+  "$tmp/err5" || fail "no framework settings line: $(cat "$tmp/err5")"
+# PYTORCH_ALLOC_CONF (PyTorch 2.9+) counts as the user's choice for PyTorch.
+"${clean_env[@]}" PYTORCH_ALLOC_CONF=backend:native "$spillway" run -q env >"$tmp/env6" 2>&1
+grep -q "^PYTORCH_CUDA_ALLOC_CONF=" "$tmp/env6" && fail "PYTORCH_ALLOC_CONF set, yet PYTORCH_CUDA_ALLOC_CONF was set"
+# --framework-allocator keeps the caching allocators, still grows on demand.
+"${clean_env[@]}" "$spillway" run --framework-allocator env >"$tmp/env7" 2>"$tmp/err7"
+grep -qE "^(PYTORCH_CUDA_ALLOC_CONF|TF_GPU_ALLOCATOR|XLA_PYTHON_CLIENT_ALLOCATOR)=" "$tmp/env7" &&
+  fail "--framework-allocator set an allocator: $(grep -E '_ALLOC' "$tmp/env7")"
+grep -qxF "TF_FORCE_GPU_ALLOW_GROWTH=true" "$tmp/env7" || fail "--framework-allocator: no growth"
+# expandable segments (VMM) get a warning.
+"${clean_env[@]}" PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "$spillway" run true 2>"$tmp/err8"
+grep -q "^spillway: warning: expandable_segments:True" "$tmp/err8" || fail "no expandable_segments warning"
+# --quiet prints nothing of spillway's own; the exit status is kept either way.
+expect 7 '' -- "$spillway" run -q -- bash -c 'exit 7'
+grep -q 'spillway' "$tmp/out" && fail "--quiet printed: $(cat "$tmp/out")"
+expect 7 '^spillway: no process of the job made a CUDA call' -- "$spillway" run -- bash -c 'exit 7'
+expect 0 '^spillway: framework settings' -- "$spillway" run -- true
+expect 0 '' -- "$spillway" run --mode off -- true
+grep -q 'framework settings' "$tmp/out" && fail "--mode off printed framework settings"
+
+# The summary lines read the summary defensively: unknown and nested fields, escaped strings,
+# missing engine fields. The job writes the file itself (its bash reaches no hook, so the shim
+# keeps an existing file).
+cat >"$tmp/job.sh" <<'EOF'
+printf '%s' '{"version":"9","pid":4242,"future":{"x":[1,{"y":"a\"b"}]},"calls":{"cuInit":1},' \
+  '"allocations":{"bytes_peak":3221225472},"engine":{"policy":"learned","evict_bytes":1048576},' \
+  '"errors":["cuMemPrefetchAsync: \"bad\" value","second"]}' >"$SPILLWAY_SUMMARY"
+exit 3
+EOF
+expect 3 '^spillway: pid 4242: policy learned, budget \?, peak 3.00 GiB, prefetched \?, evicted 1.0 MiB, 2 errors$' -- \
+  "$spillway" run --summary "$tmp/own.json" -- bash "$tmp/job.sh"
+grep -qF 'spillway:   first error: cuMemPrefetchAsync: \"bad\" value' "$tmp/out" ||
+  fail "no first error line: $(cat "$tmp/out")"
+grep -qxF "spillway:   summary: $tmp/own.json" "$tmp/out" || fail "no summary path line"
+
+# Signals sent to the launcher reach the job; its status comes back.
+"$spillway" run -- bash -c 'trap "exit 3" TERM; sleep 5 & wait' >/dev/null 2>&1 &
+launcher=$!
+sleep 0.5
+kill -TERM "$launcher"
+wait "$launcher"
+rc=$?
+[[ $rc -eq 3 ]] || fail "TERM to the launcher: exit $rc, want 3 (the job's)"
+
+# A real job on simgpu: one line per process that used CUDA, with %p one summary each.
+if [[ "$with_simgpu" == simgpu ]]; then
+  job=("$out/oversubscribe" --factor 2 --buffer 4MiB --passes 1)
+  expect 0 '^spillway: pid [0-9]+: policy [a-z]+, budget 64.0 MiB, peak 128.0 MiB, prefetched [0-9.]+ MiB, evicted [0-9.]+ MiB, 0 errors$' -- \
+    env SIMGPU_MEMORY=64MiB "$spillway" run --simgpu --device-memory 64MiB -- "${job[@]}"
+  expect 4 '' -- env SIMGPU_MEMORY=64MiB "$spillway" run --simgpu --device-memory 64MiB \
+    --summary "$tmp/rank-%p.json" -- bash -c "${job[*]} & ${job[*]}; wait; exit 4"
+  lines=$(grep -c '^spillway: pid [0-9]*: policy [a-z]*, budget' "$tmp/out")
+  files=$(find "$tmp" -name 'rank-*.json' | wc -l)
+  [[ $lines -eq 2 && $files -ge 2 ]] ||
+    fail "two simgpu processes: $lines summary lines, $files files: $(cat "$tmp/out")"
+  expect 0 '' -- env SIMGPU_MEMORY=64MiB "$spillway" run -q --simgpu --device-memory 64MiB -- "${job[@]}"
+  grep -q '^spillway' "$tmp/out" && fail "--quiet printed a summary: $(cat "$tmp/out")"
+fi
 
 if [[ $failures -ne 0 ]]; then
   echo "$failures launcher check(s) failed"

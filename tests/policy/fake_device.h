@@ -1,5 +1,5 @@
 // An in-process fake of the engine's device interface: hands out addresses, records every call
-// in order, and can be told to fail discards.
+// in order (streams and events included), and can be told to fail discards.
 #ifndef SPILLWAY_TESTS_POLICY_FAKE_DEVICE_H_
 #define SPILLWAY_TESTS_POLICY_FAKE_DEVICE_H_
 
@@ -11,10 +11,13 @@
 namespace spillway::policy::testing {
 
 struct DeviceCall {
-  std::string what;  // "managed", "device", "free", "to_device", "to_host", "discard"
+  // "managed", "device", "free", "to_device", "to_host", "discard", "stream", "event",
+  // "record" (event recorded on stream), "wait" (stream waits for event)
+  std::string what;
   uint64_t address = 0;
   uint64_t bytes = 0;
   Stream stream = nullptr;
+  Event event = nullptr;
 };
 
 class FakeDevice final : public Device {
@@ -38,6 +41,24 @@ class FakeDevice final : public Device {
   }
   DeviceResult MemoryInfo(uint64_t* free, uint64_t* total) override {
     *free = *total = capacity;
+    return kDeviceOk;
+  }
+  DeviceResult CreateSideStream(Stream* stream) override {
+    *stream = reinterpret_cast<Stream>(next_handle_++);
+    return Record("stream", 0, 0, *stream);
+  }
+  DeviceResult CreateEvent(Event* event) override {
+    *event = reinterpret_cast<Event>(next_handle_++);
+    DeviceCall& call = calls.emplace_back(DeviceCall{"event", 0, 0, nullptr});
+    call.event = *event;
+    return kDeviceOk;
+  }
+  DeviceResult RecordEvent(Event event, Stream stream) override {
+    calls.push_back(DeviceCall{"record", 0, 0, stream, event});
+    return kDeviceOk;
+  }
+  DeviceResult StreamWaitEvent(Stream stream, Event event) override {
+    calls.push_back(DeviceCall{"wait", 0, 0, stream, event});
     return kDeviceOk;
   }
 
@@ -65,6 +86,7 @@ class FakeDevice final : public Device {
     return kDeviceOk;
   }
   uint64_t next_ = 0x7f0000000000;
+  uintptr_t next_handle_ = 0x1000;
 };
 
 }  // namespace spillway::policy::testing

@@ -1,0 +1,205 @@
+// The planner (see planner.h): Belady's decisions over the replayed steps, turned into a
+// per-position schedule for one steady-state step.
+#include "policy/planner.h"
+
+#include <algorithm>
+#include <map>
+#include <queue>
+
+#include "absl/strings/str_cat.h"
+#include "policy/simulator_replay.h"
+
+namespace spillway::policy {
+namespace {
+
+enum class Move { kEvict, kDiscard, kPrefetch, kPopulate };
+
+// Appends chunk `c` to `ranges`, extending the last range when contiguous.
+void AppendChunk(std::vector<ChunkRange>& ranges, const Replay& r, uint32_t c) {
+  const uint64_t id = r.owner[c];
+  const uint32_t k = c - r.base[id];
+  if (!ranges.empty() && ranges.back().alloc_id == id &&
+      ranges.back().first_chunk + ranges.back().num_chunks == k) {
+    ++ranges.back().num_chunks;
+    return;
+  }
+  ranges.push_back(ChunkRange{id, k, 1});
+}
+
+// Generated `keep` rules: allocations that never move in the measured step and are small (one
+// chunk) or used by at least a tenth of the launches.
+std::vector<PolicyRule> PinRules(const Workload& w, const Replay& r, const BeladyRun& run) {
+  std::vector<char> moved(w.allocations.size() + 1, 0);
+  for (const BeladyEvent& e : run.events) {
+    if (e.step != kMeasuredStep) continue;
+    if (e.kind == BeladyEvent::Kind::kEvict || (e.kind == BeladyEvent::Kind::kLoad && !e.fresh)) {
+      moved[r.owner[e.chunk]] = 1;
+    }
+  }
+  std::vector<uint64_t> uses(w.allocations.size() + 1, 0);
+  for (const StepEvent& e : w.step) {
+    if (e.kind != StepEvent::Kind::kLaunch) continue;
+    std::vector<uint64_t> ids;
+    for (const ChunkRange& c : e.launch.accesses) ids.push_back(c.alloc_id);
+    std::sort(ids.begin(), ids.end());
+    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+    for (uint64_t id : ids) ++uses[id];
+  }
+  std::vector<PolicyRule> rules;
+  const uint64_t launches = std::max<uint64_t>(w.num_launches(), 1);
+  for (const WorkloadAllocation& a : w.allocations) {
+    if (moved[a.id] || uses[a.id] == 0) continue;
+    if (a.bytes > kChunkBytes && uses[a.id] * 10 < launches) continue;
+    if (!rules.empty() && rules.back().last_order + 1 == a.id) {
+      rules.back().last_order = a.id;
+      continue;
+    }
+    PolicyRule rule;
+    rule.first_order = rule.last_order = a.id;
+    rule.action = RuleAction::kKeep;
+    rules.push_back(rule);
+  }
+  return rules;
+}
+
+// The schedule for `options.rules` as they are (no host placement is tried).
+absl::StatusOr<PolicyFile> PlanSchedule(const Workload& w, const PlanOptions& options) {
+  const uint64_t cap = options.sim.device_memory / kChunkBytes;
+  if (cap == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("device memory ", options.sim.device_memory, " is less than one 2 MiB chunk"));
+  }
+  PolicyFile policy;
+  policy.model = w.name;
+  policy.fingerprint = WorkloadFingerprint(w);
+  policy.launches = w.num_launches();
+  policy.allocations = w.allocations.size();
+  policy.budget_bytes = cap * kChunkBytes;
+  policy.rules = options.rules;
+
+  // Host-placed and untouched allocations take no device slots: leave them out of the replay by
+  // giving the planner a workload without their accesses.
+  Workload managed = w;
+  for (StepEvent& e : managed.step) {
+    if (e.kind != StepEvent::Kind::kLaunch) continue;
+    auto& acc = e.launch.accesses;
+    acc.erase(std::remove_if(acc.begin(), acc.end(),
+                             [&](const ChunkRange& c) {
+                               const RuleAction a = policy.ActionFor(w.allocation(c.alloc_id));
+                               return a == RuleAction::kHost || a == RuleAction::kNever;
+                             }),
+              acc.end());
+  }
+  const Replay r = BuildReplay(managed);
+  const BeladyRun run = RunBelady(r, cap);
+  const uint64_t n = r.launches_per_step;
+
+  std::vector<uint64_t> alloc_pos(w.allocations.size() + 1, 0);
+  for (const ReplayItem& item : r.items) {
+    if (item.step == 0 && item.kind == StepEvent::Kind::kAlloc) {
+      alloc_pos[item.alloc_id] = item.position;
+    }
+  }
+  // Slots of device memory by the launch position they are free from (earliest first).
+  std::priority_queue<uint64_t, std::vector<uint64_t>, std::greater<>> slots;
+  for (uint64_t i = 0; i < cap; ++i) slots.push(0);
+  std::vector<uint64_t> evicted_at(r.total_chunks, 0);
+  // (global issue position, move, chunk) for the measured step's decisions.
+  std::map<uint64_t, std::vector<std::pair<Move, uint32_t>>> moves;
+  for (const BeladyEvent& e : run.events) {
+    switch (e.kind) {
+      case BeladyEvent::Kind::kFree:
+        slots.push(e.global);
+        break;
+      case BeladyEvent::Kind::kEvict: {
+        const uint64_t issue = e.last_use + 1;
+        evicted_at[e.chunk] = issue;
+        slots.push(issue);
+        if (e.step == kMeasuredStep) {
+          moves[issue].push_back({e.dead ? Move::kDiscard : Move::kEvict, e.chunk});
+        }
+        break;
+      }
+      case BeladyEvent::Kind::kLoad: {
+        uint64_t issue = 0;
+        if (!slots.empty()) {
+          issue = slots.top();
+          slots.pop();
+        }
+        issue = std::max(issue, evicted_at[e.chunk] + 1);
+        if (e.fresh) issue = std::max(issue, e.step * n + alloc_pos[r.owner[e.chunk]]);
+        issue = std::min(issue, e.global);
+        if (e.step == kMeasuredStep) {
+          moves[issue].push_back({e.fresh ? Move::kPopulate : Move::kPrefetch, e.chunk});
+        }
+        break;
+      }
+    }
+  }
+  // Fold global issue positions onto the step (earlier steps' positions wrap around).
+  std::map<uint32_t, ScheduleEntry> entries;
+  for (auto& [global, list] : moves) {
+    const uint32_t position = static_cast<uint32_t>(global % n);
+    ScheduleEntry& entry = entries[position];
+    entry.position = position;
+    std::sort(list.begin(), list.end(),
+              [](const auto& a, const auto& b) { return a.second < b.second; });
+    for (const auto& [move, chunk] : list) {
+      switch (move) {
+        case Move::kEvict:
+          AppendChunk(entry.evict, r, chunk);
+          break;
+        case Move::kDiscard:
+          AppendChunk(entry.discard, r, chunk);
+          break;
+        case Move::kPrefetch:
+          AppendChunk(entry.prefetch, r, chunk);
+          break;
+        case Move::kPopulate:
+          AppendChunk(entry.populate, r, chunk);
+          break;
+      }
+    }
+  }
+  for (auto& [position, entry] : entries) policy.schedule.push_back(std::move(entry));
+  for (PolicyRule& rule : PinRules(managed, r, run)) policy.rules.push_back(rule);
+  return policy;
+}
+
+}  // namespace
+
+absl::StatusOr<PolicyFile> PlanPolicy(const Workload& w, const PlanOptions& options) {
+  if (absl::Status s = ValidateWorkload(w); !s.ok()) return s;
+  absl::StatusOr<PolicyFile> best = PlanSchedule(w, options);
+  if (!best.ok() || !options.place_on_host) return best;
+  const SimResult base = SimulatePlanned(w, *best, options.sim);
+  double best_seconds = base.step_seconds;
+  std::vector<std::string> sites;
+  for (const WorkloadAllocation& a : w.allocations) {
+    if (a.persistent && !a.call_site.empty() &&
+        std::find(sites.begin(), sites.end(), a.call_site) == sites.end()) {
+      sites.push_back(a.call_site);
+    }
+  }
+  PlanOptions trial = options;
+  for (const std::string& site : sites) {
+    PolicyRule host;
+    host.call_site = site;
+    host.action = RuleAction::kHost;
+    trial.rules.push_back(host);
+    absl::StatusOr<PolicyFile> plan = PlanSchedule(w, trial);
+    if (!plan.ok()) return plan.status();
+    const SimResult result = SimulatePlanned(w, *plan, options.sim);
+    if (result.step_seconds < best_seconds * 0.99 &&
+        static_cast<double>(result.bytes_moved()) <=
+            1.1 * static_cast<double>(base.bytes_moved())) {
+      best_seconds = result.step_seconds;
+      best = *std::move(plan);
+    } else {
+      trial.rules.pop_back();
+    }
+  }
+  return best;
+}
+
+}  // namespace spillway::policy

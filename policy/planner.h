@@ -1,0 +1,35 @@
+// The planner: from a workload (a recorded trace or a synthetic step) and a device budget to a
+// policy file. Eviction is Belady's farthest-next-use over 2 MiB chunks (so parts of a large
+// allocation can go while the rest stays); each eviction is issued right after the victim's last
+// use and each load as soon as a device slot is free for it, so transfers run ahead of the
+// kernels that need them; dead data (no use before its free) is discarded, fresh allocations are
+// populated without a copy, and allocations that never move and are small or used constantly are
+// pinned with a generated `keep` rule. Call sites whose persistent allocations are cheaper to
+// read remotely than to move (judged by simulating the step both ways) get a generated `host`
+// rule.
+#ifndef SPILLWAY_POLICY_PLANNER_H_
+#define SPILLWAY_POLICY_PLANNER_H_
+
+#include "absl/status/statusor.h"
+#include "policy/policy_file.h"
+#include "policy/simulator.h"
+#include "policy/workload_model.h"
+
+namespace spillway::policy {
+
+struct PlanOptions {
+  SimOptions sim;
+  // Hand-written rules carried into the plan (first match wins, before generated ones). `host`
+  // and `never` allocations are left out of the schedule; `keep` ones are never evicted.
+  std::vector<PolicyRule> rules;
+  // Try placing each call site's persistent allocations on the host (remote access), one call
+  // site at a time, and keep each placement that makes the simulated step at least 1% faster
+  // without moving more than 10% more bytes than the plan with no host placement.
+  bool place_on_host = true;
+};
+
+absl::StatusOr<PolicyFile> PlanPolicy(const Workload& w, const PlanOptions& options);
+
+}  // namespace spillway::policy
+
+#endif  // SPILLWAY_POLICY_PLANNER_H_

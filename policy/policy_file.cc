@@ -1,0 +1,456 @@
+// Policy files: reading (strict, over the TOML subset), writing, and matching to a workload.
+#include "policy/policy_file.h"
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/string_view.h"
+#include "common/size.h"
+#include "policy/toml_subset.h"
+
+namespace spillway::policy {
+namespace {
+
+using Type = TomlValue::Type;
+
+constexpr int kVersion = 1;
+
+absl::string_view TypeName(Type t) {
+  switch (t) {
+    case Type::kString:
+      return "a string";
+    case Type::kInteger:
+      return "an integer";
+    case Type::kBool:
+      return "a boolean";
+    case Type::kArray:
+      return "an array";
+  }
+  return "?";
+}
+
+// Reads the entries of one table, checking keys, types and values; errors name file:line.
+class TableReader {
+ public:
+  TableReader(absl::string_view file, const TomlTable& table) : file_(file), table_(table) {}
+
+  absl::Status Error(int line, absl::string_view what) const {
+    return absl::InvalidArgumentError(absl::StrCat(file_, ":", line, ": ", what));
+  }
+  std::string Where(absl::string_view key) const {
+    return table_.name.empty() ? std::string(key) : absl::StrCat(table_.name, ".", key);
+  }
+  // Rejects keys not in `known`.
+  absl::Status OnlyKeys(std::initializer_list<absl::string_view> known) const {
+    for (const auto& [key, value] : table_.entries) {
+      bool ok = false;
+      for (absl::string_view k : known) ok = ok || k == key;
+      if (!ok) {
+        std::string list;
+        for (absl::string_view k : known) absl::StrAppend(&list, list.empty() ? "" : ", ", k);
+        return Error(value.line,
+                     absl::StrCat("unknown key '", Where(key), "' (known: ", list, ")"));
+      }
+    }
+    return absl::OkStatus();
+  }
+  const TomlValue* Find(absl::string_view key) const {
+    for (const auto& [k, v] : table_.entries) {
+      if (k == key) return &v;
+    }
+    return nullptr;
+  }
+  absl::Status Expect(absl::string_view key, const TomlValue& v, Type type) const {
+    if (v.type == type) return absl::OkStatus();
+    return Error(v.line, absl::StrCat("'", Where(key), "' must be ", TypeName(type), ", not ",
+                                      TypeName(v.type)));
+  }
+  absl::Status Required(absl::string_view key) const {
+    return Error(table_.line, absl::StrCat("missing key '", Where(key), "'"));
+  }
+  absl::Status String(absl::string_view key, std::string* out) const {
+    const TomlValue* v = Find(key);
+    if (v == nullptr) return absl::OkStatus();
+    if (absl::Status s = Expect(key, *v, Type::kString); !s.ok()) return s;
+    *out = v->string;
+    return absl::OkStatus();
+  }
+  absl::Status Count(absl::string_view key, uint64_t* out) const {
+    const TomlValue* v = Find(key);
+    if (v == nullptr) return absl::OkStatus();
+    if (absl::Status s = Expect(key, *v, Type::kInteger); !s.ok()) return s;
+    if (v->integer < 0)
+      return Error(v->line, absl::StrCat("'", Where(key), "' must not be negative"));
+    *out = static_cast<uint64_t>(v->integer);
+    return absl::OkStatus();
+  }
+  // A size: bytes as an integer or a string such as "8GiB".
+  absl::Status Size(absl::string_view key, uint64_t* out) const {
+    const TomlValue* v = Find(key);
+    if (v == nullptr) return absl::OkStatus();
+    if (v->type == Type::kInteger) return Count(key, out);
+    if (v->type != Type::kString) {
+      return Error(v->line, absl::StrCat("'", Where(key), "' must be a size (\"8GiB\" or bytes)"));
+    }
+    absl::StatusOr<uint64_t> size = ParseSize(v->string);
+    if (!size.ok()) {
+      return Error(v->line, absl::StrCat("'", Where(key), "': ", size.status().message()));
+    }
+    *out = *size;
+    return absl::OkStatus();
+  }
+
+ private:
+  absl::string_view file_;
+  const TomlTable& table_;
+};
+
+absl::StatusOr<ChunkRange> ParseChunkRange(const TableReader& t, absl::string_view key,
+                                           const TomlValue& v) {
+  auto bad = [&](absl::string_view why) {
+    return t.Error(v.line, absl::StrCat("'", t.Where(key), "' entry \"", v.string, "\": ", why,
+                                        " (write \"ALLOC:CHUNK\" or "
+                                        "\"ALLOC:FIRST-LAST\")"));
+  };
+  if (v.type != Type::kString) {
+    return t.Error(v.line, absl::StrCat("'", t.Where(key), "' must be an array of strings"));
+  }
+  const absl::string_view s = v.string;
+  const size_t colon = s.find(':');
+  if (colon == absl::string_view::npos) return bad("no ':'");
+  const absl::string_view id_text = s.substr(0, colon);
+  absl::string_view chunks = s.substr(colon + 1);
+  const size_t dash = chunks.find('-');
+  uint64_t id = 0, first = 0, last = 0;
+  if (!absl::SimpleAtoi(absl::string_view(id_text.data(), id_text.size()), &id) || id == 0 ||
+      id_text.empty() || id_text[0] == '+' || id_text[0] == '-') {
+    return bad("the allocation must be a positive integer");
+  }
+  const absl::string_view first_text = chunks.substr(0, dash);
+  const absl::string_view last_text =
+      dash == absl::string_view::npos ? first_text : chunks.substr(dash + 1);
+  auto digits = [](absl::string_view x) {
+    return !x.empty() && x.size() <= 9 &&
+           x.find_first_not_of("0123456789") == absl::string_view::npos;
+  };
+  if (!digits(first_text) || !digits(last_text)) return bad("chunks must be integers");
+  absl::SimpleAtoi(absl::string_view(first_text.data(), first_text.size()), &first);
+  absl::SimpleAtoi(absl::string_view(last_text.data(), last_text.size()), &last);
+  if (last < first) return bad("the last chunk is before the first");
+  return ChunkRange{id, static_cast<uint32_t>(first), static_cast<uint32_t>(last - first + 1)};
+}
+
+absl::Status ReadModel(const TableReader& t, PolicyFile* p) {
+  if (absl::Status s = t.OnlyKeys({"name", "fingerprint", "launches", "allocations"}); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = t.String("name", &p->model); !s.ok()) return s;
+  std::string fp;
+  if (absl::Status s = t.String("fingerprint", &fp); !s.ok()) return s;
+  if (!fp.empty()) {
+    const TomlValue* v = t.Find("fingerprint");
+    if (fp.size() != 16 || fp.find_first_not_of("0123456789abcdef") != std::string::npos) {
+      return t.Error(v->line, "'model.fingerprint' must be 16 lowercase hex digits");
+    }
+    p->fingerprint = std::stoull(fp, nullptr, 16);
+  }
+  if (absl::Status s = t.Count("launches", &p->launches); !s.ok()) return s;
+  return t.Count("allocations", &p->allocations);
+}
+
+absl::Status ReadRule(const TableReader& t, const TomlTable& table, PolicyFile* p) {
+  if (absl::Status s =
+          t.OnlyKeys({"call_site", "module", "min_size", "max_size", "order", "action"});
+      !s.ok()) {
+    return s;
+  }
+  PolicyRule rule;
+  rule.line = table.line;
+  if (absl::Status s = t.String("call_site", &rule.call_site); !s.ok()) return s;
+  if (absl::Status s = t.String("module", &rule.module); !s.ok()) return s;
+  if (absl::Status s = t.Size("min_size", &rule.min_bytes); !s.ok()) return s;
+  if (absl::Status s = t.Size("max_size", &rule.max_bytes); !s.ok()) return s;
+  if (rule.min_bytes > rule.max_bytes) {
+    return t.Error(t.Find("max_size")->line, "'rule.max_size' is less than 'rule.min_size'");
+  }
+  if (const TomlValue* v = t.Find("order")) {
+    const bool single = v->type == Type::kInteger;
+    const bool pair =
+        v->type == Type::kArray && v->array.size() == 2 && v->array[0].type == Type::kInteger;
+    if (!single && !pair) {
+      return t.Error(v->line, "'rule.order' must be an integer or [first, last]");
+    }
+    const int64_t first = single ? v->integer : v->array[0].integer;
+    const int64_t last = single ? v->integer : v->array[1].integer;
+    if (first < 1 || last < first) {
+      return t.Error(v->line, "'rule.order' must be positive and first <= last");
+    }
+    rule.first_order = static_cast<uint64_t>(first);
+    rule.last_order = static_cast<uint64_t>(last);
+  }
+  const TomlValue* action = t.Find("action");
+  if (action == nullptr) return t.Required("action");
+  if (absl::Status s = t.Expect("action", *action, Type::kString); !s.ok()) return s;
+  const std::string& a = action->string;
+  if (a == "keep") {
+    rule.action = RuleAction::kKeep;
+  } else if (a == "host") {
+    rule.action = RuleAction::kHost;
+  } else if (a == "swap") {
+    rule.action = RuleAction::kSwap;
+  } else if (a == "never") {
+    rule.action = RuleAction::kNever;
+  } else {
+    return t.Error(action->line, absl::StrCat("'rule.action' is \"", a,
+                                              "\"; it must be keep, host, swap or never"));
+  }
+  p->rules.push_back(rule);
+  return absl::OkStatus();
+}
+
+absl::Status ReadStep(const TableReader& t, const TomlTable& table, PolicyFile* p) {
+  if (absl::Status s = t.OnlyKeys({"position", "evict", "discard", "prefetch", "populate"});
+      !s.ok()) {
+    return s;
+  }
+  ScheduleEntry e;
+  const TomlValue* pos = t.Find("position");
+  if (pos == nullptr) return t.Required("position");
+  uint64_t position = 0;
+  if (absl::Status s = t.Count("position", &position); !s.ok()) return s;
+  if (position > UINT32_MAX) return t.Error(pos->line, "'step.position' is too large");
+  e.position = static_cast<uint32_t>(position);
+  if (!p->schedule.empty() && p->schedule.back().position >= e.position) {
+    return t.Error(pos->line,
+                   absl::StrCat("'step.position' ", e.position,
+                                " is not after the previous step's ", p->schedule.back().position));
+  }
+  const std::pair<absl::string_view, std::vector<ChunkRange>*> lists[] = {
+      {"evict", &e.evict},
+      {"discard", &e.discard},
+      {"prefetch", &e.prefetch},
+      {"populate", &e.populate}};
+  for (const auto& [key, out] : lists) {
+    const TomlValue* v = t.Find(key);
+    if (v == nullptr) continue;
+    if (v->type != Type::kArray) {
+      return t.Error(v->line, absl::StrCat("'", t.Where(key), "' must be an array of strings"));
+    }
+    for (const TomlValue& item : v->array) {
+      absl::StatusOr<ChunkRange> r = ParseChunkRange(t, key, item);
+      if (!r.ok()) return r.status();
+      out->push_back(*r);
+    }
+  }
+  (void)table;
+  p->schedule.push_back(std::move(e));
+  return absl::OkStatus();
+}
+
+std::string RangeText(const ChunkRange& r) {
+  if (r.num_chunks == 1) return absl::StrCat(r.alloc_id, ":", r.first_chunk);
+  return absl::StrCat(r.alloc_id, ":", r.first_chunk, "-", r.first_chunk + r.num_chunks - 1);
+}
+
+std::string SizeText(uint64_t bytes) {
+  constexpr uint64_t kMiB = uint64_t{1} << 20;
+  if (bytes >= (kMiB << 10) && bytes % (kMiB << 10) == 0) {
+    return absl::StrCat("\"", bytes / (kMiB << 10), "GiB\"");
+  }
+  if (bytes >= kMiB && bytes % kMiB == 0) return absl::StrCat("\"", bytes / kMiB, "MiB\"");
+  return absl::StrCat(bytes);
+}
+
+}  // namespace
+
+std::string_view RuleActionName(RuleAction a) {
+  switch (a) {
+    case RuleAction::kKeep:
+      return "keep";
+    case RuleAction::kHost:
+      return "host";
+    case RuleAction::kSwap:
+      return "swap";
+    case RuleAction::kNever:
+      return "never";
+  }
+  return "swap";
+}
+
+bool PolicyRule::Matches(const WorkloadAllocation& a) const {
+  if (!call_site.empty() && call_site != a.call_site) return false;
+  if (!module.empty() && module != a.module) return false;
+  if (a.bytes < min_bytes || a.bytes > max_bytes) return false;
+  if (first_order != 0 && (a.id < first_order || a.id > last_order)) return false;
+  return true;
+}
+
+RuleAction PolicyFile::ActionFor(const WorkloadAllocation& a) const {
+  for (const PolicyRule& r : rules) {
+    if (r.Matches(a)) return r.action;
+  }
+  return RuleAction::kSwap;
+}
+
+absl::StatusOr<PolicyFile> ParsePolicyFile(std::string_view text_in, std::string_view file_in) {
+  absl::StatusOr<TomlDocument> doc = ParseToml(text_in, file_in);
+  const absl::string_view file_name(file_in.data(), file_in.size());
+  if (!doc.ok()) return doc.status();
+  PolicyFile p;
+  bool have_budget = false;
+  for (const TomlTable& table : doc->tables) {
+    const TableReader t(file_name, table);
+    if (table.name.empty()) {
+      if (absl::Status s = t.OnlyKeys({"version"}); !s.ok()) return s;
+      const TomlValue* v = t.Find("version");
+      if (v == nullptr) return t.Error(1, "missing key 'version' (this format is version 1)");
+      if (v->type != Type::kInteger || v->integer != kVersion) {
+        return t.Error(v->line, "'version' must be 1 (the only version this spillway reads)");
+      }
+      continue;
+    }
+    const bool array = table.array_element;
+    absl::Status s;
+    if (table.name == "model" && !array) {
+      s = ReadModel(t, &p);
+    } else if (table.name == "budget" && !array) {
+      s = t.OnlyKeys({"device_memory"});
+      if (s.ok() && t.Find("device_memory") == nullptr) s = t.Required("device_memory");
+      if (s.ok()) s = t.Size("device_memory", &p.budget_bytes);
+      have_budget = true;
+    } else if (table.name == "rule" && array) {
+      s = ReadRule(t, table, &p);
+    } else if (table.name == "step" && array) {
+      s = ReadStep(t, table, &p);
+    } else if (table.name == "model" || table.name == "budget") {
+      s = t.Error(table.line, absl::StrCat("write [", table.name, "], not [[", table.name, "]]"));
+    } else if (table.name == "rule" || table.name == "step") {
+      s = t.Error(table.line, absl::StrCat("write [[", table.name, "]], not [", table.name, "]"));
+    } else {
+      s = t.Error(table.line, absl::StrCat("unknown table '", table.name,
+                                           "' (known: model, budget, rule, step)"));
+    }
+    if (!s.ok()) return s;
+  }
+  if (!have_budget) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        file_name, ":1: missing table [budget] (the device memory it was planned for)"));
+  }
+  return p;
+}
+
+absl::StatusOr<PolicyFile> ReadPolicyFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open the policy file"));
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return ParsePolicyFile(buffer.str(), path);
+}
+
+std::string FormatPolicyFile(const PolicyFile& p) {
+  std::string out =
+      "# spillway policy file (docs/policy.md). Generated by spillway plan; rules may be edited.\n"
+      "version = 1\n\n[model]\n";
+  absl::StrAppend(&out, "name = ", TomlQuote(p.model), "\n");
+  if (p.fingerprint != 0) {
+    absl::StrAppend(&out, "fingerprint = \"", absl::StrFormat("%016x", p.fingerprint),
+                    "\"  # launch sequence + allocation pattern\n");
+  }
+  if (p.launches != 0) absl::StrAppend(&out, "launches = ", p.launches, "\n");
+  if (p.allocations != 0) absl::StrAppend(&out, "allocations = ", p.allocations, "\n");
+  absl::StrAppend(&out, "\n[budget]\ndevice_memory = ", SizeText(p.budget_bytes), "\n");
+  for (const PolicyRule& r : p.rules) {
+    out += "\n[[rule]]\n";
+    if (!r.call_site.empty()) absl::StrAppend(&out, "call_site = ", TomlQuote(r.call_site), "\n");
+    if (!r.module.empty()) absl::StrAppend(&out, "module = ", TomlQuote(r.module), "\n");
+    if (r.min_bytes != 0) absl::StrAppend(&out, "min_size = ", SizeText(r.min_bytes), "\n");
+    if (r.max_bytes != std::numeric_limits<uint64_t>::max()) {
+      absl::StrAppend(&out, "max_size = ", SizeText(r.max_bytes), "\n");
+    }
+    if (r.first_order != 0) {
+      absl::StrAppend(&out, "order = [", r.first_order, ", ", r.last_order, "]\n");
+    }
+    absl::StrAppend(&out, "action = \"", std::string(RuleActionName(r.action)), "\"\n");
+  }
+  if (!p.schedule.empty()) {
+    out +=
+        "\n# The schedule: before the launch at `position` (0-based, in the step), evict (copy\n"
+        "# back), discard (dead: no copy), prefetch (copy in), populate (fresh: no copy).\n"
+        "# Entries are \"ALLOCATION:CHUNK\" or \"ALLOCATION:FIRST-LAST\" (2 MiB chunks).\n";
+  }
+  for (const ScheduleEntry& e : p.schedule) {
+    absl::StrAppend(&out, "\n[[step]]\nposition = ", e.position, "\n");
+    const std::pair<const char*, const std::vector<ChunkRange>*> lists[] = {
+        {"evict", &e.evict},
+        {"discard", &e.discard},
+        {"prefetch", &e.prefetch},
+        {"populate", &e.populate}};
+    for (const auto& [key, ranges] : lists) {
+      if (ranges->empty()) continue;
+      absl::StrAppend(&out, key, " = [");
+      for (size_t i = 0; i < ranges->size(); ++i) {
+        absl::StrAppend(&out, i ? ", " : "", "\"", RangeText((*ranges)[i]), "\"");
+      }
+      out += "]\n";
+    }
+  }
+  return out;
+}
+
+absl::Status CheckPolicyMatches(const PolicyFile& p, const Workload& w) {
+  const uint64_t fp = WorkloadFingerprint(w);
+  if (p.fingerprint != 0 && p.fingerprint != fp) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "policy for model '%s' (fingerprint %016x) does not match this job (fingerprint %016x)",
+        p.model, p.fingerprint, fp));
+  }
+  if (p.launches != 0 && p.launches != w.num_launches()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "policy expects ", p.launches, " launches per step, the job has ", w.num_launches()));
+  }
+  if (p.allocations != 0 && p.allocations != w.allocations.size()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "policy expects ", p.allocations, " allocations, the job has ", w.allocations.size()));
+  }
+  for (const ScheduleEntry& e : p.schedule) {
+    if (e.position >= w.num_launches()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "schedule position ", e.position, " is past the step's ", w.num_launches(), " launches"));
+    }
+    for (const auto* list : {&e.evict, &e.discard, &e.prefetch, &e.populate}) {
+      for (const ChunkRange& r : *list) {
+        if (r.alloc_id == 0 || r.alloc_id > w.allocations.size() ||
+            uint64_t{r.first_chunk} + r.num_chunks > ChunksOf(w.allocation(r.alloc_id).bytes)) {
+          return absl::FailedPreconditionError(
+              absl::StrCat("schedule position ", e.position, " names ", r.alloc_id, ":",
+                           r.first_chunk, "+", r.num_chunks, ", which is not in the job"));
+        }
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+bool operator==(const ChunkRange& a, const ChunkRange& b) {
+  return a.alloc_id == b.alloc_id && a.first_chunk == b.first_chunk && a.num_chunks == b.num_chunks;
+}
+bool operator==(const PolicyRule& a, const PolicyRule& b) {
+  return a.call_site == b.call_site && a.module == b.module && a.min_bytes == b.min_bytes &&
+         a.max_bytes == b.max_bytes && a.first_order == b.first_order &&
+         a.last_order == b.last_order && a.action == b.action;
+}
+bool operator==(const ScheduleEntry& a, const ScheduleEntry& b) {
+  return a.position == b.position && a.evict == b.evict && a.discard == b.discard &&
+         a.prefetch == b.prefetch && a.populate == b.populate;
+}
+bool operator==(const PolicyFile& a, const PolicyFile& b) {
+  return a.model == b.model && a.fingerprint == b.fingerprint && a.launches == b.launches &&
+         a.allocations == b.allocations && a.budget_bytes == b.budget_bytes && a.rules == b.rules &&
+         a.schedule == b.schedule;
+}
+
+}  // namespace spillway::policy

@@ -1,0 +1,80 @@
+// A policy file (TOML, see docs/policy.md): the device budget a schedule was planned for, the
+// model fingerprint that ties it to a job, hand-written rules that place allocations, and the
+// generated schedule (per launch position in the training step: what to prefetch, evict, discard
+// or populate). Parsing is strict: unknown keys and bad values are errors naming file:line.
+#ifndef SPILLWAY_POLICY_POLICY_FILE_H_
+#define SPILLWAY_POLICY_POLICY_FILE_H_
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "policy/workload_model.h"
+
+namespace spillway::policy {
+
+enum class RuleAction {
+  kKeep,   // pinned: stays on the device once there
+  kHost,   // placed on the host; kernels read it remotely over the link
+  kSwap,   // moved by the schedule (the default for what no rule matches)
+  kNever,  // never touched by the policy: left to demand paging
+};
+std::string_view RuleActionName(RuleAction a);
+
+// An allocation matches when every given criterion matches (an empty criterion matches all).
+struct PolicyRule {
+  std::string call_site;  // exact call-site label
+  std::string module;     // exact module name
+  uint64_t min_bytes = 0;
+  uint64_t max_bytes = std::numeric_limits<uint64_t>::max();
+  uint64_t first_order = 0;  // allocation order in the step: its id (1-based); 0 = any
+  uint64_t last_order = 0;
+  RuleAction action = RuleAction::kSwap;
+  int line = 0;  // where it was read from (0 when generated)
+
+  bool Matches(const WorkloadAllocation& a) const;
+};
+
+// Per launch position (0-based index of the launch in the step): moves issued before it.
+struct ScheduleEntry {
+  uint32_t position = 0;
+  std::vector<ChunkRange> evict;     // written back to the host (still needed later)
+  std::vector<ChunkRange> discard;   // dropped with no copy (dead until freed or overwritten)
+  std::vector<ChunkRange> prefetch;  // migrated to the device
+  std::vector<ChunkRange> populate;  // made resident without a copy (fresh, not yet written)
+};
+
+struct PolicyFile {
+  std::string model;              // a name for people
+  uint64_t fingerprint = 0;       // WorkloadFingerprint of the job it was planned for; 0 = none
+  uint64_t launches = 0;          // launches per step (0 = not checked)
+  uint64_t allocations = 0;       // allocations (0 = not checked)
+  uint64_t budget_bytes = 0;      // device memory it was planned for
+  std::vector<PolicyRule> rules;  // first match wins
+  std::vector<ScheduleEntry> schedule;  // ascending positions
+
+  // The action for an allocation: the first matching rule's, else kSwap.
+  RuleAction ActionFor(const WorkloadAllocation& a) const;
+};
+
+// Parses policy-file text; errors read "<file>:<line>: <what is wrong>".
+absl::StatusOr<PolicyFile> ParsePolicyFile(std::string_view text, std::string_view file_name);
+absl::StatusOr<PolicyFile> ReadPolicyFile(const std::string& path);
+// Writes the file (with comments); ParsePolicyFile reads back an equal PolicyFile.
+std::string FormatPolicyFile(const PolicyFile& policy);
+
+// Checks that `policy` belongs to `w` (fingerprint, launch and allocation counts) and that its
+// schedule names only existing positions, allocations and chunks.
+absl::Status CheckPolicyMatches(const PolicyFile& policy, const Workload& w);
+
+bool operator==(const ChunkRange& a, const ChunkRange& b);
+bool operator==(const PolicyRule& a, const PolicyRule& b);
+bool operator==(const ScheduleEntry& a, const ScheduleEntry& b);
+bool operator==(const PolicyFile& a, const PolicyFile& b);
+
+}  // namespace spillway::policy
+
+#endif  // SPILLWAY_POLICY_POLICY_FILE_H_

@@ -1,0 +1,474 @@
+// The step simulator (see simulator.h). All policies share the chunk-level residency state below
+// (what simgpu keeps: resident chunks in the order they became resident) and the engine timelines
+// (compute, H2D, D2H as in simgpu's BookEngine).
+#include "policy/simulator.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+#include <queue>
+#include <string>
+#include <unordered_map>
+
+#include "absl/strings/str_format.h"
+#include "common/size.h"
+#include "policy/simulator_replay.h"
+
+namespace spillway::policy {
+namespace {
+
+using Kind = StepEvent::Kind;
+
+// Steps an EvictionPolicy runs before the reported one (the learned policy detects the step
+// online; lru and demand paging are steady after one).
+constexpr uint32_t kPolicyWarmupSteps = 3;
+
+// Resident chunks, oldest-resident first (nvidia-uvm's root-chunk order, simgpu's FIFO).
+class ChunkResidency {
+ public:
+  explicit ChunkResidency(uint32_t chunks) : prev_(chunks, -1), next_(chunks, -1), in_(chunks) {}
+  bool resident(uint32_t c) const { return in_[c] != 0; }
+  uint64_t count() const { return count_; }
+  void Add(uint32_t c) {
+    in_[c] = 1;
+    prev_[c] = tail_;
+    next_[c] = -1;
+    if (tail_ >= 0)
+      next_[tail_] = static_cast<int32_t>(c);
+    else
+      head_ = static_cast<int32_t>(c);
+    tail_ = static_cast<int32_t>(c);
+    ++count_;
+  }
+  void Remove(uint32_t c) {
+    if (!in_[c]) return;
+    in_[c] = 0;
+    if (prev_[c] >= 0)
+      next_[prev_[c]] = next_[c];
+    else
+      head_ = next_[c];
+    if (next_[c] >= 0)
+      prev_[next_[c]] = prev_[c];
+    else
+      tail_ = prev_[c];
+    --count_;
+  }
+  // The oldest resident chunk for which `ok` holds, or -1.
+  int64_t Oldest(const std::function<bool(uint32_t)>& ok) const {
+    for (int32_t c = head_; c >= 0; c = next_[c]) {
+      if (ok(static_cast<uint32_t>(c))) return c;
+    }
+    return -1;
+  }
+
+ private:
+  std::vector<int32_t> prev_, next_;
+  std::vector<char> in_;
+  int32_t head_ = -1, tail_ = -1;
+  uint64_t count_ = 0;
+};
+
+struct Timelines {
+  double compute = 0, h2d = 0, d2h = 0;
+  int engines = 2;
+  // Books `seconds` on the H2D or D2H engine from `earliest`; returns the end (simgpu's rule: one
+  // shared engine when copy_engines < 2).
+  double Book(bool in, double earliest, double seconds) {
+    double& free = (in || engines < 2) ? h2d : d2h;
+    const double start = std::max(earliest, free);
+    free = start + seconds;
+    return free;
+  }
+};
+
+uint64_t CapacityChunks(const SimOptions& o) {
+  return std::max<uint64_t>(o.device_memory / kChunkBytes, 1);
+}
+
+// Counts into the result only during the measured step; measures its compute-timeline span.
+class StepMeter {
+ public:
+  explicit StepMeter(SimResult* r, uint32_t measured = kMeasuredStep)
+      : r_(r), measured_(measured) {}
+  bool On(uint32_t step) const { return step == measured_; }
+  void StepBoundary(uint32_t step, double compute_end) {
+    if (step == measured_) start_ = compute_end;
+    if (step == measured_ + 1) r_->step_seconds = compute_end - start_;
+  }
+
+ private:
+  SimResult* r_;
+  uint32_t measured_;
+  double start_ = 0;
+};
+
+// Drives `on_item` over the replay and closes the measured step.
+template <typename F>
+void ForEachItem(const Replay& r, Timelines& t, StepMeter& meter, F on_item) {
+  uint32_t step = 0;
+  for (const ReplayItem& item : r.items) {
+    if (item.step != step) {
+      meter.StepBoundary(item.step, t.compute);
+      step = item.step;
+    }
+    on_item(item);
+  }
+  meter.StepBoundary(step + 1, t.compute);
+}
+
+uint32_t ChunkEnd(const Replay& r, uint64_t id) {
+  return id + 1 < r.base.size() ? r.base[id + 1] : r.total_chunks;
+}
+
+double ComputeOf(const ReplayItem& item, const SimOptions& o) {
+  return item.launch->compute_seconds > 0 ? item.launch->compute_seconds
+                                          : o.cost.default_kernel_seconds;
+}
+
+}  // namespace
+
+SimResult SimulateDemandPaging(const Workload& w, const SimOptions& o) {
+  const Replay r = BuildReplay(w);
+  SimResult res;
+  res.policy = "demand";
+  ChunkResidency state(r.total_chunks);
+  Timelines t;
+  StepMeter meter(&res);
+  const uint64_t cap = CapacityChunks(o);
+  ForEachItem(r, t, meter, [&](const ReplayItem& item) {
+    if (item.kind != Kind::kLaunch) {
+      for (uint32_t c = r.base[item.alloc_id]; c < ChunkEnd(r, item.alloc_id); ++c) state.Remove(c);
+      return;
+    }
+    uint64_t faults = 0, evicted = 0;
+    for (uint32_t c : item.chunks) {
+      if (state.resident(c)) continue;
+      while (state.count() + 1 > cap) {
+        const int64_t v = state.Oldest([](uint32_t) { return true; });
+        if (v < 0) break;
+        state.Remove(static_cast<uint32_t>(v));
+        ++evicted;
+      }
+      if (state.count() + 1 > cap && meter.On(item.step)) ++res.overcommit_chunks;
+      state.Add(c);
+      ++faults;
+    }
+    const double stall = FaultStallSeconds(o.cost, faults * kChunkBytes, evicted * kChunkBytes);
+    t.compute += ComputeOf(item, o) + stall;
+    if (meter.On(item.step)) {
+      res.demand_faults += faults;
+      res.fault_batches += FaultBatches(o.cost, faults * kChunkBytes);
+      res.h2d_bytes += faults * kChunkBytes;
+      res.d2h_bytes += evicted * kChunkBytes;
+      res.compute_seconds += ComputeOf(item, o);
+    }
+  });
+  return res;
+}
+
+SimResult SimulateEvictionPolicy(const Workload& w, const SimOptions& o,
+                                 const std::function<std::unique_ptr<EvictionPolicy>()>& make,
+                                 const std::string& name) {
+  // Learning policies see a few steps before the one reported.
+  const Replay r = BuildReplay(w, kPolicyWarmupSteps + 2);
+  SimResult res;
+  res.policy = name;
+  ChunkResidency state(r.total_chunks);
+  Timelines t;
+  t.engines = o.cost.copy_engines;
+  StepMeter meter(&res, kPolicyWarmupSteps);
+  const uint64_t cap = CapacityChunks(o);
+  const uint64_t budget = cap * kChunkBytes;
+  std::unique_ptr<EvictionPolicy> policy = make();
+  // What ResidencyEngine tracks per managed allocation.
+  struct Tracked {
+    bool live = false, resident = false;
+    uint64_t used_by_launch = 0;
+  };
+  std::vector<Tracked> tracked(w.allocations.size() + 1);
+  for (const WorkloadAllocation& a : w.allocations) tracked[a.id].live = a.persistent;
+  uint64_t resident_bytes = 0, stamp = 0;
+  auto size_of = [&](uint64_t id) {
+    return uint64_t{ChunksOf(w.allocation(id).bytes)} * kChunkBytes;
+  };
+  // The engine gives every allocation its own id: a step-local allocation gets a new one each
+  // step (id + step x period), which maps back to the workload's id modulo the period.
+  const uint64_t period = w.allocations.size() + 1;
+  auto policy_id = [&](uint64_t id, uint32_t step) {
+    return w.allocation(id).persistent ? id : id + uint64_t{step} * period;
+  };
+  struct Context {
+    const std::vector<Tracked>* tracked;
+    uint64_t stamp;
+    uint64_t period;
+  };
+  auto evictable = [](const void* ctx, uint64_t pid) {
+    const auto* c = static_cast<const Context*>(ctx);
+    const Tracked& tr = (*c->tracked)[pid % c->period];
+    return tr.live && tr.resident && tr.used_by_launch != c->stamp;
+  };
+  ForEachItem(r, t, meter, [&](const ReplayItem& item) {
+    const bool on = meter.On(item.step);
+    if (item.kind == Kind::kAlloc) {
+      tracked[item.alloc_id] = Tracked{true, false, 0};
+      return;
+    }
+    if (item.kind == Kind::kFree) {  // the engine discards, then forgets
+      Tracked& tr = tracked[item.alloc_id];
+      if (tr.resident) resident_bytes -= size_of(item.alloc_id);
+      tr = Tracked{};
+      policy->Forget(policy_id(item.alloc_id, item.step));
+      for (uint32_t c = r.base[item.alloc_id]; c < ChunkEnd(r, item.alloc_id); ++c) {
+        if (state.resident(c) && on) res.discarded_bytes += kChunkBytes;
+        state.Remove(c);
+      }
+      return;
+    }
+    // ResidencyEngine::OnLaunch: touch, evict whole allocations, prefetch what fits.
+    ++stamp;
+    uint64_t needed = 0;
+    std::vector<uint64_t> ids, pids, sizes;
+    for (const ChunkRange& a : item.launch->accesses) {
+      if (std::find(ids.begin(), ids.end(), a.alloc_id) != ids.end()) continue;
+      ids.push_back(a.alloc_id);
+      pids.push_back(policy_id(a.alloc_id, item.step));
+      sizes.push_back(w.allocation(a.alloc_id).bytes);
+    }
+    policy->ObserveLaunch(LaunchView{std::hash<std::string>()(item.launch->kernel) | 1, pids.data(),
+                                     sizes.data(), pids.size()});
+    for (size_t i = 0; i < ids.size(); ++i) {
+      tracked[ids[i]].used_by_launch = stamp;
+      policy->Touch(pids[i]);
+      if (!tracked[ids[i]].resident) needed += size_of(ids[i]);
+    }
+    const Context ctx{&tracked, stamp, period};
+    uint64_t out = 0, in = 0, in_evicted = 0;
+    while (resident_bytes + needed > budget) {
+      const uint64_t pv = policy->PickVictim(evictable, &ctx);
+      if (pv == 0) break;
+      const uint64_t v = pv % period;
+      tracked[v].resident = false;
+      resident_bytes -= size_of(v);
+      for (uint32_t c = r.base[v]; c < ChunkEnd(r, v); ++c) {
+        if (state.resident(c)) ++out;
+        state.Remove(c);
+      }
+    }
+    std::vector<char> in_launch_guard;  // simgpu's FIFO evicts any chunk but the one moving
+    for (uint64_t id : ids) {
+      if (tracked[id].resident || resident_bytes + size_of(id) > budget) continue;
+      tracked[id].resident = true;
+      resident_bytes += size_of(id);
+      for (uint32_t c = r.base[id]; c < ChunkEnd(r, id); ++c) {
+        if (state.resident(c)) continue;
+        while (state.count() + 1 > cap) {
+          const int64_t v = state.Oldest([](uint32_t) { return true; });
+          if (v < 0) break;
+          state.Remove(static_cast<uint32_t>(v));
+          ++in_evicted;
+        }
+        state.Add(c);
+        ++in;
+      }
+    }
+    // Stream order: evictions, then prefetches, then the kernel (which faults what is missing).
+    double ready = t.compute;
+    if (out > 0) ready = t.Book(false, ready, D2HSeconds(o.cost, out * kChunkBytes));
+    if (in > 0) {
+      double end = t.Book(true, ready, H2DSeconds(o.cost, in * kChunkBytes));
+      if (in_evicted > 0) {
+        end = std::max(end, t.Book(false, ready, D2HSeconds(o.cost, in_evicted * kChunkBytes)));
+      }
+      ready = end;
+    }
+    uint64_t faults = 0, evicted = 0;
+    for (uint32_t c : item.chunks) {
+      if (state.resident(c)) continue;
+      while (state.count() + 1 > cap) {
+        const int64_t v = state.Oldest([](uint32_t) { return true; });
+        if (v < 0) break;
+        state.Remove(static_cast<uint32_t>(v));
+        ++evicted;
+      }
+      state.Add(c);
+      ++faults;
+    }
+    const double stall = FaultStallSeconds(o.cost, faults * kChunkBytes, evicted * kChunkBytes);
+    t.compute = std::max(t.compute, ready) + ComputeOf(item, o) + stall;
+    if (on) {
+      res.demand_faults += faults;
+      res.fault_batches += FaultBatches(o.cost, faults * kChunkBytes);
+      res.h2d_bytes += (in + faults) * kChunkBytes;
+      res.d2h_bytes += (out + in_evicted + evicted) * kChunkBytes;
+      res.compute_seconds += ComputeOf(item, o);
+    }
+  });
+  return res;
+}
+
+SimResult SimulatePlanned(const Workload& w, const PolicyFile& p, const SimOptions& o) {
+  const Replay r = BuildReplay(w);
+  SimResult res;
+  res.policy = "planned";
+  ChunkResidency state(r.total_chunks);
+  Timelines t;
+  t.engines = o.cost.copy_engines;
+  StepMeter meter(&res);
+  const uint64_t cap = CapacityChunks(o);
+  std::vector<RuleAction> action(w.allocations.size() + 1, RuleAction::kSwap);
+  for (const WorkloadAllocation& a : w.allocations) action[a.id] = p.ActionFor(a);
+  std::vector<char> live(w.allocations.size() + 1, 0);
+  for (const WorkloadAllocation& a : w.allocations) live[a.id] = a.persistent;
+  std::vector<const ScheduleEntry*> at(r.launches_per_step, nullptr);
+  for (const ScheduleEntry& e : p.schedule) {
+    if (e.position < at.size()) at[e.position] = &e;
+  }
+  std::vector<double> ready(r.total_chunks, 0), last_end(r.total_chunks, 0);
+  // Free device slots, by the time each became free (earliest first).
+  std::priority_queue<double, std::vector<double>, std::greater<>> slots;
+  for (uint64_t i = 0; i < cap; ++i) slots.push(0);
+  auto release = [&](uint32_t c, double when) {
+    state.Remove(c);
+    slots.push(when);
+  };
+  // A slot for a chunk about to become resident, evicting the oldest unpinned chunk when none is
+  // free. Returns when the slot is free; counts the emergency eviction in `evicted`.
+  auto take_slot = [&](const std::vector<uint32_t>* protect, uint64_t* evicted) {
+    if (slots.empty()) {
+      const int64_t v = state.Oldest([&](uint32_t c) {
+        return action[r.owner[c]] != RuleAction::kKeep &&
+               (protect == nullptr || !std::binary_search(protect->begin(), protect->end(), c));
+      });
+      if (v < 0) return -1.0;
+      const uint32_t c = static_cast<uint32_t>(v);
+      const double end = t.Book(false, last_end[c], D2HSeconds(o.cost, kChunkBytes));
+      ++*evicted;
+      release(c, end);
+    }
+    const double when = slots.top();
+    slots.pop();
+    return when;
+  };
+  auto managed = [&](uint64_t id) {
+    return live[id] && action[id] != RuleAction::kHost && action[id] != RuleAction::kNever;
+  };
+  ForEachItem(r, t, meter, [&](const ReplayItem& item) {
+    const bool on = meter.On(item.step);
+    if (item.kind != Kind::kLaunch) {
+      live[item.alloc_id] = item.kind == Kind::kAlloc;
+      if (item.kind == Kind::kFree) {
+        for (uint32_t c = r.base[item.alloc_id]; c < ChunkEnd(r, item.alloc_id); ++c) {
+          if (state.resident(c)) release(c, std::max(last_end[c], t.compute));
+        }
+      }
+      return;
+    }
+    uint64_t emergency = 0;
+    if (const ScheduleEntry* e = at[item.position]) {
+      for (const ChunkRange& cr : e->evict) {
+        if (!managed(cr.alloc_id)) continue;
+        for (uint32_t k = 0; k < cr.num_chunks; ++k) {
+          const uint32_t c = r.base[cr.alloc_id] + cr.first_chunk + k;
+          if (!state.resident(c)) continue;
+          release(c, t.Book(false, last_end[c], D2HSeconds(o.cost, kChunkBytes)));
+          if (on) res.d2h_bytes += kChunkBytes;
+        }
+      }
+      for (const ChunkRange& cr : e->discard) {
+        if (!managed(cr.alloc_id)) continue;
+        for (uint32_t k = 0; k < cr.num_chunks; ++k) {
+          const uint32_t c = r.base[cr.alloc_id] + cr.first_chunk + k;
+          if (!state.resident(c)) continue;
+          release(c, last_end[c]);
+          if (on) res.discarded_bytes += kChunkBytes;
+        }
+      }
+      for (int pass = 0; pass < 2; ++pass) {
+        for (const ChunkRange& cr : pass == 0 ? e->prefetch : e->populate) {
+          if (!managed(cr.alloc_id)) continue;
+          for (uint32_t k = 0; k < cr.num_chunks; ++k) {
+            const uint32_t c = r.base[cr.alloc_id] + cr.first_chunk + k;
+            if (state.resident(c)) continue;
+            const double slot = take_slot(nullptr, &emergency);
+            if (slot < 0) break;
+            state.Add(c);
+            ready[c] = pass == 0 ? t.Book(true, slot, H2DSeconds(o.cost, kChunkBytes)) : slot;
+            if (on && pass == 0) res.h2d_bytes += kChunkBytes;
+          }
+        }
+      }
+    }
+    double start = t.compute;
+    uint64_t faults = 0, remote = 0;
+    for (uint32_t c : item.chunks) {
+      const uint64_t id = r.owner[c];
+      if (action[id] == RuleAction::kHost) {
+        ++remote;
+        continue;
+      }
+      if (state.resident(c)) {
+        start = std::max(start, ready[c]);
+        continue;
+      }
+      const double slot = take_slot(&item.chunks, &emergency);
+      if (slot < 0 && on) ++res.overcommit_chunks;
+      start = std::max(start, slot);
+      state.Add(c);
+      ++faults;
+    }
+    const double stall = FaultStallSeconds(o.cost, faults * kChunkBytes, 0);
+    // Remote access to host-placed memory is charged as read and written back over the link, in
+    // the kernel's own time (the access set does not say which bytes are only read).
+    const double remote_s =
+        H2DSeconds(o.cost, remote * kChunkBytes) + D2HSeconds(o.cost, remote * kChunkBytes);
+    t.compute = start + ComputeOf(item, o) + stall + remote_s;
+    for (uint32_t c : item.chunks) last_end[c] = t.compute;
+    if (on) {
+      res.demand_faults += faults;
+      res.fault_batches += FaultBatches(o.cost, faults * kChunkBytes);
+      res.h2d_bytes += faults * kChunkBytes;
+      res.d2h_bytes += emergency * kChunkBytes;
+      res.remote_bytes += 2 * remote * kChunkBytes;
+      res.compute_seconds += ComputeOf(item, o);
+    }
+  });
+  return res;
+}
+
+SimResult ChunkLowerBound(const Workload& w, const SimOptions& o) {
+  const Replay r = BuildReplay(w);
+  const BeladyRun run = RunBelady(r, CapacityChunks(o));
+  SimResult res;
+  res.policy = "bound";
+  for (const BeladyEvent& e : run.events) {
+    if (e.step != kMeasuredStep) continue;
+    if (e.kind == BeladyEvent::Kind::kLoad && !e.fresh) res.h2d_bytes += kChunkBytes;
+    if (e.kind == BeladyEvent::Kind::kEvict) {
+      (e.dead ? res.discarded_bytes : res.d2h_bytes) += kChunkBytes;
+    }
+  }
+  for (const ReplayItem& item : r.items) {
+    if (item.kind == Kind::kLaunch && item.step == kMeasuredStep) {
+      res.compute_seconds += ComputeOf(item, o);
+    }
+  }
+  res.step_seconds =
+      std::max(res.compute_seconds, CopyEngineSeconds(o.cost, res.h2d_bytes, res.d2h_bytes));
+  return res;
+}
+
+std::string FormatResultTable(const std::vector<SimResult>& results, const SimResult& bound) {
+  std::string out = absl::StrFormat("%-10s %12s %8s %12s %12s %9s %8s\n", "policy", "bytes moved",
+                                    "x bound", "demand flts", "step (ms)", "x bound", "compute");
+  auto ratio = [](double a, double b) { return b > 0 ? a / b : (a > 0 ? 1e9 : 1.0); };
+  for (const SimResult& s : results) {
+    out += absl::StrFormat(
+        "%-10s %12s %8.2f %12d %12.2f %9.2f %8.2f\n", s.policy, FormatSize(s.bytes_moved()),
+        ratio(static_cast<double>(s.bytes_moved()), static_cast<double>(bound.bytes_moved())),
+        s.demand_faults, s.step_seconds * 1e3, ratio(s.step_seconds, bound.step_seconds),
+        s.compute_seconds * 1e3);
+  }
+  return out;
+}
+
+}  // namespace spillway::policy

@@ -1,0 +1,66 @@
+// Replays a workload's training step against a residency policy with the migration cost model
+// simgpu uses (common/cost_model.h) and predicts what one steady-state step costs: bytes moved,
+// demand faults, step time. Policies: plain demand paging (nvidia-uvm-like: 2 MiB chunks faulted
+// in batches, evicted in the order they became resident), an EvictionPolicy of the residency
+// engine (whole-allocation prefetch and eviction ordered on the launch stream, as ResidencyEngine
+// does), a planned schedule (a policy file), and the lower bound (Belady's farthest-next-use over
+// 2 MiB chunks with transfers perfectly overlapped with compute).
+//
+// Every policy is replayed over identical steps and one steady-state step is reported: the second
+// of three (the first warms the device up, the third is what the bound and the planner may look
+// ahead into); an EvictionPolicy gets three warm-up steps, so a learning policy has seen the step.
+#ifndef SPILLWAY_POLICY_SIMULATOR_H_
+#define SPILLWAY_POLICY_SIMULATOR_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/cost_model.h"
+#include "policy/eviction_policy.h"
+#include "policy/policy_file.h"
+#include "policy/workload_model.h"
+
+namespace spillway::policy {
+
+struct SimOptions {
+  uint64_t device_memory = 0;  // the budget, bytes (whole chunks are used)
+  CostModel cost;
+};
+
+struct SimResult {
+  std::string policy;
+  uint64_t h2d_bytes = 0;        // migrated in (prefetch and demand faults)
+  uint64_t d2h_bytes = 0;        // written back by evictions
+  uint64_t remote_bytes = 0;     // host-placed memory kernels read and write over the link (x2)
+  uint64_t discarded_bytes = 0;  // dropped without a copy (dead data)
+  uint64_t demand_faults = 0;    // chunks faulted in by kernels
+  uint64_t fault_batches = 0;
+  uint64_t overcommit_chunks = 0;  // chunks made resident with nothing left to evict
+  double step_seconds = 0;
+  double compute_seconds = 0;
+  uint64_t bytes_moved() const { return h2d_bytes + d2h_bytes + remote_bytes; }
+};
+
+SimResult SimulateDemandPaging(const Workload& w, const SimOptions& options);
+
+// `make` builds a fresh policy (called once); `name` labels the result.
+SimResult SimulateEvictionPolicy(const Workload& w, const SimOptions& options,
+                                 const std::function<std::unique_ptr<EvictionPolicy>()>& make,
+                                 const std::string& name);
+
+// Follows `policy`'s schedule and rules; what the schedule misses is demand-faulted.
+SimResult SimulatePlanned(const Workload& w, const PolicyFile& policy, const SimOptions& options);
+
+// Belady over 2 MiB chunks: fewest chunks moved for the budget; first touches of fresh
+// allocations and dead data move nothing; step time = max(compute, copy-engine time).
+SimResult ChunkLowerBound(const Workload& w, const SimOptions& options);
+
+// One line per result (and its ratio to `bound`), as spillway-simulate prints them.
+std::string FormatResultTable(const std::vector<SimResult>& results, const SimResult& bound);
+
+}  // namespace spillway::policy
+
+#endif  // SPILLWAY_POLICY_SIMULATOR_H_

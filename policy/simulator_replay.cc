@@ -1,0 +1,122 @@
+// The flat replay sequence and Belady's replacement (see simulator_replay.h).
+#include "policy/simulator_replay.h"
+
+#include <algorithm>
+#include <set>
+#include <utility>
+
+namespace spillway::policy {
+
+Replay BuildReplay(const Workload& w, int steps) {
+  Replay r;
+  r.base.assign(w.allocations.size() + 1, 0);
+  for (const WorkloadAllocation& a : w.allocations) {
+    r.base[a.id] = r.total_chunks;
+    r.total_chunks += ChunksOf(a.bytes);
+    r.owner.resize(r.total_chunks, a.id);
+  }
+  r.launches_per_step = static_cast<uint32_t>(w.num_launches());
+  uint64_t global = 0;
+  for (int s = 0; s < steps; ++s) {
+    uint32_t position = 0;
+    for (const StepEvent& e : w.step) {
+      ReplayItem item;
+      item.kind = e.kind;
+      item.step = static_cast<uint32_t>(s);
+      item.position = position;
+      item.global = global;
+      if (e.kind == StepEvent::Kind::kLaunch) {
+        item.launch = &e.launch;
+        for (const ChunkRange& c : e.launch.accesses) {
+          for (uint32_t k = 0; k < c.num_chunks; ++k) {
+            item.chunks.push_back(r.base[c.alloc_id] + c.first_chunk + k);
+          }
+        }
+        std::sort(item.chunks.begin(), item.chunks.end());
+        item.chunks.erase(std::unique(item.chunks.begin(), item.chunks.end()), item.chunks.end());
+        ++position;
+        ++global;
+      } else {
+        item.alloc_id = e.alloc_id;
+      }
+      r.items.push_back(std::move(item));
+    }
+  }
+  // Next uses, from the end backwards; a free (or an allocation) ends a chunk's life.
+  std::vector<uint64_t> next(r.total_chunks, kNoNextUse);
+  for (auto it = r.items.rbegin(); it != r.items.rend(); ++it) {
+    if (it->kind != StepEvent::Kind::kLaunch) {
+      const uint32_t first = r.base[it->alloc_id];
+      const uint32_t n = ChunksOf(w.allocation(it->alloc_id).bytes);
+      std::fill(next.begin() + first, next.begin() + first + n, kNoNextUse);
+      continue;
+    }
+    it->next_use.resize(it->chunks.size());
+    for (size_t i = 0; i < it->chunks.size(); ++i) {
+      it->next_use[i] = next[it->chunks[i]];
+      next[it->chunks[i]] = it->global;
+    }
+  }
+  return r;
+}
+
+BeladyRun RunBelady(const Replay& r, uint64_t capacity_chunks) {
+  BeladyRun run;
+  std::set<std::pair<uint64_t, uint32_t>> resident;  // (next use, chunk), farthest last
+  std::vector<uint64_t> key(r.total_chunks, kNoNextUse);
+  std::vector<uint64_t> last_use(r.total_chunks, 0);
+  std::vector<char> is_resident(r.total_chunks, 0);
+  std::vector<char> fresh(r.total_chunks, 1);
+  uint64_t count = 0;
+  for (const ReplayItem& item : r.items) {
+    if (item.kind != StepEvent::Kind::kLaunch) {
+      const uint32_t first = r.base[item.alloc_id];
+      const uint32_t end =
+          item.alloc_id + 1 < r.base.size() ? r.base[item.alloc_id + 1] : r.total_chunks;
+      for (uint32_t c = first; c < end; ++c) {
+        if (is_resident[c]) {
+          resident.erase({key[c], c});
+          is_resident[c] = 0;
+          --count;
+          run.events.push_back(
+              {BeladyEvent::Kind::kFree, c, item.global, item.step, false, false, last_use[c]});
+        }
+        fresh[c] = 1;
+      }
+      continue;
+    }
+    for (uint32_t c : item.chunks) {
+      if (is_resident[c]) resident.erase({key[c], c});
+    }
+    for (uint32_t c : item.chunks) {
+      if (is_resident[c]) continue;
+      if (count >= capacity_chunks) {
+        if (resident.empty()) {
+          ++run.overcommit_chunks;
+        } else {
+          const auto victim = *resident.rbegin();
+          resident.erase(std::prev(resident.end()));
+          const uint32_t v = victim.second;
+          is_resident[v] = 0;
+          --count;
+          run.events.push_back({BeladyEvent::Kind::kEvict, v, item.global, item.step, false,
+                                victim.first == kNoNextUse, last_use[v]});
+        }
+      }
+      run.events.push_back(
+          {BeladyEvent::Kind::kLoad, c, item.global, item.step, fresh[c] != 0, false, 0});
+      fresh[c] = 0;
+      is_resident[c] = 1;
+      ++count;
+    }
+    for (size_t i = 0; i < item.chunks.size(); ++i) {
+      const uint32_t c = item.chunks[i];
+      key[c] = item.next_use[i];
+      last_use[c] = item.global;
+      resident.insert({key[c], c});
+    }
+  }
+  return run;
+}
+
+}  // namespace spillway::policy

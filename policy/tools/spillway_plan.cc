@@ -1,0 +1,61 @@
+// spillway-plan TRACE|--synthetic NAME (--device-memory SIZE | --oversubscription X)
+//               -o model.policy.toml [--policy RULES.toml]
+// Plans the schedule for a budget and writes it as a policy file (docs/policy.md). Hand-written
+// rules from --policy are kept and obeyed.
+#include <cstdio>
+#include <string>
+
+#include "common/json_writer.h"
+#include "common/size.h"
+#include "policy/planner.h"
+#include "policy/tools/workload_source.h"
+
+namespace spillway::policy {
+namespace {
+
+int Fail(const absl::Status& s) {
+  std::string msg(s.message());
+  std::fprintf(stderr, "spillway plan: %s\n", msg.c_str());
+  return 2;
+}
+
+int Main(int argc, char** argv) {
+  absl::StatusOr<ToolArgs> args = ParseToolArgs(argc, argv, {"-o", "--policy"});
+  if (!args.ok()) {
+    std::fprintf(stderr,
+                 "usage: spillway-plan TRACE|--synthetic NAME (--device-memory SIZE | "
+                 "--oversubscription X) -o FILE [--policy RULES]\n");
+    return Fail(args.status());
+  }
+  if (args->output.empty()) return Fail(absl::InvalidArgumentError("-o FILE is required"));
+  absl::StatusOr<Workload> w = LoadWorkload(*args);
+  if (!w.ok()) return Fail(w.status());
+  absl::StatusOr<uint64_t> budget = DeviceMemoryFor(*args, *w);
+  if (!budget.ok()) return Fail(budget.status());
+  PlanOptions options;
+  options.sim.device_memory = *budget;
+  options.sim.cost = args->cost;
+  if (!args->policy.empty()) {
+    absl::StatusOr<PolicyFile> rules = ReadPolicyFile(args->policy);
+    if (!rules.ok()) return Fail(rules.status());
+    options.rules = rules->rules;
+  }
+  absl::StatusOr<PolicyFile> plan = PlanPolicy(*w, options);
+  if (!plan.ok()) return Fail(plan.status());
+  if (absl::Status s = WriteFileAtomically(args->output, FormatPolicyFile(*plan)); !s.ok()) {
+    return Fail(s);
+  }
+  const SimResult predicted = SimulatePlanned(*w, *plan, options.sim);
+  std::printf(
+      "wrote %s: %zu schedule positions, %zu rules, budget %s; predicted %s moved, "
+      "%.2f ms per step\n",
+      args->output.c_str(), plan->schedule.size(), plan->rules.size(),
+      FormatSize(plan->budget_bytes).c_str(), FormatSize(predicted.bytes_moved()).c_str(),
+      predicted.step_seconds * 1e3);
+  return 0;
+}
+
+}  // namespace
+}  // namespace spillway::policy
+
+int main(int argc, char** argv) { return spillway::policy::Main(argc, argv); }

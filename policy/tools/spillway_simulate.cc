@@ -1,0 +1,119 @@
+// spillway-simulate TRACE|--synthetic NAME (--device-memory SIZE | --oversubscription X)
+//                   [--policy FILE]
+// Predicts one steady-state training step under plain demand paging, the engine's eviction
+// policies, the planned policy (FILE, or planned on the spot) and the chunk-level lower bound:
+// bytes moved, demand faults, step time, and each one's ratio to the bound (docs/simulate.md).
+// spillway-simulate --benchmark prints the table of docs/results/planner-simulate.md.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "common/size.h"
+#include "policy/eviction_policy.h"
+#include "policy/planner.h"
+#include "policy/synthetic_workloads.h"
+#include "policy/tools/workload_source.h"
+
+namespace spillway::policy {
+namespace {
+
+int Fail(const absl::Status& s) {
+  std::string msg(s.message());
+  std::fprintf(stderr, "spillway simulate: %s\n", msg.c_str());
+  return 2;
+}
+
+// Every policy's result for `w` at `options`, planned ones last; `policy` overrides the plan.
+absl::StatusOr<std::vector<SimResult>> SimulateAll(const Workload& w, const SimOptions& options,
+                                                   const PolicyFile* policy) {
+  std::vector<SimResult> results;
+  results.push_back(SimulateDemandPaging(w, options));
+  results.push_back(SimulateEvictionPolicy(w, options, MakeLruPolicy, "lru"));
+  results.push_back(SimulateEvictionPolicy(w, options, MakeLearnedPolicy, "learned"));
+  PolicyFile planned;
+  if (policy == nullptr) {
+    PlanOptions plan_options;
+    plan_options.sim = options;
+    absl::StatusOr<PolicyFile> plan = PlanPolicy(w, plan_options);
+    if (!plan.ok()) return plan.status();
+    planned = *std::move(plan);
+    policy = &planned;
+  }
+  results.push_back(SimulatePlanned(w, *policy, options));
+  return results;
+}
+
+int Benchmark(const CostModel& cost) {
+  std::printf(
+      "| workload | peak live | oversub. | budget | policy | bytes moved | x bound | "
+      "demand faults | step (ms) | x bound |\n|---|---|---|---|---|---|---|---|---|---|\n");
+  for (const char* name : {"transformer", "cnn"}) {
+    absl::StatusOr<Workload> w = MakeSyntheticWorkload(name);
+    if (!w.ok()) return Fail(w.status());
+    for (double x : {1.5, 2.0, 4.0, 8.0}) {
+      SimOptions options;
+      options.cost = cost;
+      options.device_memory = static_cast<uint64_t>(static_cast<double>(w->peak_live_bytes()) / x);
+      absl::StatusOr<std::vector<SimResult>> results = SimulateAll(*w, options, nullptr);
+      if (!results.ok()) return Fail(results.status());
+      const SimResult bound = ChunkLowerBound(*w, options);
+      results->push_back(bound);
+      for (const SimResult& r : *results) {
+        const double bytes_ratio =
+            bound.bytes_moved() ? static_cast<double>(r.bytes_moved()) / bound.bytes_moved() : 1;
+        std::printf("| %s | %s | %.1fx | %s | %s | %s | %.2f | %llu | %.1f | %.2f |\n", name,
+                    FormatSize(w->peak_live_bytes()).c_str(), x,
+                    FormatSize(options.device_memory).c_str(), r.policy.c_str(),
+                    FormatSize(r.bytes_moved()).c_str(), bytes_ratio,
+                    static_cast<unsigned long long>(r.demand_faults), r.step_seconds * 1e3,
+                    r.step_seconds / bound.step_seconds);
+      }
+    }
+  }
+  return 0;
+}
+
+int Main(int argc, char** argv) {
+  absl::StatusOr<ToolArgs> args = ParseToolArgs(argc, argv, {"--policy", "--benchmark"});
+  if (!args.ok()) {
+    std::fprintf(stderr,
+                 "usage: spillway-simulate TRACE|--synthetic NAME (--device-memory SIZE | "
+                 "--oversubscription X) [--policy FILE]\n       spillway-simulate --benchmark\n");
+    return Fail(args.status());
+  }
+  if (args->benchmark) return Benchmark(args->cost);
+  absl::StatusOr<Workload> w = LoadWorkload(*args);
+  if (!w.ok()) return Fail(w.status());
+  absl::StatusOr<uint64_t> budget = DeviceMemoryFor(*args, *w);
+  if (!budget.ok()) return Fail(budget.status());
+  SimOptions options;
+  options.device_memory = *budget;
+  options.cost = args->cost;
+  PolicyFile file;
+  if (!args->policy.empty()) {
+    absl::StatusOr<PolicyFile> read = ReadPolicyFile(args->policy);
+    if (!read.ok()) return Fail(read.status());
+    if (absl::Status s = CheckPolicyMatches(*read, *w); !s.ok()) {
+      return Fail(absl::FailedPreconditionError(absl::StrCat(args->policy, ": ", s.message())));
+    }
+    file = *std::move(read);
+  }
+  absl::StatusOr<std::vector<SimResult>> results =
+      SimulateAll(*w, options, args->policy.empty() ? nullptr : &file);
+  if (!results.ok()) return Fail(results.status());
+  const SimResult bound = ChunkLowerBound(*w, options);
+  results->push_back(bound);
+  std::printf(
+      "%s\n%s; peak live %s, device memory %s (%.2fx oversubscribed)\n", w->name.c_str(),
+      w->description.c_str(), FormatSize(w->peak_live_bytes()).c_str(),
+      FormatSize(options.device_memory).c_str(),
+      static_cast<double>(w->peak_live_bytes()) / static_cast<double>(options.device_memory));
+  std::printf("%s", FormatResultTable(*results, bound).c_str());
+  return 0;
+}
+
+}  // namespace
+}  // namespace spillway::policy
+
+int main(int argc, char** argv) { return spillway::policy::Main(argc, argv); }

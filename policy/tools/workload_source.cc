@@ -1,0 +1,111 @@
+// Shared argument parsing and workload loading of spillway-plan and spillway-simulate.
+#include "policy/tools/workload_source.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "absl/strings/str_cat.h"
+#include "common/size.h"
+#include "policy/synthetic_workloads.h"
+
+namespace spillway::policy {
+namespace {
+
+absl::StatusOr<double> PositiveNumber(const std::string& flag, const std::string& text) {
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || !(v > 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(flag, " '", text, "' is not a positive number"));
+  }
+  return v;
+}
+
+}  // namespace
+
+absl::StatusOr<ToolArgs> ParseToolArgs(int argc, char** argv,
+                                       const std::vector<std::string>& extra) {
+  ToolArgs a;
+  auto allowed = [&](const std::string& f) {
+    return std::find(extra.begin(), extra.end(), f) != extra.end();
+  };
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const bool takes_value = arg != "--benchmark";
+    if (arg.rfind("-", 0) != 0) {
+      if (!a.trace.empty()) return absl::InvalidArgumentError("more than one TRACE given");
+      a.trace = arg;
+      continue;
+    }
+    const bool shared = arg == "--synthetic" || arg == "--device-memory" ||
+                        arg == "--oversubscription" || arg == "--h2d-gbps" || arg == "--d2h-gbps" ||
+                        arg == "--fault-batch-us" || arg == "--copy-engines";
+    if (!shared && !allowed(arg))
+      return absl::InvalidArgumentError(absl::StrCat("unknown flag ", arg));
+    std::string value;
+    if (takes_value) {
+      if (i + 1 >= argc) return absl::InvalidArgumentError(absl::StrCat(arg, " needs a value"));
+      value = argv[++i];
+    }
+    if (arg == "--synthetic") {
+      a.synthetic = value;
+    } else if (arg == "--device-memory") {
+      a.device_memory_text = value;
+    } else if (arg == "--oversubscription") {
+      absl::StatusOr<double> v = PositiveNumber(arg, value);
+      if (!v.ok()) return v.status();
+      a.oversubscription = *v;
+    } else if (arg == "--h2d-gbps" || arg == "--d2h-gbps" || arg == "--fault-batch-us") {
+      absl::StatusOr<double> v = PositiveNumber(arg, value);
+      if (!v.ok()) return v.status();
+      if (arg == "--h2d-gbps") a.cost.h2d_bytes_per_s = *v * 1e9;
+      if (arg == "--d2h-gbps") a.cost.d2h_bytes_per_s = *v * 1e9;
+      if (arg == "--fault-batch-us") a.cost.fault_batch_seconds = *v * 1e-6;
+    } else if (arg == "--copy-engines") {
+      if (value != "1" && value != "2") {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--copy-engines '", value, "' must be 1 or 2"));
+      }
+      a.cost.copy_engines = value == "1" ? 1 : 2;
+    } else if (arg == "-o") {
+      a.output = value;
+    } else if (arg == "--policy") {
+      a.policy = value;
+    } else if (arg == "--benchmark") {
+      a.benchmark = true;
+    }
+  }
+  if (!a.benchmark && a.trace.empty() == a.synthetic.empty()) {
+    return absl::InvalidArgumentError("give exactly one of TRACE or --synthetic NAME");
+  }
+  if (!a.benchmark && a.device_memory_text.empty() == (a.oversubscription == 0)) {
+    return absl::InvalidArgumentError(
+        "give exactly one of --device-memory SIZE or --oversubscription X");
+  }
+  return a;
+}
+
+absl::StatusOr<Workload> LoadWorkload(const ToolArgs& args) {
+  if (!args.synthetic.empty()) return MakeSyntheticWorkload(args.synthetic);
+  return absl::UnimplementedError(
+      absl::StrCat(args.trace,
+                   ": reading recorded traces is not built in yet (profiler/trace_reader.h); use "
+                   "--synthetic NAME"));
+}
+
+absl::StatusOr<uint64_t> DeviceMemoryFor(const ToolArgs& args, const Workload& w) {
+  if (args.oversubscription > 0) {
+    return static_cast<uint64_t>(static_cast<double>(w.peak_live_bytes()) / args.oversubscription);
+  }
+  absl::StatusOr<uint64_t> size = ParseSize(args.device_memory_text);
+  if (!size.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--device-memory '", args.device_memory_text, "': ", size.status().message()));
+  }
+  if (*size < kChunkBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("--device-memory '", args.device_memory_text,
+                                                   "' is less than one 2 MiB chunk"));
+  }
+  return *size;
+}
+
+}  // namespace spillway::policy

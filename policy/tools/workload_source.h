@@ -1,0 +1,38 @@
+// What spillway-plan and spillway-simulate share: the command line's workload (a trace or
+// --synthetic NAME), the device budget (--device-memory SIZE or --oversubscription X) and the
+// cost-model flags, parsed with one clear line per bad argument.
+#ifndef SPILLWAY_POLICY_TOOLS_WORKLOAD_SOURCE_H_
+#define SPILLWAY_POLICY_TOOLS_WORKLOAD_SOURCE_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "policy/simulator.h"
+#include "policy/workload_model.h"
+
+namespace spillway::policy {
+
+struct ToolArgs {
+  std::string trace;      // positional TRACE
+  std::string synthetic;  // --synthetic NAME
+  std::string device_memory_text;
+  double oversubscription = 0;  // --oversubscription X: budget = peak live bytes / X
+  std::string output;           // -o FILE
+  std::string policy;           // --policy FILE
+  bool benchmark = false;       // --benchmark
+  CostModel cost;
+};
+
+// Parses argv; `extra` lists the flags beyond the shared ones this tool accepts.
+absl::StatusOr<ToolArgs> ParseToolArgs(int argc, char** argv,
+                                       const std::vector<std::string>& extra);
+
+absl::StatusOr<Workload> LoadWorkload(const ToolArgs& args);
+
+// The budget in bytes for `w` (from --device-memory or --oversubscription).
+absl::StatusOr<uint64_t> DeviceMemoryFor(const ToolArgs& args, const Workload& w);
+
+}  // namespace spillway::policy
+
+#endif  // SPILLWAY_POLICY_TOOLS_WORKLOAD_SOURCE_H_

@@ -1,0 +1,152 @@
+// The workload model's checks and fingerprint (see workload_model.h).
+#include "policy/workload_model.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace spillway::policy {
+namespace {
+
+// FNV-1a, 64-bit: stable across runs and machines (a policy file keeps it).
+class Fnv {
+ public:
+  void Add(const void* data, size_t n) {
+    const auto* p = static_cast<const unsigned char*>(data);
+    for (size_t i = 0; i < n; ++i) hash_ = (hash_ ^ p[i]) * 1099511628211ull;
+  }
+  void Add(uint64_t v) {
+    unsigned char b[8];
+    for (int i = 0; i < 8; ++i) b[i] = static_cast<unsigned char>(v >> (8 * i));
+    Add(b, 8);
+  }
+  void Add(const std::string& s) {
+    Add(s.size());
+    Add(s.data(), s.size());
+  }
+  uint64_t hash() const { return hash_; }
+
+ private:
+  uint64_t hash_ = 14695981039346656037ull;
+};
+
+}  // namespace
+
+size_t Workload::num_launches() const {
+  return static_cast<size_t>(std::count_if(step.begin(), step.end(), [](const StepEvent& e) {
+    return e.kind == StepEvent::Kind::kLaunch;
+  }));
+}
+
+double Workload::compute_seconds() const {
+  double total = 0;
+  for (const StepEvent& e : step) {
+    if (e.kind == StepEvent::Kind::kLaunch) total += e.launch.compute_seconds;
+  }
+  return total;
+}
+
+uint64_t Workload::persistent_bytes() const {
+  uint64_t total = 0;
+  for (const WorkloadAllocation& a : allocations) {
+    if (a.persistent) total += uint64_t{ChunksOf(a.bytes)} * kChunkBytes;
+  }
+  return total;
+}
+
+uint64_t Workload::peak_live_bytes() const {
+  uint64_t live = persistent_bytes();
+  uint64_t peak = live;
+  for (const StepEvent& e : step) {
+    if (e.kind == StepEvent::Kind::kLaunch) continue;
+    const uint64_t bytes = uint64_t{ChunksOf(allocation(e.alloc_id).bytes)} * kChunkBytes;
+    if (e.kind == StepEvent::Kind::kAlloc) {
+      live += bytes;
+      peak = std::max(peak, live);
+    } else {
+      live -= bytes;
+    }
+  }
+  return peak;
+}
+
+absl::Status ValidateWorkload(const Workload& w) {
+  for (size_t i = 0; i < w.allocations.size(); ++i) {
+    if (w.allocations[i].id != i + 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("allocation #", i, " has id ", w.allocations[i].id, ", expected ", i + 1));
+    }
+    if (w.allocations[i].bytes == 0) {
+      return absl::InvalidArgumentError(absl::StrCat("allocation ", i + 1, " has 0 bytes"));
+    }
+  }
+  std::vector<char> live(w.allocations.size() + 1, 0);
+  for (const WorkloadAllocation& a : w.allocations) live[a.id] = a.persistent ? 1 : 0;
+  for (size_t pos = 0; pos < w.step.size(); ++pos) {
+    const StepEvent& e = w.step[pos];
+    const std::string where = absl::StrCat("step event ", pos);
+    if (e.kind == StepEvent::Kind::kLaunch) {
+      for (const ChunkRange& r : e.launch.accesses) {
+        if (r.alloc_id == 0 || r.alloc_id > w.allocations.size()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(where, ": access to unknown allocation ", r.alloc_id));
+        }
+        if (!live[r.alloc_id]) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(where, ": access to allocation ", r.alloc_id, " that is not live"));
+        }
+        if (r.num_chunks == 0 ||
+            uint64_t{r.first_chunk} + r.num_chunks > ChunksOf(w.allocation(r.alloc_id).bytes)) {
+          return absl::InvalidArgumentError(absl::StrCat(where, ": chunks [", r.first_chunk, ", +",
+                                                         r.num_chunks, ") outside allocation ",
+                                                         r.alloc_id));
+        }
+      }
+      if (!(e.launch.compute_seconds >= 0)) {
+        return absl::InvalidArgumentError(absl::StrCat(where, ": negative compute time"));
+      }
+      continue;
+    }
+    if (e.alloc_id == 0 || e.alloc_id > w.allocations.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": unknown allocation ", e.alloc_id));
+    }
+    if (w.allocation(e.alloc_id).persistent) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": persistent allocation ", e.alloc_id, " allocated or freed"));
+    }
+    const bool alloc = e.kind == StepEvent::Kind::kAlloc;
+    if (live[e.alloc_id] == alloc) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, alloc ? ": allocation " : ": free of ", e.alloc_id,
+                       alloc ? " allocated twice" : " that is not live"));
+    }
+    live[e.alloc_id] = alloc ? 1 : 0;
+  }
+  for (const WorkloadAllocation& a : w.allocations) {
+    if (!a.persistent && live[a.id]) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("allocation ", a.id, " is still live at the end of the step"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+uint64_t WorkloadFingerprint(const Workload& w) {
+  Fnv f;
+  for (const WorkloadAllocation& a : w.allocations) {
+    f.Add(a.bytes);
+    f.Add(a.persistent ? 1 : 0);
+  }
+  for (const StepEvent& e : w.step) {
+    f.Add(static_cast<uint64_t>(e.kind));
+    if (e.kind == StepEvent::Kind::kLaunch) {
+      f.Add(e.launch.kernel);
+      for (const ChunkRange& r : e.launch.accesses) f.Add(r.alloc_id);
+    } else {
+      f.Add(e.alloc_id);
+    }
+  }
+  return f.hash();
+}
+
+}  // namespace spillway::policy

@@ -1,0 +1,76 @@
+// An in-memory model of a training workload, as the planner and the simulator see it: the
+// allocations that live across steps (weights, gradients, optimizer state) and one training step
+// as an ordered list of events (allocate, free, launch). A launch has a compute time and an access
+// set: which 2 MiB chunks of which allocations it touches. Steps repeat identically.
+#ifndef SPILLWAY_POLICY_WORKLOAD_MODEL_H_
+#define SPILLWAY_POLICY_WORKLOAD_MODEL_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "common/cost_model.h"
+
+namespace spillway::policy {
+
+// Chunks an allocation of `bytes` spans.
+inline uint32_t ChunksOf(uint64_t bytes) {
+  return static_cast<uint32_t>((bytes + kChunkBytes - 1) / kChunkBytes);
+}
+
+struct WorkloadAllocation {
+  uint64_t id = 0;  // 1, 2, ...: index + 1 in Workload::allocations
+  uint64_t bytes = 0;
+  std::string name;         // what it holds ("layer3.mlp.fc1.weight"), for people
+  std::string call_site;    // where it was allocated (a trace's call-site, or a synthetic label)
+  std::string module;       // the module that allocated it
+  bool persistent = false;  // allocated before the first step and never freed
+};
+
+// Chunks [first_chunk, first_chunk + num_chunks) of one allocation.
+struct ChunkRange {
+  uint64_t alloc_id = 0;
+  uint32_t first_chunk = 0;
+  uint32_t num_chunks = 0;
+};
+
+struct Launch {
+  std::string kernel;
+  double compute_seconds = 0;
+  std::vector<ChunkRange> accesses;
+};
+
+struct StepEvent {
+  enum class Kind { kAlloc, kFree, kLaunch };
+  Kind kind = Kind::kLaunch;
+  uint64_t alloc_id = 0;  // kAlloc, kFree
+  Launch launch;          // kLaunch
+};
+
+struct Workload {
+  std::string name;
+  std::string description;
+  std::vector<WorkloadAllocation> allocations;  // allocations[i].id == i + 1
+  std::vector<StepEvent> step;                  // one training step; repeats
+
+  const WorkloadAllocation& allocation(uint64_t id) const { return allocations[id - 1]; }
+  size_t num_launches() const;
+  double compute_seconds() const;  // sum over one step
+  uint64_t persistent_bytes() const;
+  // Most bytes live at once (persistent + step-local allocations), in whole chunks.
+  uint64_t peak_live_bytes() const;
+};
+
+// Checks ids, chunk ranges within their allocations, alloc/free pairing within the step (every
+// step-local allocation is allocated before use and freed by the end of the step), and that
+// persistent allocations are never allocated or freed in the step.
+absl::Status ValidateWorkload(const Workload& w);
+
+// Hash of the launch sequence (kernel names) and the allocation pattern (sizes, alloc/free order):
+// the model fingerprint a policy file carries. Compute times do not enter it.
+uint64_t WorkloadFingerprint(const Workload& w);
+
+}  // namespace spillway::policy
+
+#endif  // SPILLWAY_POLICY_WORKLOAD_MODEL_H_

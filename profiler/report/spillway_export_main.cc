@@ -1,0 +1,57 @@
+// spillway-export: writes a trace as a gzip'd Chrome trace-event JSON timeline for Perfetto
+// (docs/report.md).
+//   spillway-export TRACE --perfetto OUT.json.gz
+#include <cstdio>
+#include <string>
+
+#include "profiler/report/perfetto_export.h"
+#include "profiler/report/progress_line.h"
+#include "profiler/report/trace_model_loader.h"
+
+namespace {
+
+constexpr const char* kUsage = "usage: spillway-export TRACE --perfetto OUT.json.gz\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  namespace report = spillway::report;
+  std::string trace, out;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--perfetto" && i + 1 < argc) {
+      out = argv[++i];
+    } else if (arg == "-h" || arg == "--help") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    } else if (trace.empty() && !arg.empty() && arg[0] != '-') {
+      trace = arg;
+    } else {
+      std::fprintf(stderr, "spillway-export: unexpected argument '%s'\n%s", arg.c_str(), kUsage);
+      return 2;
+    }
+  }
+  if (trace.empty() || out.empty()) {
+    std::fputs(kUsage, stderr);
+    return 2;
+  }
+  report::ProgressLine progress("spillway-export");
+  absl::StatusOr<report::TraceModel> model = report::LoadTraceModel(
+      trace,
+      [&](uint64_t done, uint64_t total) { progress.Update("reading " + trace, done, total); });
+  if (!model.ok()) {
+    std::fprintf(stderr, "spillway-export: %s\n", std::string(model.status().message()).c_str());
+    return 1;
+  }
+  progress.Update("writing " + out, 0, 0);
+  if (absl::Status s = report::WritePerfettoTrace(*model, out); !s.ok()) {
+    std::fprintf(stderr, "spillway-export: %s\n", std::string(s.message()).c_str());
+    return 1;
+  }
+  progress.Done();
+  std::printf(
+      "spillway-export: wrote %s (%zu launches, %zu allocations); open it in "
+      "https://ui.perfetto.dev\n",
+      out.c_str(), model->launches.size(), model->allocations.size());
+  return 0;
+}

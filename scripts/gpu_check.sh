@@ -1,0 +1,762 @@
+#!/usr/bin/env bash
+# The GPU check: one command that measures spillway on a real GPU and writes a results file.
+# Two halves, because the GPU machine has no network and no Debian packages:
+#   scripts/gpu_check.sh --prepare     here: build with CUDA (sm_90) and pack build output plus the
+#                                      shared libraries it needs into a bundle folder (< 64 MiB)
+#   scripts/gpu_check.sh               there: run the steps against the bundle and write
+#                                      docs/results/gpu-check-<date>.md and its full log
+# --dry-run lists the steps and commands; --simgpu runs the same flow on the simulated GPU with
+# the driver-API examples, so the script's logic is tested without a GPU. See docs/gpu-check.md.
+set -uo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+prog=gpu_check.sh
+
+all_steps=(info bundle doctor gpu-tests bandwidth overhead oversubscription capacity attention)
+
+usage() {
+  cat <<EOF
+usage: scripts/gpu_check.sh --prepare [--from OUT_DIR] [--bundle DIR] [--build-dir DIR]
+       scripts/gpu_check.sh [--bundle DIR] [--simgpu] [--dry-run] [--quick] [--only STEP,...]
+                            [--results-dir DIR]
+
+--prepare           build with CUDA for sm_90 (in --build-dir, default build-gpu/) and pack
+                    build/out plus the shared libraries it needs into the bundle folder
+  --from OUT_DIR    pack an existing build output folder instead of building
+--bundle DIR        the bundle (default: build-gpu-bundle/, else build/out/)
+--simgpu            run the flow on simgpu with the driver-API examples (tests the script)
+--dry-run           list the steps and the commands they would run; run nothing
+--quick             fewer steps per run and smaller searches (about a third of the time)
+--only STEPS        run only these steps (comma-separated): ${all_steps[*]}
+--results-dir DIR   where the results file and log go (default docs/results/; with --simgpu a
+                    temporary folder)
+Exit status: 0 when every step passed or was skipped, 1 when a step failed, 2 on bad usage.
+EOF
+}
+
+die_usage() {
+  echo "$prog: $1" >&2
+  exit 2
+}
+
+prepare=0 from="" bundle="" build_dir="$root/build-gpu" simgpu=0 dry=0 quick=0 only=""
+results_dir=""
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    -h|--help) usage; exit 0 ;;
+    --prepare) prepare=1; shift ;;
+    --from) [[ $# -ge 2 ]] || die_usage "option --from needs a value"; from=$2; shift 2 ;;
+    --bundle) [[ $# -ge 2 ]] || die_usage "option --bundle needs a value"; bundle=$2; shift 2 ;;
+    --build-dir) [[ $# -ge 2 ]] || die_usage "option --build-dir needs a value"
+                 build_dir=$2; shift 2 ;;
+    --simgpu) simgpu=1; shift ;;
+    --dry-run) dry=1; shift ;;
+    --quick) quick=1; shift ;;
+    --only) [[ $# -ge 2 ]] || die_usage "option --only needs a value"; only=$2; shift 2 ;;
+    --results-dir) [[ $# -ge 2 ]] || die_usage "option --results-dir needs a value"
+                   results_dir=$2; shift 2 ;;
+    *) die_usage "unknown option '$1' (see --help)" ;;
+  esac
+done
+if [[ -n "$only" ]]; then
+  IFS=, read -r -a wanted <<<"$only"
+  for s in "${wanted[@]}"; do
+    [[ " ${all_steps[*]} " == *" $s "* ]] || die_usage "--only: unknown step '$s' (steps: ${all_steps[*]})"
+  done
+fi
+
+# ---------------------------------------------------------------------------------------------
+# The bundle: build output + the non-system shared libraries it needs, checked with ldd.
+
+# Libraries every Linux machine with a CUDA driver has; never copied (copying libstdc++ would
+# shadow a newer one that the frameworks need). libcuda is the driver itself.
+is_system_lib() {
+  case "${1##*/}" in
+    libc.so*|libm.so*|libdl.so*|libpthread.so*|librt.so*|ld-linux*|libstdc++.so*|libgcc_s.so*|\
+    libcuda.so*|linux-vdso*|libresolv.so*|libutil.so*) return 0 ;;
+  esac
+  return 1
+}
+
+# Prints the ELF files of a folder (not its simgpu/ subfolder: the bundle checks those apart).
+elf_files() {
+  local f
+  for f in "$1"/*; do
+    [[ -f "$f" && ! -L "$f" ]] || continue
+    [[ "$(head -c 4 "$f" 2>/dev/null | od -An -c | tr -d ' ')" == '177ELF' ]] && echo "$f"
+  done
+}
+
+# check_bundle DIR: every dependency of every ELF in DIR that is not a system library resolves
+# to a file inside DIR (with LD_LIBRARY_PATH=DIR, as the check runs it). Prints one line per
+# missing library; returns 1 when there is one.
+check_bundle() {
+  local dir f line lib path
+  dir=$(cd "$1" && pwd)
+  while read -r f; do
+    while read -r line; do
+      lib=${line%% *}
+      if [[ "$line" == *"not found"* ]]; then
+        is_system_lib "$lib" && [[ "$lib" == libcuda.so* ]] && continue  # no driver here
+        echo "ldd: $lib: not found (needed by ${f##*/})"
+        continue
+      fi
+      [[ "$line" == *" => "* ]] || continue
+      path=${line#* => }
+      path=${path%% (*}
+      is_system_lib "$lib" && continue
+      if [[ "$(readlink -f "$path")" != "$dir"/* ]]; then
+        echo "ldd: $lib: resolves outside the bundle to $path (needed by ${f##*/})"
+      fi
+    done < <(LD_LIBRARY_PATH="$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" ldd "$f" 2>&1 | sed 's/^[[:space:]]*//')
+  done < <(elf_files "$dir") | awk '!seen[$2]++' | grep .
+  [[ ${PIPESTATUS[2]} -ne 0 ]]  # grep found no line: no problem
+}
+
+do_prepare() {
+  local out=$from
+  [[ -n "$bundle" ]] || bundle="$root/build-gpu-bundle"
+  if [[ -z "$out" ]]; then
+    command -v nvcc >/dev/null || [[ -x /usr/local/cuda/bin/nvcc ]] ||
+      { echo "$prog: --prepare: nvcc not found (needed to build the CUDA kernels)" >&2; exit 1; }
+    export PATH="$PATH:/usr/local/cuda/bin"
+    local generator=()
+    command -v ninja >/dev/null && generator=(-G Ninja)
+    echo "== configure $build_dir (CUDA on, sm_90, RelWithDebInfo)"
+    cmake -S "$root" -B "$build_dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+      -DSPILLWAY_ENABLE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null || exit 1
+    echo "== build (this takes a while on few cores)"
+    cmake --build "$build_dir" -j "$(nproc)" || exit 1
+    out="$build_dir/out"
+  fi
+  [[ -f "$out/libspillway.so" ]] || { echo "$prog: --prepare: no libspillway.so in $out" >&2; exit 1; }
+  echo "== pack $out into $bundle"
+  rm -rf "$bundle"
+  mkdir -p "$bundle"
+  cp -a "$out"/. "$bundle"/
+  # The dependencies that are not system libraries (Abseil, gtest, benchmark, libunwind, cudart).
+  local f line lib path copied=()
+  while read -r f; do
+    while read -r line; do
+      [[ "$line" == *" => /"* ]] || continue
+      lib=${line%% *}
+      path=${line#* => }
+      path=${path%% (*}
+      is_system_lib "$lib" && continue
+      [[ "$(readlink -f "$path")" == "$(cd "$bundle" && pwd)"/* ]] && continue
+      if [[ ! -e "$bundle/$lib" ]]; then
+        cp -L "$path" "$bundle/$lib"
+        copied+=("$lib")
+      fi
+    done < <(LD_LIBRARY_PATH="$bundle" ldd "$f" 2>/dev/null | sed 's/^[[:space:]]*//')
+  done < <(elf_files "$bundle")
+  # libunwind is dlopen()ed by libspillway (never linked): ldd cannot see it.
+  for lib in libunwind.so.8 libunwind-x86_64.so.8 liblzma.so.5; do
+    if [[ ! -e "$bundle/$lib" ]]; then
+      path=$(ldconfig -p 2>/dev/null | awk -v l="$lib" '$1 == l && /x86-64/ {print $NF; exit}')
+      [[ -n "$path" ]] && cp -L "$path" "$bundle/$lib" && copied+=("$lib")
+    fi
+  done
+  # A second pass: the copied libraries' own dependencies (Abseil's libraries need each other).
+  local round
+  for round in 1 2; do
+    while read -r f; do
+      while read -r line; do
+        [[ "$line" == *" => /"* ]] || continue
+        lib=${line%% *}
+        path=${line#* => }
+        path=${path%% (*}
+        is_system_lib "$lib" && continue
+        [[ -e "$bundle/$lib" ]] && continue
+        cp -L "$path" "$bundle/$lib"
+        copied+=("$lib")
+      done < <(LD_LIBRARY_PATH="$bundle" ldd "$f" 2>/dev/null | sed 's/^[[:space:]]*//')
+    done < <(elf_files "$bundle")
+    [[ $round -eq 1 ]] || break
+  done
+  # Debug information is most of the size; the check needs symbols only.
+  while read -r f; do
+    chmod u+w "$f"
+    strip --strip-debug "$f" 2>/dev/null || true
+  done < <(elf_files "$bundle"; [[ -d "$bundle/simgpu" ]] && elf_files "$bundle/simgpu")
+  echo "copied ${#copied[@]} libraries: ${copied[*]}"
+  local problems
+  problems=$(check_bundle "$bundle")
+  if [[ -n "$problems" ]]; then
+    echo "$problems"
+    echo "$prog: --prepare: the bundle does not resolve its libraries" >&2
+    exit 1
+  fi
+  local bytes
+  bytes=$(du -sb "$bundle" | cut -f1)
+  echo "bundle $bundle: $((bytes / 1048576)) MiB ($bytes bytes), every library resolves (ldd)"
+  if ((bytes > 64 * 1048576)); then
+    echo "$prog: --prepare: the bundle is over the 64 MiB a carry can take" >&2
+    exit 1
+  fi
+  echo "carry it to the GPU machine (relative path): ${bundle#"$root"/}"
+}
+
+if [[ $prepare -eq 1 ]]; then
+  do_prepare
+  exit 0
+fi
+
+# ---------------------------------------------------------------------------------------------
+# The check.
+
+if [[ -z "$bundle" ]]; then
+  for candidate in "$root/build-gpu-bundle" "$root/build/out"; do
+    [[ -f "$candidate/libspillway.so" ]] && { bundle=$candidate; break; }
+  done
+fi
+if [[ -z "$bundle" || ! -f "$bundle/libspillway.so" ]]; then
+  if [[ $dry -eq 1 ]]; then
+    bundle=${bundle:-$root/build-gpu-bundle}
+  else
+    echo "$prog: no bundle with libspillway.so (looked in build-gpu-bundle/ and build/out/);" \
+         "make one with scripts/gpu_check.sh --prepare, or pass --bundle DIR" >&2
+    exit 1
+  fi
+fi
+bundle=$(cd "$bundle" 2>/dev/null && pwd || echo "$bundle")
+# The launcher of this checkout (it matches this script; a bundle's copy may be older), finding
+# libspillway.so in the bundle through SPILLWAY_HOME.
+spillway=(bash "$root/scripts/spillway")
+export SPILLWAY_HOME="$bundle"
+
+stamp=$(date -u +%Y%m%d-%H%M%S)
+if [[ -z "$results_dir" ]]; then
+  if [[ $simgpu -eq 1 ]]; then results_dir=$(mktemp -d "${TMPDIR:-/tmp}/gpu-check.XXXXXX")
+  else results_dir="$root/docs/results"; fi
+fi
+mkdir -p "$results_dir"
+kind=$([[ $simgpu -eq 1 ]] && echo simgpu || echo gpu)
+results="$results_dir/gpu-check-$kind-$stamp.md"
+log="$results_dir/gpu-check-$kind-$stamp.log"
+work=$(mktemp -d "${TMPDIR:-/tmp}/gpu-check-work.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+[[ $dry -eq 1 ]] && { results=/dev/null; log=/dev/null; }
+
+# Everything the steps run finds the bundle's libraries; simgpu mode puts the simulator first.
+export LD_LIBRARY_PATH="$bundle${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+if [[ $simgpu -eq 1 ]]; then
+  export LD_LIBRARY_PATH="$bundle/simgpu:$LD_LIBRARY_PATH"
+  export SIMGPU_MEMORY=${SIMGPU_MEMORY:-128MiB}
+fi
+python=$(command -v python3 || command -v python || echo python3)
+sim_bytes=$("$python" -c 'import re,sys
+m = re.fullmatch(r"\s*([0-9.]+)\s*([kmgt]?)(i?b)?\s*", sys.argv[1].lower())
+print(int(float(m.group(1)) * 1024 ** " kmgt".index(m.group(2) or " ")) if m else 0)' "${SIMGPU_MEMORY:-0}")
+run_memory=""
+steps_per_run=$([[ $quick -eq 1 ]] && echo 8 || echo 20)
+run_timeout=${GPU_CHECK_TIMEOUT:-300}
+
+say() { echo "$*" | tee -a "$log"; }
+note() { say "  note: $*"; notes+=("$current_step: $*"); }
+md() { [[ $dry -eq 1 ]] || echo "$*" >>"$results"; }
+
+commands=() notes=() table=()
+# runc NAME CMD...: runs CMD (with a timeout) and keeps its output in $work/NAME.out, appending
+# both to the log; records the command. Under --dry-run only prints it. Returns CMD's status.
+runc() {
+  local name=$1 rc=0
+  shift
+  commands+=("$*")
+  if [[ $dry -eq 1 ]]; then
+    echo "    \$ $*"
+    : >"$work/$name.out"
+    return 0
+  fi
+  echo "\$ $*" >>"$log"
+  timeout --kill-after=10 "$run_timeout" "$@" >"$work/$name.out" 2>&1 || rc=$?
+  cat "$work/$name.out" >>"$log"
+  echo "(exit $rc)" >>"$log"
+  return $rc
+}
+
+# result NAME KEY: KEY from the last `result: {json}` line of run NAME (empty if none).
+result() {
+  grep '^result: ' "$work/$1.out" 2>/dev/null | tail -n 1 | sed 's/^result: //' |
+    "$python" -c 'import json,sys
+t = sys.stdin.read().strip()
+v = json.loads(t).get(sys.argv[1], "") if t else ""
+print(v)' "$2" 2>/dev/null
+}
+# calc EXPR: awk arithmetic (with max(a, b)); integers print without a fraction.
+calc() {
+  awk "function max(a, b) { return a > b ? a : b }
+       BEGIN { x = $1; if (x == int(x)) printf \"%.0f\\n\", x; else printf \"%.6g\\n\", x }" \
+    2>/dev/null
+}
+fmt() { [[ -n "$1" ]] && printf '%.*f' "${2:-2}" "$1" || echo "n/a"; }
+
+current_step="" step_failed=0
+# step NAME TITLE: runs step_NAME unless --only leaves it out; a failing step is reported and
+# the check goes on.
+run_step() {
+  local name=$1 title=$2 status
+  if [[ -n "$only" && ",$only," != *",$name,"* ]]; then return 0; fi
+  current_step=$name
+  say ""
+  say "== $name: $title"
+  md ""
+  md "## $name: $title"
+  md ""
+  local fn="step_${name//-/_}"
+  "$fn"
+  status=$?
+  case $status in
+    0) status=passed ;;
+    3) status=skipped ;;
+    *) status=FAILED; step_failed=1 ;;
+  esac
+  [[ $dry -eq 1 ]] && { status="dry-run"; step_failed=0; }
+  say "-- $name: $status"
+  md ""
+  md "Status: **$status**"
+  table+=("$(printf '%-17s %-8s %s' "$name" "$status" "${step_summary:-}")")
+  step_summary=""
+}
+SKIP=3
+
+# Runs a job plainly or under spillway; sets job_ms (time per step) and job_summary. Jobs:
+#   GPU:    resnet | gpt (PyTorch examples) | flax;  BATCH = batch size
+#   simgpu: oversubscribe | train_like (driver API); BATCH = size factor of the device memory
+# job NAME KIND BATCH [spillway-run options...]  ("plain" as the first option: no spillway)
+job_ms="" job_peak="" job_pre="" job_evi="" job_summary="" job_rc=0
+# Put before every job's command, with and without spillway (e.g. env VAR=value): the same
+# allocator on both sides of a comparison. spillway run keeps a variable set this way.
+job_env=()
+job_args=()  # extra arguments of the framework examples
+job() {
+  local name=$1 kind=$2 batch=$3
+  shift 3
+  local cmd=() wrap=() stats="$work/$name.stats.json"
+  local simenv=(env "SIMGPU_STATS=$stats" "SIMGPU_MEMORY=${run_memory:-${SIMGPU_MEMORY:-}}")
+  job_summary="$work/$name.summary.json"
+  rm -f "$job_summary" "$stats"
+  if [[ "${1:-}" == plain ]]; then
+    shift
+  else
+    wrap=("${spillway[@]}" run --summary "$job_summary" "$@" --)
+    [[ $simgpu -eq 1 ]] && wrap=("${spillway[@]}" run --simgpu --summary "$job_summary" "$@" --)
+  fi
+  case $kind in
+    resnet) cmd=("$python" "$root/examples/pytorch/train_resnet.py" --quiet --depth 50
+                 --batch-size "$batch" --steps "$steps_per_run" "${job_args[@]}") ;;
+    gpt) cmd=("$python" "$root/examples/pytorch/train_gpt.py" --quiet --batch-size "$batch"
+              --steps "$steps_per_run") ;;
+    flax) cmd=("$python" "$root/examples/jax/train_flax.py" --quiet --batch-size "$batch"
+               --steps "$steps_per_run") ;;
+    # simgpu: the job's size is BATCH x SIMGPU_MEMORY whatever device it runs on (run_memory
+    # gives the unlimited runs a device large enough).
+    oversubscribe) cmd=("${simenv[@]}" "$bundle/oversubscribe" --bytes
+                        "$(calc "int($batch * $sim_bytes)")" --buffer 4MiB --passes 4) ;;
+    train_like) cmd=("${simenv[@]}" "$bundle/train_like" --oversubscription "$batch"
+                     --memory "$SIMGPU_MEMORY" --steps 4) ;;
+    train_like_managed) cmd=("${simenv[@]}" "$bundle/train_like" --managed
+                             --oversubscription "$batch" --memory "$SIMGPU_MEMORY" --steps 4) ;;
+  esac
+  job_rc=0
+  runc "$name" "${job_env[@]}" "${wrap[@]}" "${cmd[@]}" || job_rc=$?
+  # What the run reports, read in one go: time per step (the result line; on simgpu the virtual
+  # clock over its 4 passes/steps), the job's peak, and the engine's moves from its summary.
+  local fields
+  fields=$("$python" - "$work/$name.out" "$stats" "$job_summary" <<'EOF' 2>/dev/null
+import json, sys
+def load(path):
+    try:
+        return json.load(open(path))
+    except Exception:
+        return {}
+result = {}
+try:
+    for line in open(sys.argv[1]):
+        if line.startswith("result: "):
+            result = json.loads(line[len("result: "):])
+except Exception:
+    pass
+stats, summary = load(sys.argv[2]), load(sys.argv[3])
+engine = summary.get("engine", {}) if isinstance(summary.get("engine"), dict) else {}
+ms = result.get("median_step_ms")
+if ms is None and "virtual_seconds" in stats:
+    ms = stats["virtual_seconds"] * 1000 / 4
+values = [ms, result.get("max_memory_allocated"), engine.get("prefetch_bytes"),
+          engine.get("evict_bytes")]
+print(" ".join("-" if v is None else str(v) for v in values))
+EOF
+)
+  read -r job_ms job_peak job_pre job_evi <<<"${fields:-- - - -}"
+  [[ "$job_ms" == - || $job_rc -ne 0 ]] && job_ms=""
+  [[ "$job_peak" == - ]] && job_peak=""
+  [[ "$job_pre" == - ]] && job_pre=""
+  [[ "$job_evi" == - ]] && job_evi=""
+  return $job_rc
+}
+
+# ---- the steps
+
+step_info() {
+  say "  date: $(date -u '+%Y-%m-%d %H:%M UTC'), host: $(hostname), commit: $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  md "- date: $(date -u '+%Y-%m-%d %H:%M UTC'); host: \`$(hostname)\`; commit: \`$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)\`"
+  if [[ $simgpu -eq 1 ]]; then
+    device="simgpu ($SIMGPU_MEMORY)"
+    driver="simgpu"
+  elif runc nvidia-smi nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; then
+    device=$(cut -d, -f1 "$work/nvidia-smi.out" | head -n 1)
+    driver=$(cut -d, -f2 "$work/nvidia-smi.out" | head -n 1 | tr -d ' ')
+    md "- GPU: $(head -n 1 "$work/nvidia-smi.out")"
+  else
+    note "nvidia-smi failed: no GPU visible"
+    device="unknown" driver="unknown"
+  fi
+  step_summary="$device, driver $driver"
+  md "- device: $device; driver: $driver; bundle: \`${bundle#"$root"/}\`"
+  local versions
+  versions=$("$python" - <<'EOF' 2>/dev/null
+import importlib
+out = []
+for m in ("torch", "torchvision", "jax", "flax", "cupy", "tensorflow"):
+    try:
+        out.append(f"{m} {importlib.import_module(m).__version__}")
+    except Exception:
+        out.append(f"{m} absent")
+print(", ".join(out))
+EOF
+)
+  say "  python: ${versions:-python absent}"
+  md "- python: $("$python" --version 2>&1); ${versions:-}"
+  return 0
+}
+
+step_bundle() {
+  [[ $dry -eq 1 ]] && { echo "    (ldd every ELF in $bundle; all non-system libraries from it)"; return 0; }
+  local problems
+  problems=$(check_bundle "$bundle")
+  if [[ -n "$problems" ]]; then
+    say "$problems"
+    md '```'; md "$problems"; md '```'
+    step_summary="libraries missing (see log)"
+    return 1
+  fi
+  step_summary="every library resolves from the bundle"
+  say "  $step_summary"
+  return 0
+}
+
+step_doctor() {
+  local args=()
+  [[ $simgpu -eq 1 ]] && args=(--simgpu)
+  runc doctor "${spillway[@]}" doctor "${args[@]}"
+  local rc=$?
+  md '```'; md "$(cat "$work/doctor.out")"; md '```'
+  [[ $dry -eq 1 ]] && return 0
+  sed 's/^/  /' "$work/doctor.out"
+  local managed pools
+  managed=$(grep -m1 '^managed memory ' "$work/doctor.out" | sed 's/^managed memory *//')
+  pools=$(grep -m1 '^managed memory pools' "$work/doctor.out" | sed 's/^managed memory pools *//')
+  step_summary="managed: ${managed%% *}, pools: ${pools%% *}, prefetch batch: $(grep -m1 '^cuMemPrefetchBatchAsync' "$work/doctor.out" | awk '{print $2}')"
+  return $rc
+}
+
+step_gpu_tests() {
+  if [[ $simgpu -eq 1 ]]; then
+    note "the gpu-labelled tests need a real GPU (they run under plain ctest -L gpu there)"
+    return $SKIP
+  fi
+  # ctest cannot run from a carried build folder (its paths are this machine's): run the
+  # gpu-labelled gtest binaries (*_gpu_test) directly.
+  local t rc=0 passed=0 failed=0 any=0
+  for t in "$bundle"/*_gpu_test; do
+    [[ -x "$t" ]] || continue
+    any=1
+    if runc "${t##*/}" "$t" --gtest_brief=1; then
+      passed=$((passed + 1))
+    else
+      failed=$((failed + 1)); rc=1
+    fi
+    md "- \`${t##*/}\`: $(grep -E '^\[  (PASSED|FAILED)' "$work/${t##*/}.out" | tr '\n' ' ')"
+  done
+  ((any)) || { note "no *_gpu_test binary in the bundle"; return $SKIP; }
+  step_summary="$passed binaries passed, $failed failed"
+  return $rc
+}
+
+step_bandwidth() {
+  h2d_gbps="" d2h_gbps=""
+  if [[ $simgpu -eq 1 ]]; then
+    h2d_gbps=${SIMGPU_H2D_GBPS:-45}
+    d2h_gbps=${SIMGPU_D2H_GBPS:-53}
+    note "simgpu: the configured link (SIMGPU_H2D_GBPS / SIMGPU_D2H_GBPS), not a measurement"
+    step_summary="H2D $h2d_gbps GB/s, D2H $d2h_gbps GB/s (configured)"
+    return 0
+  fi
+  runc bandwidth "$python" "$root/scripts/gpu_bandwidth.py" || {
+    note "bandwidth measurement failed (needs PyTorch or CuPy)"; return 1; }
+  # The bound uses managed-memory prefetch rates (how spillway moves data) when CuPy measured
+  # them, else pinned copies.
+  h2d_gbps=$(result bandwidth h2d_prefetch_gbps)
+  d2h_gbps=$(result bandwidth d2h_prefetch_gbps)
+  [[ -n "$h2d_gbps" ]] || h2d_gbps=$(result bandwidth h2d_pinned_gbps)
+  [[ -n "$d2h_gbps" ]] || d2h_gbps=$(result bandwidth d2h_pinned_gbps)
+  md '```'; md "$(grep -v '^result:' "$work/bandwidth.out")"; md '```'
+  step_summary="H2D $(fmt "$h2d_gbps" 1) GB/s, D2H $(fmt "$d2h_gbps" 1) GB/s (pinned)"
+  [[ -n "$h2d_gbps" ]]
+}
+
+# Hook overhead on a job that fits: the same job without and with spillway, with the same
+# allocator (per-tensor cudaMallocAsync, and the framework's caching allocator).
+step_overhead() {
+  local kind=resnet batch=64 rows=() a b
+  if [[ $simgpu -eq 1 ]]; then
+    kind=oversubscribe batch=0.5
+    note "simgpu: plain device memory against managed memory that first migrates; not a hook cost"
+  fi
+  md "| job | allocator | without spillway (ms/step) | with spillway (ms/step) | overhead |"
+  md "| --- | --- | --- | --- | --- |"
+  local allocs=(async caching)
+  [[ $simgpu -eq 1 ]] && allocs=(driver)
+  local alloc fail=0
+  for alloc in "${allocs[@]}"; do
+    local opts=()
+    case $alloc in
+      async) job_env=(env PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync) ;;
+      caching) job_env=(env PYTORCH_CUDA_ALLOC_CONF=backend:native); opts=(--framework-allocator) ;;
+    esac
+    job "overhead-$alloc-plain" "$kind" "$batch" plain || fail=1
+    a=$job_ms
+    job "overhead-$alloc-spillway" "$kind" "$batch" "${opts[@]}" || fail=1
+    b=$job_ms
+    job_env=()
+    local pct=""
+    [[ -n "$a" && -n "$b" ]] && pct=$(calc "($b - $a) / $a * 100")
+    md "| $kind batch $batch | $alloc | $(fmt "$a") | $(fmt "$b") | $(fmt "$pct" 1)% |"
+    rows+=("$alloc $(fmt "$pct" 1)%")
+  done
+  if [[ -x "$bundle/launch_overhead_benchmark" ]]; then
+    runc launch-overhead "$bundle/launch_overhead_benchmark" --benchmark_min_time=0.2 ||
+      note "launch_overhead_benchmark failed"
+    md '```'; md "$(grep -A4 '^interleaved comparison' "$work/launch-overhead.out")"; md '```'
+  fi
+  step_summary="overhead: ${rows[*]} (goal < 1%)"
+  return $fail
+}
+
+# Oversubscription: the job's unlimited-memory peak P, then budgets P/1.25, P/1.5, P/2 enforced
+# with ballast, for each policy; against the unlimited step time and the bandwidth bound.
+step_oversubscription() {
+  local kinds=(resnet gpt) batch_of_resnet=128 batch_of_gpt=8 factors
+  read -r -a factors <<<"${GPU_CHECK_FACTORS:-1.25 1.5 2}"
+  [[ $simgpu -eq 1 ]] && kinds=(oversubscribe train_like)
+  [[ -n "${GPU_CHECK_JOBS:-}" ]] && read -r -a kinds <<<"$GPU_CHECK_JOBS"
+  local kind fail=0 any=0
+  if [[ $simgpu -eq 0 ]]; then
+    note "plain managed memory under a framework needs a spillway mode that backs allocations with managed memory and never moves them; not in this build (rows skipped)"
+  else
+    note "plain managed memory: train_like --managed without spillway (oversubscribe has no such mode)"
+  fi
+  if "${spillway[@]}" --help 2>/dev/null | grep -q '^  plan'; then
+    note "planned policy: \`spillway plan\` exists but the record + plan flow is not wired into this script yet (rows skipped)"
+  else
+    note "planned policy: no \`spillway plan\` in this build (rows skipped)"
+  fi
+  # Unlimited and spillway runs with the same (per-tensor) PyTorch allocator.
+  [[ $simgpu -eq 1 ]] || job_env=(env PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync)
+  md "| job | × budget | policy | ms/step | vs unlimited | bound (ms) | vs bound | moved/step |"
+  md "| --- | --- | --- | --- | --- | --- | --- | --- |"
+  for kind in "${kinds[@]}"; do
+    if [[ $simgpu -eq 1 && ! -x "$bundle/$kind" ]]; then
+      note "$kind is not in the bundle"; continue
+    fi
+    any=1
+    local batch peak unlimited_ms
+    if [[ $simgpu -eq 1 ]]; then
+      # The unlimited run of each size gets a device four times the budget (below).
+      unlimited_ms=""
+    else
+      batch=$([[ $kind == resnet ]] && echo $batch_of_resnet || echo $batch_of_gpt)
+      job "$kind-unlimited" "$kind" "$batch" plain || { note "$kind: unlimited run failed"; fail=1; continue; }
+      unlimited_ms=$job_ms
+      peak=$job_peak
+      [[ -n "$peak" || $dry -eq 1 ]] || { note "$kind: no peak memory in its result line"; fail=1; continue; }
+    fi
+    [[ $simgpu -eq 1 ]] || md "| $kind | unlimited | - | $(fmt "$unlimited_ms") | 1.00 | | | |"
+    local factor policy
+    for factor in "${factors[@]}"; do
+      local budget opts=()
+      if [[ $simgpu -eq 1 ]]; then
+        # The device is the budget; the job is `factor` times it; unlimited: the same job on a
+        # device four times larger.
+        batch=$factor
+        opts=(--device-memory "$SIMGPU_MEMORY")
+        run_memory=$((4 * sim_bytes))
+        job "$kind-$factor-unlimited" "$kind" "$factor" plain || {
+          note "$kind: unlimited run at ${factor}x failed"; fail=1; }
+        run_memory=""
+        unlimited_ms=$job_ms
+        md "| $kind | $factor | unlimited (no spillway) | $(fmt "$unlimited_ms") | 1.00 | | | |"
+      else
+        budget=$(calc "int(${peak:-0} / $factor)")
+        [[ $dry -eq 1 ]] && budget="PEAK/$factor"
+        opts=(--ballast --device-memory "$budget")
+      fi
+      for policy in managed lru learned planned; do
+        local popts=()
+        case $policy in
+          managed)
+            if [[ $simgpu -eq 1 && $kind == train_like ]]; then
+              # The job allocates managed memory itself, without spillway: plain demand paging.
+              job "$kind-$factor-managed" train_like_managed "$factor" plain || {
+                note "$kind at ${factor}x, plain managed: exit $job_rc"; fail=1; }
+              md "| $kind | $factor | managed (no spillway) | $(fmt "$job_ms") | $([[ -n "$job_ms" && -n "$unlimited_ms" ]] && fmt "$(calc "$unlimited_ms / $job_ms")" || echo n/a) | | | |"
+              say "  $kind ${factor}x plain managed: $(fmt "$job_ms") ms/step"
+            fi
+            continue ;;
+          planned) continue ;;
+          *) popts=(--eviction "$policy") ;;
+        esac
+        job "$kind-$factor-$policy" "$kind" "$batch" "${opts[@]}" "${popts[@]}" || {
+          note "$kind at ${factor}x with $policy: exit $job_rc"; fail=1; }
+        local moved="" bound="" rel="" relb=""
+        local pre evi
+        pre=$job_pre
+        evi=$job_evi
+        if [[ -n "$pre" && -n "$evi" && -n "${h2d_gbps:-}" && -n "$unlimited_ms" ]]; then
+          local runs=$((simgpu ? 4 : steps_per_run + 3))
+          moved=$(calc "($pre + $evi) / $runs / 2^20")
+          bound=$(calc "max($unlimited_ms, ($pre / ${h2d_gbps:-1} + $evi / ${d2h_gbps:-1}) / 1e6 / $runs)")
+        fi
+        [[ -n "$job_ms" && -n "$unlimited_ms" ]] && rel=$(calc "$unlimited_ms / $job_ms")
+        [[ -n "$job_ms" && -n "$bound" ]] && relb=$(calc "$job_ms / $bound")
+        md "| $kind | $factor | $policy | $(fmt "$job_ms") | $(fmt "$rel") | $(fmt "$bound") | $(fmt "$relb") | $(fmt "$moved" 0) MiB |"
+        say "  $kind ${factor}x $policy: $(fmt "$job_ms") ms/step ($(fmt "$rel") of unlimited throughput)"
+      done
+    done
+  done
+  job_env=()
+  ((any)) || return $SKIP
+  step_summary="see the table in the results file"
+  return $fail
+}
+
+# Capacity: the largest batch that trains without spillway, then with it on the same GPU.
+step_capacity() {
+  local kind=resnet start=32 limit=8
+  [[ $quick -eq 1 ]] && limit=4
+  if [[ $simgpu -eq 1 ]]; then
+    kind=oversubscribe
+  fi
+  local saved=$steps_per_run
+  steps_per_run=2
+  # grow LABEL START [job options]: doubles the size from START while the job trains (up to
+  # $cap); sets `grown` to the largest size that trained (empty: none).
+  grow() {
+    local label=$1 size=$2 best="" n=0
+    shift 2
+    while ((n < 12)); do
+      if job "capacity-$label-$size" "$kind" "$size" "$@"; then
+        best=$size
+      else
+        break
+      fi
+      [[ $dry -eq 1 ]] && break
+      size=$(calc "$size * 2")
+      n=$((n + 1))
+      [[ -n "${cap:-}" ]] && [[ $(calc "($size > $cap)") == 1 ]] && break
+    done
+    grown=$best
+  }
+  local base with cap="" grown=""
+  if [[ $simgpu -eq 1 ]]; then
+    cap=2
+    limit=4
+    grow plain 0.25 plain
+    base=$grown
+    cap=$(calc "${base:-0.25} * $limit")
+    grow spillway "${base:-0.25}" --device-memory "$SIMGPU_MEMORY"
+    with=$grown
+  else
+    # The same budget on both sides: PyTorch limited to it (set_per_process_memory_fraction)
+    # without spillway; ballast + budget with it. Host memory bounds how far spillway can go.
+    local budget_mib=$((${GPU_CHECK_CAPACITY_BUDGET_GIB:-16} * 1024)) total_mib
+    total_mib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits 2>/dev/null |
+                head -n 1 | tr -d ' ')
+    [[ -n "$total_mib" ]] || total_mib=81559
+    cap=4096
+    job_args=(--memory-fraction "$(calc "$budget_mib / $total_mib")")
+    grow plain "$start" plain
+    job_args=()
+    base=$grown
+    cap=$(calc "${base:-$start} * $limit")
+    grow spillway "${base:-$start}" --ballast --device-memory "${budget_mib}MiB"
+    with=$grown
+    md "Budget: ${budget_mib} MiB of ${total_mib} MiB (GPU_CHECK_CAPACITY_BUDGET_GIB)."
+  fi
+  steps_per_run=$saved
+  local ratio=""
+  [[ -n "$base" && -n "$with" ]] && ratio=$(calc "$with / $base")
+  md "| job | largest without spillway | largest with spillway | ratio (searched up to ${limit}x) |"
+  md "| --- | --- | --- | --- |"
+  md "| $kind | ${base:-none} | ${with:-none} | $(fmt "$ratio" 1)x |"
+  step_summary="$kind: ${base:-none} -> ${with:-none} ($(fmt "$ratio" 1)x; goal >= 4x)"
+  [[ -n "$base" && -n "$with" ]] || [[ $dry -eq 1 ]]
+}
+
+step_attention() {
+  local bin found=0 rc=0
+  for bin in "$bundle"/attention_benchmark "$bundle"/attention_*benchmark; do
+    [[ -x "$bin" ]] || continue
+    found=1
+    runc "${bin##*/}" "$bin" || rc=1
+    md '```'; md "$(tail -n 30 "$work/${bin##*/}.out")"; md '```'
+    break
+  done
+  if ((!found)); then
+    note "no attention benchmark binary in the bundle"
+    return $SKIP
+  fi
+  [[ $simgpu -eq 1 ]] && note "simgpu: attention kernels need a real GPU; the output is the CPU reference's"
+  step_summary=$([[ $rc -eq 0 ]] && echo "ran (see results file)" || echo "failed")
+  return $rc
+}
+
+# ---- main
+
+if [[ $dry -eq 1 ]]; then
+  echo "gpu_check.sh --dry-run: the steps and the commands they would run (bundle: $bundle)"
+fi
+say "spillway GPU check ($kind) — results: $results, log: $log"
+md "# spillway GPU check ($kind), $(date -u '+%Y-%m-%d')"
+md ""
+md "Command: \`scripts/gpu_check.sh$([[ $simgpu -eq 1 ]] && echo ' --simgpu')$([[ $quick -eq 1 ]] && echo ' --quick')$([[ -n $only ]] && echo " --only $only")\`; full log: \`${log##*/}\`."
+
+h2d_gbps="" d2h_gbps="" device="" driver="" step_summary=""
+if [[ $simgpu -eq 1 ]]; then  # known without the bandwidth step
+  h2d_gbps=${SIMGPU_H2D_GBPS:-45} d2h_gbps=${SIMGPU_D2H_GBPS:-53}
+fi
+run_step info "device, driver, versions"
+run_step bundle "the bundle's libraries resolve"
+run_step doctor "feasibility: managed oversubscription, managed pools, discard, batch prefetch"
+run_step gpu-tests "the gpu-labelled tests"
+run_step bandwidth "host<->device bandwidth"
+run_step overhead "hook overhead on a job that fits (goal < 1%)"
+run_step oversubscription "oversubscription at 1.25x, 1.5x, 2x the budget, per policy"
+run_step capacity "largest trainable batch without and with spillway"
+run_step attention "the attention benchmark"
+
+md ""
+md "## Notes"
+md ""
+for n in "${notes[@]}"; do md "- $n"; done
+md ""
+md "## Commands run"
+md ""
+md '```'
+for c in "${commands[@]}"; do md "$c"; done
+md '```'
+
+say ""
+say "== summary ($kind; results: $results)"
+say "$(printf '%-17s %-8s %s' step status result)"
+for row in "${table[@]}"; do say "$row"; done
+exit $step_failed

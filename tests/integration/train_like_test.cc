@@ -1,0 +1,197 @@
+// The training-like workload (examples/train_like.cc) end to end on simgpu under the residency
+// engine, for each eviction policy: at 2x, 4x and 8x oversubscription it gives the same checksum
+// as an unconstrained run (a big simulated device, no shim), while without the shim it stops with
+// out-of-memory. The same comparison covers data surviving many eviction rounds, the update kernel
+// that reads its gradient through a pointer stored in device memory, several threads allocating,
+// freeing and launching at once, and a fork after init.
+#include <unistd.h>
+
+#include <cstdio>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tests/integration/subprocess.h"
+
+namespace spillway::testing {
+namespace {
+
+const std::string kOut = SPILLWAY_TEST_OUT_DIR;
+// The simulated device of the constrained runs; the unconstrained one has 1 GiB.
+const char kDeviceMemory[] = "16MiB";
+
+std::string TempPath(const std::string& name) {
+  return ::testing::TempDir() + "/" + name + "." + std::to_string(::getpid()) + ".json";
+}
+
+// The integer after "key": in `json` (first occurrence), or -1.
+long long Field(const std::string& json, const std::string& key) {
+  const std::string quoted = "\"" + key + "\":";
+  const size_t at = json.find(quoted);
+  if (at == std::string::npos) return -1;
+  return std::strtoll(json.c_str() + at + quoted.size(), nullptr, 10);
+}
+
+// The value of the final "checksum 0x..." line of the workload's output, or "".
+std::string Checksum(const std::string& output) {
+  const std::string key = "\nchecksum 0x";
+  const size_t at = output.rfind(key);
+  if (at == std::string::npos) return "";
+  return output.substr(at + 1, key.size() - 1 + 16);
+}
+
+// 12 layers per unit of oversubscription: every tensor is then about 1/36 of the device (under
+// 0.5 MiB), so one kernel's tensors span a few of the device's 2 MiB chunks, as in a real job.
+// (A kernel whose tensors span more chunks than the device holds thrashes on simgpu.)
+std::vector<std::string> Job(double factor, int steps, const std::vector<std::string>& extra) {
+  std::vector<std::string> job = {kOut + "/train_like",
+                                  "--oversubscription",
+                                  std::to_string(factor),
+                                  "--layers",
+                                  std::to_string(static_cast<int>(12 * factor)),
+                                  "--steps",
+                                  std::to_string(steps)};
+  job.insert(job.end(), extra.begin(), extra.end());
+  return job;
+}
+
+// The checksum of the job on a device big enough for it (no shim, no eviction), sized as if the
+// device had kDeviceMemory. Cached: every policy compares against the same run.
+std::string UnconstrainedChecksum(double factor, int steps, const std::vector<std::string>& extra) {
+  static std::map<std::vector<std::string>, std::string> cache;
+  std::vector<std::string> job = Job(factor, steps, extra);
+  job.push_back("--memory");
+  job.push_back(kDeviceMemory);
+  const auto found = cache.find(job);
+  if (found != cache.end()) return found->second;
+  const ProcessResult result =
+      RunProcess(job, {{"LD_LIBRARY_PATH", kOut + "/simgpu"}, {"SIMGPU_MEMORY", "1GiB"}});
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  const std::string checksum = Checksum(result.output);
+  EXPECT_FALSE(checksum.empty()) << result.output;
+  cache[job] = checksum;
+  return checksum;
+}
+
+struct ShimRun {
+  ProcessResult result;
+  std::string summary;  // the exit summary JSON
+  std::string stats;    // simgpu's stats JSON
+};
+
+class TrainLikeTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  // Runs the job on the kDeviceMemory device under the shim with this test's eviction policy.
+  ShimRun RunUnderShim(double factor, int steps, const std::vector<std::string>& extra = {}) {
+    const std::string summary_path = TempPath("train_like_summary");
+    const std::string stats_path = TempPath("train_like_stats");
+    ShimRun run;
+    run.result = RunProcess(Job(factor, steps, extra), {{"LD_LIBRARY_PATH", kOut + "/simgpu"},
+                                                        {"SIMGPU_MEMORY", kDeviceMemory},
+                                                        {"LD_PRELOAD", kOut + "/libspillway.so"},
+                                                        {"SPILLWAY_EVICTION", GetParam()},
+                                                        {"SPILLWAY_SUMMARY", summary_path},
+                                                        {"SIMGPU_STATS", stats_path}});
+    run.summary = ReadFile(summary_path);
+    run.stats = ReadFile(stats_path);
+    std::remove(summary_path.c_str());
+    std::remove(stats_path.c_str());
+    return run;
+  }
+
+  // The run finished, gave the unconstrained run's checksum, and the engine had no errors.
+  // `tolerated_error`: one engine error the run may report (a known issue, named where used).
+  void ExpectSameResultAsUnconstrained(const ShimRun& run, double factor, int steps,
+                                       const std::vector<std::string>& extra = {},
+                                       const std::string& tolerated_error = "") {
+    ASSERT_EQ(run.result.exit_code, 0) << run.result.output;
+    EXPECT_EQ(Checksum(run.result.output), UnconstrainedChecksum(factor, steps, extra))
+        << run.result.output;
+    const bool no_errors = run.summary.find("\"errors\":[]") != std::string::npos;
+    const bool only_tolerated =
+        !tolerated_error.empty() &&
+        run.summary.find("\"errors\":[\"" + tolerated_error + "\"]") != std::string::npos;
+    EXPECT_TRUE(no_errors || only_tolerated) << run.summary;
+    EXPECT_NE(run.summary.find("\"policy\":\"" + GetParam() + "\""), std::string::npos)
+        << run.summary;
+    EXPECT_EQ(Field(run.stats, "overcommit_faults"), 0) << run.stats;
+  }
+};
+
+TEST_P(TrainLikeTest, OversubscribedRunsMatchTheUnconstrainedRun) {
+  for (const double factor : {2.0, 4.0, 8.0}) {
+    SCOPED_TRACE("oversubscription " + std::to_string(factor));
+    const int steps = factor < 8 ? 3 : 2;  // 8x: 128 MiB a step on the host, keep it short
+    const ShimRun run = RunUnderShim(factor, steps);
+    ExpectSameResultAsUnconstrained(run, factor, steps);
+    // It really was oversubscribed: more managed memory than the device, data sent back to the
+    // host.
+    EXPECT_GT(Field(run.stats, "managed_alloc_bytes_peak"), (16ll << 20) * factor * 0.9)
+        << run.stats;
+    EXPECT_GT(Field(run.stats, "evicted_bytes"), 0) << run.stats;
+  }
+}
+
+// Without the shim (so for no policy) the same job does not fit.
+TEST(TrainLike, WithoutTheShimItRunsOutOfMemoryAt2x) {
+  const ProcessResult plain = RunProcess(
+      Job(2.0, 3, {}), {{"LD_LIBRARY_PATH", kOut + "/simgpu"}, {"SIMGPU_MEMORY", kDeviceMemory}});
+  EXPECT_EQ(plain.exit_code, 2) << plain.output;
+  EXPECT_NE(plain.output.find("out of memory: "), std::string::npos) << plain.output;
+}
+
+// Weights are written at init and by every step's update; at 4x with 6 steps each of them leaves
+// the device and comes back many times (evictions far exceed the working set) and must still be
+// bit-exact at the end.
+TEST_P(TrainLikeTest, DataSurvivesManyEvictionRounds) {
+  const ShimRun run = RunUnderShim(4.0, 6);
+  ExpectSameResultAsUnconstrained(run, 4.0, 6);
+  const long long working_set = 4ll * (16 << 20);
+  EXPECT_GT(Field(run.stats, "evicted_bytes"), 4 * working_set) << run.stats;
+}
+
+// tl_update reads its gradient through a pointer table in device memory, never a parameter: the
+// engine cannot see that access, so the gradient arena must be correct wherever it lives when
+// the update runs (demand paging covers what the engine missed). One stream, many layers: the
+// arena (24 interior slices, 1.3x the device) does not fit.
+TEST_P(TrainLikeTest, KernelReachingMemoryThroughADevicePointerGetsCorrectData) {
+  const std::vector<std::string> extra = {"--layers", "24", "--streams", "1", "--alloc", "sync"};
+  const ShimRun run = RunUnderShim(4.0, 3, extra);
+  ExpectSameResultAsUnconstrained(run, 4.0, 3, extra);
+  // Every launch (24 layers x 3 kernels + fill + loss per step, 24 fills at init) was resolved.
+  EXPECT_EQ(Field(run.summary, "launches_resolved"), 24 + 3 * (24 * 3 + 2)) << run.summary;
+}
+
+// Four replicas on four threads, each with its own streams, allocating, freeing and launching at
+// the same time through the shim.
+TEST_P(TrainLikeTest, ConcurrentThreadsAllocateFreeAndLaunch) {
+  const std::vector<std::string> extra = {"--threads", "4", "--layers", "12", "--alloc", "mixed"};
+  const ShimRun run = RunUnderShim(4.0, 3, extra);
+  // Known issue: the engine picks victims under its lock but issues the moves after releasing
+  // it, so another thread may free a victim first and its eviction fails (about one run in five).
+  // The result stays correct (demand paging); remove the tolerance once that race is fixed.
+  ExpectSameResultAsUnconstrained(
+      run, 4.0, 3, extra,
+      "a prefetch or eviction before a launch failed; the launch relies on demand paging");
+  EXPECT_NE(run.result.output.find("replica 3 checksum"), std::string::npos) << run.result.output;
+}
+
+// After init and a step the job forks; the child does host-only work and exits, the parent goes
+// on oversubscribed to the same result.
+TEST_P(TrainLikeTest, ForkAfterInit) {
+  const ShimRun run = RunUnderShim(2.0, 3, {"--fork-after-step", "1"});
+  EXPECT_NE(run.result.output.find("fork after step 1: the child exited cleanly"),
+            std::string::npos)
+      << run.result.output;
+  ExpectSameResultAsUnconstrained(run, 2.0, 3);
+}
+
+INSTANTIATE_TEST_SUITE_P(Policies, TrainLikeTest, ::testing::Values("lru", "learned"),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param;
+                         });
+
+}  // namespace
+}  // namespace spillway::testing

@@ -1,0 +1,137 @@
+// The learned eviction policy on its own: step detection when activation ids change every step,
+// re-detection after the step changes, the farthest-next-use victim, lru before a step is known,
+// and lookahead predictions.
+#include <initializer_list>
+#include <set>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "policy/eviction_policy.h"
+
+namespace spillway::policy {
+namespace {
+
+constexpr uint64_t kFunction = 0x1234;
+
+class LearnedPolicyTest : public ::testing::Test {
+ protected:
+  LearnedPolicyTest() : policy_(MakeLearnedPolicy()) {}
+
+  // One launch using `ids` (sizes from `size_of_`, default 1 MiB); `function` tells kernels apart.
+  void Launch(std::initializer_list<uint64_t> ids, uint64_t function = kFunction) {
+    std::vector<uint64_t> list(ids), sizes;
+    for (const uint64_t id : list) sizes.push_back(SizeOf(id));
+    policy_->ObserveLaunch(LaunchView{function, list.data(), sizes.data(), list.size()});
+    for (const uint64_t id : list) policy_->Touch(id);
+  }
+  uint64_t SizeOf(uint64_t id) const { return id < 100 ? (id + 1) << 20 : 1 << 20; }
+
+  // The victim among `candidates`.
+  uint64_t Victim(const std::set<uint64_t>& candidates) {
+    return policy_->PickVictim(
+        [](const void* context, uint64_t id) {
+          return static_cast<const std::set<uint64_t>*>(context)->contains(id);
+        },
+        &candidates);
+  }
+
+  // A training-like step: 3 weights (ids 1..3, stable), 3 activations with fresh ids each step
+  // (from `next_id_`), forward then backward in reverse, activations freed at the end. Returns the
+  // activation ids used.
+  std::vector<uint64_t> TrainingStep(int layers = 3) {
+    std::vector<uint64_t> activations;
+    for (int i = 0; i < layers; ++i) activations.push_back(next_id_++);
+    for (int i = 0; i < layers; ++i) Launch({uint64_t(i + 1), activations[i]}, 10 + i);
+    for (int i = layers - 1; i >= 0; --i) Launch({uint64_t(i + 1), activations[i]}, 20 + i);
+    for (const uint64_t a : activations) policy_->Forget(a);
+    return activations;
+  }
+
+  std::unique_ptr<EvictionPolicy> policy_;
+  uint64_t next_id_ = 1000;
+};
+
+TEST_F(LearnedPolicyTest, DetectsTheStepAlthoughActivationIdsChange) {
+  EXPECT_EQ(policy_->name(), "learned");
+  TrainingStep();
+  EXPECT_EQ(policy_->step_length(), 0u);  // one step is not a repetition
+  for (int step = 0; step < 12; ++step) TrainingStep();
+  EXPECT_EQ(policy_->step_length(), 6u);
+  // Locked after about 1 step + the verification window; every later launch was predicted.
+  EXPECT_GE(policy_->predicted_launches(), 6u * 8);
+  const uint64_t before = policy_->predicted_launches();
+  TrainingStep();
+  EXPECT_EQ(policy_->predicted_launches(), before + 6);
+}
+
+TEST_F(LearnedPolicyTest, RedetectsWhenTheStepChanges) {
+  for (int step = 0; step < 12; ++step) TrainingStep(3);
+  EXPECT_EQ(policy_->step_length(), 6u);
+  const uint64_t before = policy_->predicted_launches();
+  TrainingStep(4);  // a different step: prediction fails, lru meanwhile
+  EXPECT_LT(policy_->predicted_launches(), before + 8);
+  for (int step = 0; step < 12; ++step) TrainingStep(4);
+  EXPECT_EQ(policy_->step_length(), 8u);
+  const uint64_t after = policy_->predicted_launches();
+  TrainingStep(4);
+  EXPECT_EQ(policy_->predicted_launches(), after + 8);
+}
+
+TEST_F(LearnedPolicyTest, NoStepInAnAperiodicSequence) {
+  uint64_t x = 7;
+  for (int i = 0; i < 500; ++i) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    Launch({1 + (x >> 33) % 50}, (x >> 20) % 7);
+  }
+  // Random repeats of single tokens may lock briefly; they must not survive as predictions.
+  EXPECT_LT(policy_->predicted_launches(), 50u);
+}
+
+TEST_F(LearnedPolicyTest, EvictsTheFarthestNextUse) {
+  // A cyclic scan over 1..8: lru would evict the one needed soonest after the scan wraps.
+  for (int round = 0; round < 10; ++round) {
+    for (uint64_t id = 1; id <= 8; ++id) Launch({id});
+  }
+  ASSERT_EQ(policy_->step_length(), 8u);
+  // Just used 8; next come 1, 2, ..., 7. Among 1, 3, 5 the farthest is 5.
+  EXPECT_EQ(Victim({1, 3, 5}), 5u);
+  EXPECT_EQ(Victim({2, 3}), 3u);
+  // Never used in the step: first.
+  policy_->Touch(50);
+  EXPECT_EQ(Victim({1, 50, 7}), 50u);
+  EXPECT_EQ(Victim({}), 0u);
+}
+
+TEST_F(LearnedPolicyTest, UsesLruBeforeAStepIsDetected) {
+  Launch({1});
+  Launch({2});
+  Launch({3});
+  Launch({1});
+  ASSERT_EQ(policy_->step_length(), 0u);
+  EXPECT_EQ(Victim({1, 2, 3}), 2u);
+  policy_->Forget(2);
+  EXPECT_EQ(Victim({1, 3}), 3u);
+}
+
+TEST_F(LearnedPolicyTest, PredictsTheNextLaunchesAccessSetsWithTheNewActivations) {
+  for (int step = 0; step < 10; ++step) TrainingStep();
+  // Mid-step: forward of layer 0 done with a fresh activation.
+  const uint64_t a0 = next_id_++, a1 = next_id_++;
+  Launch({1, a0}, 10);
+  Launch({2, a1}, 11);
+  std::vector<uint64_t> next;
+  policy_->PredictNextUses(2, &next);
+  // Next: forward layer 2 (weight 3, an activation not allocated yet), then backward layer 2.
+  EXPECT_EQ(next, (std::vector<uint64_t>{3}));
+  policy_->PredictNextUses(3, &next);  // ... backward 2, backward 1 (weight 2 and a1)
+  EXPECT_EQ(next, (std::vector<uint64_t>{3, 2, a1}));
+}
+
+TEST(PolicyFactoryTest, KnowsLruAndLearned) {
+  EXPECT_EQ(MakePolicy("lru")->name(), "lru");
+  EXPECT_EQ(MakePolicy("learned")->name(), "learned");
+  EXPECT_EQ(MakePolicy("belady"), nullptr);
+}
+
+}  // namespace
+}  // namespace spillway::policy

@@ -1,0 +1,132 @@
+// The planner: its schedule is followed without demand faults, moves exactly the chunk-level
+// bound's bytes (within 10% once host placement is tried), and is never worse than lru (or demand
+// paging) on the synthetic transformer and CNN training steps at several budgets.
+#include "policy/planner.h"
+
+#include <string>
+
+#include "gtest/gtest.h"
+#include "policy/eviction_policy.h"
+#include "policy/synthetic_workloads.h"
+
+namespace spillway::policy {
+namespace {
+
+struct Case {
+  const char* workload;
+  double oversubscription;
+};
+
+class PlannerOnSyntheticSteps : public ::testing::TestWithParam<Case> {};
+
+TEST_P(PlannerOnSyntheticSteps, NeverWorseThanLruAndAtTheBoundInBytes) {
+  absl::StatusOr<Workload> w = MakeSyntheticWorkload(GetParam().workload);
+  ASSERT_TRUE(w.ok());
+  PlanOptions options;
+  options.sim.device_memory = static_cast<uint64_t>(static_cast<double>(w->peak_live_bytes()) /
+                                                    GetParam().oversubscription);
+  options.place_on_host = false;
+  absl::StatusOr<PolicyFile> residency_only = PlanPolicy(*w, options);
+  ASSERT_TRUE(residency_only.ok()) << residency_only.status();
+  options.place_on_host = true;
+  absl::StatusOr<PolicyFile> plan = PlanPolicy(*w, options);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_TRUE(CheckPolicyMatches(*plan, *w).ok());
+  const SimResult lru = SimulateEvictionPolicy(*w, options.sim, MakeLruPolicy, "lru");
+  const SimResult learned = SimulateEvictionPolicy(*w, options.sim, MakeLearnedPolicy, "learned");
+  const SimResult demand = SimulateDemandPaging(*w, options.sim);
+  const SimResult bound = ChunkLowerBound(*w, options.sim);
+  // Residency alone: Belady's chunks exactly, every one moved ahead of its kernel.
+  const SimResult moved = SimulatePlanned(*w, *residency_only, options.sim);
+  EXPECT_EQ(moved.bytes_moved(), bound.bytes_moved());
+  EXPECT_EQ(moved.demand_faults, 0u);
+  EXPECT_EQ(moved.overcommit_chunks, 0u);
+  EXPECT_GE(moved.step_seconds, bound.step_seconds * 0.999);  // the bound is a bound
+  // With host placement: never slower, at most 10% more bytes.
+  const SimResult planned = SimulatePlanned(*w, *plan, options.sim);
+  EXPECT_LE(planned.step_seconds, moved.step_seconds);
+  EXPECT_LE(static_cast<double>(planned.bytes_moved()), 1.1 * bound.bytes_moved());
+  EXPECT_EQ(planned.demand_faults, 0u);
+  for (const SimResult& other : {lru, learned, demand}) {
+    EXPECT_LE(planned.bytes_moved(), other.bytes_moved()) << other.policy;
+    EXPECT_LE(planned.step_seconds, other.step_seconds) << other.policy;
+    EXPECT_GE(other.step_seconds, bound.step_seconds) << other.policy;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Budgets, PlannerOnSyntheticSteps,
+    ::testing::Values(Case{"transformer", 1.5}, Case{"transformer", 2}, Case{"transformer", 4},
+                      Case{"transformer", 8}, Case{"cnn", 1.5}, Case{"cnn", 2}, Case{"cnn", 4},
+                      Case{"cnn", 8}, Case{"transformer-small", 3}, Case{"cnn-small", 3}),
+    [](const ::testing::TestParamInfo<Case>& info) {
+      std::string name = std::string(info.param.workload) + "_" +
+                         std::to_string(static_cast<int>(info.param.oversubscription * 10));
+      for (char& c : name) {
+        if (c == '-') c = '_';
+      }
+      return name;
+    });
+
+TEST(Planner, ScheduleDiscardsDeadDataAndPinsConstantlyUsedData) {
+  absl::StatusOr<Workload> w = MakeSyntheticWorkload("transformer-small");
+  ASSERT_TRUE(w.ok());
+  PlanOptions options;
+  options.sim.device_memory = w->peak_live_bytes() / 2;
+  absl::StatusOr<PolicyFile> plan = PlanPolicy(*w, options);
+  ASSERT_TRUE(plan.ok());
+  uint64_t discard = 0, evict = 0, prefetch = 0, populate = 0;
+  for (const ScheduleEntry& e : plan->schedule) {
+    discard += e.discard.size();
+    evict += e.evict.size();
+    prefetch += e.prefetch.size();
+    populate += e.populate.size();
+  }
+  EXPECT_GT(discard, 0u);
+  EXPECT_GT(evict, 0u);
+  EXPECT_GT(prefetch, 0u);
+  EXPECT_GT(populate, 0u);
+  EXPECT_EQ(plan->budget_bytes, options.sim.device_memory / kChunkBytes * kChunkBytes);
+  EXPECT_EQ(plan->fingerprint, WorkloadFingerprint(*w));
+  // The residual stream gradient (used by every backward kernel) is pinned.
+  bool pinned = false;
+  for (const WorkloadAllocation& a : w->allocations) {
+    if (a.name == "grad.lm_head") pinned = plan->ActionFor(a) == RuleAction::kKeep;
+  }
+  EXPECT_TRUE(pinned);
+}
+
+TEST(Planner, HandWrittenHostRuleKeepsAllocationsOffTheSchedule) {
+  absl::StatusOr<Workload> w = MakeSyntheticWorkload("cnn-small");
+  ASSERT_TRUE(w.ok());
+  PlanOptions options;
+  options.sim.device_memory = w->peak_live_bytes() / 2;
+  PolicyRule host;
+  host.call_site = "optim.step";  // the momentum buffers
+  host.action = RuleAction::kHost;
+  options.rules.push_back(host);
+  absl::StatusOr<PolicyFile> plan = PlanPolicy(*w, options);
+  ASSERT_TRUE(plan.ok());
+  for (const ScheduleEntry& e : plan->schedule) {
+    for (const auto* list : {&e.evict, &e.discard, &e.prefetch, &e.populate}) {
+      for (const ChunkRange& r : *list) {
+        EXPECT_NE(w->allocation(r.alloc_id).call_site, "optim.step");
+      }
+    }
+  }
+  const SimResult planned = SimulatePlanned(*w, *plan, options.sim);
+  EXPECT_GT(planned.remote_bytes, 0u);
+  EXPECT_EQ(planned.demand_faults, 0u);
+}
+
+TEST(Planner, RejectsABudgetBelowOneChunk) {
+  absl::StatusOr<Workload> w = MakeSyntheticWorkload("cnn-small");
+  ASSERT_TRUE(w.ok());
+  PlanOptions options;
+  options.sim.device_memory = 1 << 20;
+  EXPECT_EQ(PlanPolicy(*w, options).status().message(),
+            "device memory 1048576 is less than one 2 MiB chunk");
+}
+
+}  // namespace
+}  // namespace spillway::policy

@@ -1,0 +1,270 @@
+// Policy files: round trips (hand-written and planner output), every error message for bad
+// files, and the check that a policy belongs to a workload.
+#include "policy/policy_file.h"
+
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "policy/planner.h"
+#include "policy/synthetic_workloads.h"
+
+namespace spillway::policy {
+namespace {
+
+constexpr char kExample[] = R"(# a hand-edited policy
+version = 1
+
+[model]
+name = "gpt2-medium"
+fingerprint = "0123456789abcdef"
+launches = 12
+allocations = 40
+
+[budget]
+device_memory = "8GiB"
+
+[[rule]]              # optimizer state lives on the host, read remotely
+call_site = "optim.step"
+action = "host"
+
+[[rule]]
+module = "libnccl.so.2"
+action = "never"
+
+[[rule]]
+min_size = "1MiB"
+max_size = 4194304
+order = [3, 7]
+action = "keep"
+
+[[rule]]
+order = 9
+action = "swap"
+
+[[step]]
+position = 0
+prefetch = ["5:0-3", "6:2"]
+populate = ["7:0"]
+
+[[step]]
+position = 4
+evict = ["5:0-1"]
+discard = ["8:0-15",
+           "9:1"]
+)";
+
+TEST(PolicyFile, ParsesAnAnnotatedExample) {
+  absl::StatusOr<PolicyFile> p = ParsePolicyFile(kExample, "ex.toml");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->model, "gpt2-medium");
+  EXPECT_EQ(p->fingerprint, 0x0123456789abcdefull);
+  EXPECT_EQ(p->launches, 12u);
+  EXPECT_EQ(p->allocations, 40u);
+  EXPECT_EQ(p->budget_bytes, uint64_t{8} << 30);
+  ASSERT_EQ(p->rules.size(), 4u);
+  EXPECT_EQ(p->rules[0].call_site, "optim.step");
+  EXPECT_EQ(p->rules[0].action, RuleAction::kHost);
+  EXPECT_EQ(p->rules[0].line, 13);
+  EXPECT_EQ(p->rules[1].action, RuleAction::kNever);
+  EXPECT_EQ(p->rules[2].min_bytes, uint64_t{1} << 20);
+  EXPECT_EQ(p->rules[2].max_bytes, 4194304u);
+  EXPECT_EQ(p->rules[2].first_order, 3u);
+  EXPECT_EQ(p->rules[2].last_order, 7u);
+  EXPECT_EQ(p->rules[3].first_order, 9u);
+  EXPECT_EQ(p->rules[3].last_order, 9u);
+  ASSERT_EQ(p->schedule.size(), 2u);
+  EXPECT_EQ(p->schedule[0].prefetch[0], (ChunkRange{5, 0, 4}));
+  EXPECT_EQ(p->schedule[0].prefetch[1], (ChunkRange{6, 2, 1}));
+  EXPECT_EQ(p->schedule[0].populate[0], (ChunkRange{7, 0, 1}));
+  EXPECT_EQ(p->schedule[1].position, 4u);
+  EXPECT_EQ(p->schedule[1].discard[0], (ChunkRange{8, 0, 16}));
+}
+
+TEST(PolicyFile, HandWrittenRoundTrips) {
+  absl::StatusOr<PolicyFile> p = ParsePolicyFile(kExample, "ex.toml");
+  ASSERT_TRUE(p.ok()) << p.status();
+  const std::string written = FormatPolicyFile(*p);
+  absl::StatusOr<PolicyFile> again = ParsePolicyFile(written, "written.toml");
+  ASSERT_TRUE(again.ok()) << again.status() << "\n" << written;
+  EXPECT_TRUE(*again == *p) << written;
+  EXPECT_EQ(FormatPolicyFile(*again), written);
+}
+
+TEST(PolicyFile, PlannerOutputRoundTrips) {
+  absl::StatusOr<Workload> w = MakeSyntheticWorkload("transformer-small");
+  ASSERT_TRUE(w.ok());
+  PlanOptions options;
+  options.sim.device_memory = w->peak_live_bytes() / 2;
+  absl::StatusOr<PolicyFile> plan = PlanPolicy(*w, options);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_FALSE(plan->schedule.empty());
+  absl::StatusOr<PolicyFile> again = ParsePolicyFile(FormatPolicyFile(*plan), "plan.toml");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE(*again == *plan);
+  EXPECT_TRUE(CheckPolicyMatches(*again, *w).ok());
+}
+
+TEST(PolicyFile, RulesMatchFirstWins) {
+  absl::StatusOr<PolicyFile> p = ParsePolicyFile(kExample, "ex.toml");
+  ASSERT_TRUE(p.ok());
+  WorkloadAllocation a;
+  a.id = 5;
+  a.bytes = 2 << 20;
+  a.call_site = "optim.step";
+  EXPECT_EQ(p->ActionFor(a), RuleAction::kHost);
+  a.call_site = "other";
+  EXPECT_EQ(p->ActionFor(a), RuleAction::kKeep);  // order 3..7, 1-4 MiB
+  a.bytes = 8 << 20;
+  EXPECT_EQ(p->ActionFor(a), RuleAction::kSwap);  // too big for the keep rule
+  a.module = "libnccl.so.2";
+  EXPECT_EQ(p->ActionFor(a), RuleAction::kNever);
+}
+
+struct BadCase {
+  std::string text;
+  std::string message;
+};
+
+std::string Head(const std::string& rest) {
+  return "version = 1\n[budget]\ndevice_memory = \"1GiB\"\n" + rest;  // 3 lines
+}
+
+TEST(PolicyFile, EveryErrorNamesFileLineAndProblem) {
+  const BadCase cases[] = {
+      {"[budget]\ndevice_memory = 1\n",
+       "p.toml:1: missing key 'version' (this format is version 1)"},
+      {"version = 2\n", "p.toml:1: 'version' must be 1 (the only version this spillway reads)"},
+      {"version = \"1\"\n", "p.toml:1: 'version' must be 1 (the only version this spillway reads)"},
+      {"version = 1\nversio = 1\n", "p.toml:2: unknown key 'versio' (known: version)"},
+      {"version = 1\n", "p.toml:1: missing table [budget] (the device memory it was planned for)"},
+      {"version = 1\n[budget]\n", "p.toml:2: missing key 'budget.device_memory'"},
+      {"version = 1\n[budget]\ndevice_memory = \"1XB\"\n",
+       "p.toml:3: 'budget.device_memory': unknown unit 'XB' in '1XB' (use B, KiB, MiB, GiB, TiB, "
+       "PiB, KB, MB, GB, TB, PB)"},
+      {"version = 1\n[budget]\ndevice_memory = true\n",
+       "p.toml:3: 'budget.device_memory' must be a size (\"8GiB\" or bytes)"},
+      {"version = 1\n[budget]\ndevice_memory = -5\n",
+       "p.toml:3: 'budget.device_memory' must not be negative"},
+      {"version = 1\n[budget]\ndevice_memory = 1\nsize = 2\n",
+       "p.toml:4: unknown key 'budget.size' (known: device_memory)"},
+      {Head("[model]\nnme = \"x\"\n"),
+       "p.toml:5: unknown key 'model.nme' (known: name, fingerprint, launches, allocations)"},
+      {Head("[model]\nname = 3\n"), "p.toml:5: 'model.name' must be a string, not an integer"},
+      {Head("[model]\nfingerprint = \"abc\"\n"),
+       "p.toml:5: 'model.fingerprint' must be 16 lowercase hex digits"},
+      {Head("[model]\nlaunches = -1\n"), "p.toml:5: 'model.launches' must not be negative"},
+      {Head("[model]\nallocations = true\n"),
+       "p.toml:5: 'model.allocations' must be an integer, not a boolean"},
+      {Head("[[model]]\n"), "p.toml:4: write [model], not [[model]]"},
+      {Head("[rule]\n"), "p.toml:4: write [[rule]], not [rule]"},
+      {Head("[[steps]]\n"), "p.toml:4: unknown table 'steps' (known: model, budget, rule, step)"},
+      {Head("[[rule]]\ncall_site = \"x\"\n"), "p.toml:4: missing key 'rule.action'"},
+      {Head("[[rule]]\naction = \"pin\"\n"),
+       "p.toml:5: 'rule.action' is \"pin\"; it must be keep, host, swap or never"},
+      {Head("[[rule]]\naction = 1\n"), "p.toml:5: 'rule.action' must be a string, not an integer"},
+      {Head("[[rule]]\nsite = \"x\"\naction = \"keep\"\n"),
+       "p.toml:5: unknown key 'rule.site' (known: call_site, module, min_size, max_size, order, "
+       "action)"},
+      {Head("[[rule]]\nmin_size = \"2MiB\"\nmax_size = \"1MiB\"\naction = \"keep\"\n"),
+       "p.toml:6: 'rule.max_size' is less than 'rule.min_size'"},
+      {Head("[[rule]]\norder = \"3\"\naction = \"keep\"\n"),
+       "p.toml:5: 'rule.order' must be an integer or [first, last]"},
+      {Head("[[rule]]\norder = [1, 2, 3]\naction = \"keep\"\n"),
+       "p.toml:5: 'rule.order' must be an integer or [first, last]"},
+      {Head("[[rule]]\norder = [5, 2]\naction = \"keep\"\n"),
+       "p.toml:5: 'rule.order' must be positive and first <= last"},
+      {Head("[[rule]]\norder = 0\naction = \"keep\"\n"),
+       "p.toml:5: 'rule.order' must be positive and first <= last"},
+      {Head("[[step]]\nevict = []\n"), "p.toml:4: missing key 'step.position'"},
+      {Head("[[step]]\nposition = 4294967296\n"), "p.toml:5: 'step.position' is too large"},
+      {Head("[[step]]\nposition = 3\n[[step]]\nposition = 3\n"),
+       "p.toml:7: 'step.position' 3 is not after the previous step's 3"},
+      {Head("[[step]]\nposition = 0\nwhen = 1\n"),
+       "p.toml:6: unknown key 'step.when' (known: position, evict, discard, prefetch, populate)"},
+      {Head("[[step]]\nposition = 0\nevict = \"1:0\"\n"),
+       "p.toml:6: 'step.evict' must be an array of strings"},
+      {Head("[[step]]\nposition = 0\nevict = [1]\n"),
+       "p.toml:6: 'step.evict' must be an array of strings"},
+      {Head("[[step]]\nposition = 0\nprefetch = [\"1\"]\n"),
+       "p.toml:6: 'step.prefetch' entry \"1\": no ':' (write \"ALLOC:CHUNK\" or "
+       "\"ALLOC:FIRST-LAST\")"},
+      {Head("[[step]]\nposition = 0\ndiscard = [\"0:1\"]\n"),
+       "p.toml:6: 'step.discard' entry \"0:1\": the allocation must be a positive integer (write "
+       "\"ALLOC:CHUNK\" or \"ALLOC:FIRST-LAST\")"},
+      {Head("[[step]]\nposition = 0\npopulate = [\"2:x\"]\n"),
+       "p.toml:6: 'step.populate' entry \"2:x\": chunks must be integers (write \"ALLOC:CHUNK\" or "
+       "\"ALLOC:FIRST-LAST\")"},
+      {Head("[[step]]\nposition = 0\nevict = [\"2:5-1\"]\n"),
+       "p.toml:6: 'step.evict' entry \"2:5-1\": the last chunk is before the first (write "
+       "\"ALLOC:CHUNK\" or \"ALLOC:FIRST-LAST\")"},
+      {Head("k = [\n"), "p.toml:5: unterminated array"},  // TOML errors come through as they are
+  };
+  for (const BadCase& c : cases) {
+    absl::StatusOr<PolicyFile> p = ParsePolicyFile(c.text, "p.toml");
+    ASSERT_FALSE(p.ok()) << c.text;
+    EXPECT_EQ(std::string(p.status().message()), c.message) << c.text;
+  }
+}
+
+// The annotated example in docs/policy.md is a valid file, and it belongs to the synthetic
+// transformer it names.
+TEST(PolicyFile, DocumentedExampleParses) {
+  std::ifstream in(std::string(SPILLWAY_SOURCE_DIR) + "/docs/policy.md");
+  ASSERT_TRUE(in.good());
+  std::stringstream doc;
+  doc << in.rdbuf();
+  const std::string text = doc.str();
+  const size_t start = text.find("```toml\n");
+  ASSERT_NE(start, std::string::npos);
+  const size_t end = text.find("```", start + 8);
+  absl::StatusOr<PolicyFile> p =
+      ParsePolicyFile(text.substr(start + 8, end - start - 8), "docs/policy.md");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->rules.size(), 3u);
+  EXPECT_EQ(p->schedule.size(), 2u);
+  absl::StatusOr<Workload> w = MakeSyntheticWorkload("transformer");
+  ASSERT_TRUE(w.ok());
+  EXPECT_EQ(p->fingerprint, WorkloadFingerprint(*w));
+  EXPECT_EQ(p->launches, w->num_launches());
+  EXPECT_EQ(p->allocations, w->allocations.size());
+}
+
+TEST(PolicyFile, MissingFileIsOneClearLine) {
+  absl::StatusOr<PolicyFile> p = ReadPolicyFile("/nonexistent/x.policy.toml");
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().message(), "/nonexistent/x.policy.toml: cannot open the policy file");
+}
+
+TEST(PolicyFile, CheckPolicyMatchesNamesTheMismatch) {
+  absl::StatusOr<Workload> w = MakeSyntheticWorkload("cnn-small");
+  ASSERT_TRUE(w.ok());
+  PolicyFile p;
+  p.model = "m";
+  p.fingerprint = WorkloadFingerprint(*w);
+  EXPECT_TRUE(CheckPolicyMatches(p, *w).ok());
+  p.fingerprint ^= 1;
+  EXPECT_NE(CheckPolicyMatches(p, *w).message().find("does not match this job"), std::string::npos);
+  p.fingerprint = 0;
+  p.launches = w->num_launches() + 1;
+  EXPECT_EQ(CheckPolicyMatches(p, *w).message(), "policy expects " +
+                                                     std::to_string(w->num_launches() + 1) +
+                                                     " launches per step, the "
+                                                     "job has " +
+                                                     std::to_string(w->num_launches()));
+  p.launches = 0;
+  p.allocations = 1;
+  EXPECT_EQ(CheckPolicyMatches(p, *w).message(),
+            "policy expects 1 allocations, the job has " + std::to_string(w->allocations.size()));
+  p.allocations = 0;
+  p.schedule.push_back(ScheduleEntry{static_cast<uint32_t>(w->num_launches()), {}, {}, {}, {}});
+  EXPECT_NE(CheckPolicyMatches(p, *w).message().find("is past the step's"), std::string::npos);
+  p.schedule[0].position = 0;
+  p.schedule[0].prefetch.push_back(ChunkRange{1, 0, 1000000});
+  EXPECT_EQ(CheckPolicyMatches(p, *w).message(),
+            "schedule position 0 names 1:0+1000000, which is not in the job");
+}
+
+}  // namespace
+}  // namespace spillway::policy

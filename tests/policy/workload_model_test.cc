@@ -1,0 +1,71 @@
+// The workload model: validation of hand-made steps, peak live bytes, and the fingerprint.
+#include "policy/workload_model.h"
+
+#include "gtest/gtest.h"
+
+namespace spillway::policy {
+namespace {
+
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+
+// Persistent W (3 MiB: two chunks); the step allocates A (1 MiB), launches on W and A, frees A.
+Workload Tiny() {
+  Workload w;
+  w.name = "tiny";
+  w.allocations = {{1, 3 * kMiB, "W", "site", "mod", true}, {2, kMiB, "A", "site", "mod", false}};
+  StepEvent alloc{StepEvent::Kind::kAlloc, 2, {}};
+  StepEvent launch{StepEvent::Kind::kLaunch, 0, {"k", 1e-3, {{1, 0, 2}, {2, 0, 1}}}};
+  StepEvent free{StepEvent::Kind::kFree, 2, {}};
+  w.step = {alloc, launch, free};
+  return w;
+}
+
+TEST(WorkloadModel, ValidTinyWorkload) {
+  const Workload w = Tiny();
+  EXPECT_TRUE(ValidateWorkload(w).ok()) << ValidateWorkload(w);
+  EXPECT_EQ(w.num_launches(), 1u);
+  EXPECT_DOUBLE_EQ(w.compute_seconds(), 1e-3);
+  EXPECT_EQ(w.persistent_bytes(), 2 * kChunkBytes);
+  EXPECT_EQ(w.peak_live_bytes(), 3 * kChunkBytes);
+  EXPECT_EQ(ChunksOf(1), 1u);
+  EXPECT_EQ(ChunksOf(kChunkBytes), 1u);
+  EXPECT_EQ(ChunksOf(kChunkBytes + 1), 2u);
+}
+
+TEST(WorkloadModel, ValidationNamesTheProblem) {
+  Workload w = Tiny();
+  w.step[1].launch.accesses[0].num_chunks = 3;
+  EXPECT_EQ(ValidateWorkload(w).message(), "step event 1: chunks [0, +3) outside allocation 1");
+  w = Tiny();
+  w.step.erase(w.step.begin());
+  EXPECT_EQ(ValidateWorkload(w).message(), "step event 0: access to allocation 2 that is not live");
+  w = Tiny();
+  w.step.pop_back();
+  EXPECT_EQ(ValidateWorkload(w).message(), "allocation 2 is still live at the end of the step");
+  w = Tiny();
+  w.step[0].alloc_id = 1;
+  EXPECT_EQ(ValidateWorkload(w).message(),
+            "step event 0: persistent allocation 1 allocated or freed");
+  w = Tiny();
+  w.allocations[1].id = 7;
+  EXPECT_EQ(ValidateWorkload(w).message(), "allocation #1 has id 7, expected 2");
+  w = Tiny();
+  w.step[1].launch.accesses[0].alloc_id = 9;
+  EXPECT_EQ(ValidateWorkload(w).message(), "step event 1: access to unknown allocation 9");
+}
+
+TEST(WorkloadModel, FingerprintSeesLaunchesAndAllocationsButNotTimes) {
+  const Workload w = Tiny();
+  Workload slower = Tiny();
+  slower.step[1].launch.compute_seconds = 5;
+  EXPECT_EQ(WorkloadFingerprint(w), WorkloadFingerprint(slower));
+  Workload renamed = Tiny();
+  renamed.step[1].launch.kernel = "other";
+  EXPECT_NE(WorkloadFingerprint(w), WorkloadFingerprint(renamed));
+  Workload bigger = Tiny();
+  bigger.allocations[1].bytes = 2 * kMiB;
+  EXPECT_NE(WorkloadFingerprint(w), WorkloadFingerprint(bigger));
+}
+
+}  // namespace
+}  // namespace spillway::policy

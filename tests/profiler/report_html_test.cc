@@ -1,0 +1,74 @@
+// Tests of the HTML report: self-contained, with its charts, the peak, the step and the tables.
+#include "profiler/report/report_html.h"
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/match.h"
+#include "profiler/report/report_svg.h"
+#include "tests/profiler/report_synthetic_trace.h"
+
+namespace spillway::report {
+namespace {
+
+size_t Count(const std::string& text, std::string_view what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+TEST(ReportHtmlTest, HasEveryPlotAndSection) {
+  const TraceModel m = testing::SyntheticTrace();
+  const std::string html = RenderHtmlReport(m, Analyze(m));
+  EXPECT_GT(html.size(), 10000u);
+  EXPECT_TRUE(absl::StartsWith(html, "<!DOCTYPE html>"));
+  EXPECT_EQ(Count(html, "<svg"), 3u);  // memory, one step, kernel working sets
+  EXPECT_EQ(Count(html, "<svg"), Count(html, "</svg>"));
+  EXPECT_TRUE(absl::StrContains(html, "class=\"peak\""));
+  EXPECT_TRUE(absl::StrContains(html, "peak 896 MiB"));
+  EXPECT_TRUE(absl::StrContains(html, "<span>launches per step</span><b>9</b>"));
+  EXPECT_TRUE(absl::StrContains(html, "<span>steps found</span><b>6</b>"));
+  EXPECT_TRUE(absl::StrContains(html, "Swap candidates"));
+  EXPECT_TRUE(absl::StrContains(html, "Unified-memory faults"));
+  EXPECT_TRUE(absl::StrContains(html, "libtrain.so+0x1080"));  // the cold buffer's site
+  EXPECT_TRUE(absl::StrContains(html, "time (ms)"));
+  EXPECT_TRUE(absl::StrContains(html, "live (MiB)"));
+  EXPECT_TRUE(absl::StrContains(html, "class=\"line\""));  // managed resident
+}
+
+TEST(ReportHtmlTest, IsSelfContainedAndEscapesNames) {
+  TraceModel m = testing::SyntheticTrace();
+  m.functions[0] = "void gemm<float, 128>(float const*)";
+  m.header.job = "train.py --x '<script>'";
+  const std::string html = RenderHtmlReport(m, Analyze(m));
+  EXPECT_FALSE(absl::StrContains(html, "<script"));
+  EXPECT_FALSE(absl::StrContains(html, "http://"));
+  EXPECT_FALSE(absl::StrContains(html, "https://"));
+  EXPECT_FALSE(absl::StrContains(html, "src="));
+  EXPECT_TRUE(absl::StrContains(html, "gemm&lt;float, 128&gt;"));
+}
+
+TEST(ReportHtmlTest, EmptyTraceSaysSo) {
+  const TraceModel m;
+  const std::string html = RenderHtmlReport(m, Analyze(m));
+  EXPECT_TRUE(absl::StrContains(html, "No device allocations were recorded."));
+  EXPECT_TRUE(absl::StrContains(html, "No repeating step was found"));
+  EXPECT_TRUE(absl::StrContains(html, "No launches were recorded."));
+}
+
+TEST(ReportSvgTest, UnitsAndTicks) {
+  EXPECT_EQ(ByteUnitFor(512).name, "B");
+  EXPECT_EQ(ByteUnitFor(3u << 20).name, "MiB");
+  EXPECT_EQ(ByteUnitFor(uint64_t{5} << 30).name, "GiB");
+  EXPECT_EQ(TimeUnitFor(500'000).name, "µs");
+  EXPECT_EQ(TimeUnitFor(30'000'000).name, "ms");
+  EXPECT_EQ(TimeUnitFor(3'000'000'000).name, "s");
+  EXPECT_EQ(FormatBytes(1536u << 20), "1.5 GiB");
+  EXPECT_EQ(FormatDuration(45'000'000), "45 ms");
+  const std::vector<double> ticks = NiceTicks(1000, 5);
+  ASSERT_EQ(ticks.size(), 6u);
+  EXPECT_EQ(ticks[1], 200);
+  EXPECT_EQ(HtmlEscape("a<b>&\"'"), "a&lt;b&gt;&amp;&quot;&#39;");
+}
+
+}  // namespace
+}  // namespace spillway::report

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Tests of the framework example scripts (examples/pytorch, jax, tensorflow) on a machine that may
+# lack the frameworks: each compiles, `--help` works without the framework, a bad flag is a usage
+# error (exit 2), and a run without the framework says so and exits 3.
+# usage: examples_test.sh SOURCE_DIR
+set -uo pipefail
+src=$(cd "$1" && pwd)
+python=$(command -v python3 || command -v python)
+failures=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+"$python" - "$tmp" "$src"/examples/{pytorch,jax,tensorflow}/*.py "$src/scripts/gpu_bandwidth.py" <<'PY' ||
+import os, py_compile, sys
+for i, path in enumerate(sys.argv[2:]):
+    py_compile.compile(path, cfile=os.path.join(sys.argv[1], f"{i}.pyc"), doraise=True)
+PY
+  fail "an example does not compile"
+
+# script:module-that-must-be-missing-for-the-run-check
+for entry in pytorch/train_resnet.py:torch pytorch/train_gpt.py:torch jax/train_flax.py:jax \
+             tensorflow/train_keras.py:tensorflow; do
+  script="$src/examples/${entry%%:*}"
+  module=${entry##*:}
+  name=${entry%%:*}
+  out=$("$python" "$script" --help 2>&1) || fail "$name --help: exit $?"
+  grep -q "^usage: ${name##*/}" <<<"$out" || fail "$name --help: no usage line: $out"
+  for flag in --batch-size --steps --seed; do
+    grep -q -- "$flag" <<<"$out" || fail "$name --help: no $flag"
+  done
+  grep -qE -- '--depth|--layers' <<<"$out" || fail "$name --help: no depth flag"
+  rc=0
+  "$python" "$script" --batch-size 0 >"$tmp/out" 2>&1 || rc=$?
+  [[ $rc -eq 2 ]] || fail "$name --batch-size 0: exit $rc, want 2"
+  grep -q "error: .*--batch-size" "$tmp/out" || fail "$name --batch-size 0: $(cat "$tmp/out")"
+  if ! "$python" -c "import $module" 2>/dev/null; then
+    rc=0
+    "$python" "$script" --steps 1 >"$tmp/out" 2>&1 || rc=$?
+    [[ $rc -eq 3 ]] || fail "$name without $module: exit $rc, want 3: $(cat "$tmp/out")"
+    grep -q "is not installed" "$tmp/out" || fail "$name without $module: $(cat "$tmp/out")"
+  fi
+done
+"$python" "$src/scripts/gpu_bandwidth.py" --help | grep -q '^usage: gpu_bandwidth.py' ||
+  fail "gpu_bandwidth.py --help"
+
+if [[ $failures -ne 0 ]]; then
+  echo "$failures example check(s) failed"
+  exit 1
+fi
+echo "all example checks passed"

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Tests of scripts/gpu_check.sh without a GPU: usage errors, --dry-run (every step listed with the
+# commands of the GPU flow), and a short --simgpu run of the doctor and oversubscription steps
+# against the build output (results file, table printed last, exit status).
+# usage: gpu_check_test.sh SOURCE_DIR OUT_DIR
+set -uo pipefail
+src=$(cd "$1" && pwd)
+out=$(cd "$2" && pwd)
+check="$src/scripts/gpu_check.sh"
+failures=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+expect() {  # expect RC PATTERN -- COMMAND...
+  local want_rc=$1 pattern=$2 rc=0
+  shift 3
+  "$@" >"$tmp/out" 2>&1 || rc=$?
+  if [[ $rc -ne $want_rc ]]; then
+    fail "$* -> exit $rc, want $want_rc: $(tail -c 600 "$tmp/out")"
+  elif ! grep -Eq -- "$pattern" "$tmp/out"; then
+    fail "$* -> output lacks /$pattern/: $(tail -c 600 "$tmp/out")"
+  fi
+}
+
+expect 0 '^usage: scripts/gpu_check.sh --prepare' -- "$check" --help
+expect 2 "^gpu_check.sh: unknown option '--frob'" -- "$check" --frob
+expect 2 "^gpu_check.sh: --only: unknown step 'speed'" -- "$check" --only doctor,speed
+expect 2 "^gpu_check.sh: option --bundle needs a value" -- "$check" --bundle
+expect 1 "no libspillway.so in $tmp" -- "$check" --prepare --from "$tmp" --bundle "$tmp/b"
+
+# --dry-run: the GPU flow's steps and commands, nothing run, no results file.
+expect 0 '^== summary' -- "$check" --dry-run --bundle "$out"
+for pattern in '^== info' '^== bundle' '^== doctor' '^== gpu-tests' '^== bandwidth' \
+               '^== overhead' '^== oversubscription' '^== capacity' '^== attention' \
+               'spillway run --summary [^ ]+ --ballast --device-memory PEAK/1.25 --eviction lru -- [^ ]*python[0-9]* [^ ]*/examples/pytorch/train_resnet.py' \
+               'examples/pytorch/train_gpt.py --quiet --batch-size 8' \
+               'PYTORCH_CUDA_ALLOC_CONF=backend:native bash [^ ]*/spillway run .*--framework-allocator' \
+               'PYTORCH_CUDA_ALLOC_CONF=backend:native [^ ]*python[0-9]* [^ ]*/train_resnet.py' \
+               'scripts/gpu_bandwidth.py' "bash $src/scripts/spillway doctor"; do
+  grep -Eq -- "$pattern" "$tmp/out" || fail "--dry-run lacks /$pattern/"
+done
+[[ $(tail -n 1 "$tmp/out") == attention* ]] || fail "--dry-run: the table is not last"
+
+# --simgpu: the same flow on the simulated GPU, two steps, one size.
+GPU_CHECK_JOBS=oversubscribe GPU_CHECK_FACTORS=2 SIMGPU_MEMORY=32MiB expect 0 '^oversubscription +passed' -- \
+  "$check" --simgpu --quick --bundle "$out" --only doctor,oversubscription --results-dir "$tmp/r"
+[[ $(tail -n 1 "$tmp/out") == oversubscription* ]] || fail "--simgpu: the table is not last"
+results=$(ls "$tmp"/r/gpu-check-simgpu-*.md 2>/dev/null | head -n 1)
+if [[ -z "$results" ]]; then
+  fail "--simgpu wrote no results file"
+else
+  ls "$tmp"/r/gpu-check-simgpu-*.log >/dev/null 2>&1 || fail "--simgpu kept no log"
+  grep -q '^| oversubscribe | 2 | lru | [0-9.]* | 0\.[0-9]* | [0-9.]* | [0-9.]* | [0-9]* MiB |$' \
+    "$results" || fail "no oversubscribe lru row: $(grep '^|' "$results")"
+  grep -q '^## doctor' "$results" || fail "results lack the doctor section"
+  grep -q 'hooks active *yes' "$results" || fail "doctor: hooks not active: $(cat "$results")"
+fi
+# A failing step is reported and the check goes on (a bundle whose doctor fails).
+mkdir -p "$tmp/broken"
+cp -a "$out"/. "$tmp/broken"/
+printf '#!/bin/sh\necho "doctor: broken on purpose" >&2\nexit 1\n' >"$tmp/broken/spillway-doctor"
+chmod +x "$tmp/broken/spillway-doctor"
+SIMGPU_MEMORY=32MiB expect 1 '^doctor +FAILED' -- \
+  "$check" --simgpu --bundle "$tmp/broken" --only doctor,bandwidth --results-dir "$tmp/r2"
+grep -Eq '^bandwidth +passed' "$tmp/out" || fail "the check stopped after a failing step"
+
+if [[ $failures -ne 0 ]]; then
+  echo "$failures gpu_check check(s) failed"
+  exit 1
+fi
+echo "all gpu_check checks passed"
