@@ -21,11 +21,11 @@ int Fail(const absl::Status& s) {
 
 int Main(int argc, char** argv) {
   absl::StatusOr<ToolArgs> args = ParseToolArgs(argc, argv, {"-o", "--policy"});
-  if (!args.ok()) {
-    std::fprintf(stderr,
+  if (!args.ok() || args->help) {
+    std::fprintf(args.ok() ? stdout : stderr,
                  "usage: spillway-plan TRACE|--synthetic NAME (--device-memory SIZE | "
                  "--oversubscription X) -o FILE [--policy RULES]\n");
-    return Fail(args.status());
+    return args.ok() ? 0 : Fail(args.status());
   }
   if (args->output.empty()) return Fail(absl::InvalidArgumentError("-o FILE is required"));
   absl::StatusOr<Workload> w = LoadWorkload(*args);

@@ -76,11 +76,11 @@ int Benchmark(const CostModel& cost) {
 
 int Main(int argc, char** argv) {
   absl::StatusOr<ToolArgs> args = ParseToolArgs(argc, argv, {"--policy", "--benchmark"});
-  if (!args.ok()) {
-    std::fprintf(stderr,
+  if (!args.ok() || args->help) {
+    std::fprintf(args.ok() ? stdout : stderr,
                  "usage: spillway-simulate TRACE|--synthetic NAME (--device-memory SIZE | "
                  "--oversubscription X) [--policy FILE]\n       spillway-simulate --benchmark\n");
-    return Fail(args.status());
+    return args.ok() ? 0 : Fail(args.status());
   }
   if (args->benchmark) return Benchmark(args->cost);
   absl::StatusOr<Workload> w = LoadWorkload(*args);

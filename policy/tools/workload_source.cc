@@ -30,6 +30,10 @@ absl::StatusOr<ToolArgs> ParseToolArgs(int argc, char** argv,
   };
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
+    if (arg == "-h" || arg == "--help") {
+      a.help = true;
+      return a;
+    }
     const bool takes_value = arg != "--benchmark";
     if (arg.rfind("-", 0) != 0) {
       if (!a.trace.empty()) return absl::InvalidArgumentError("more than one TRACE given");
