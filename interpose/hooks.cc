@@ -417,7 +417,7 @@ void PrepareLaunch(CUfunction function, CUstream stream, void** kernel_params, v
     resolved = policy::ResolveFromExtra(Allocations(), extra, &access);
   }
   if (resolved) CountResolvedLaunch();
-  if (engine->OnLaunch(access, stream) != 0) {
+  if (engine->OnLaunch(access, stream, reinterpret_cast<uintptr_t>(function)) != 0) {
     SPILLWAY_REPORT_ONCE(reported,
                          "a prefetch or eviction before a launch failed; the launch "
                          "relies on demand paging");

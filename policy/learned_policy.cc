@@ -170,7 +170,9 @@ class LearnedPolicy final : public EvictionPolicy {
   void LearnSlots(uint64_t now, uint64_t then) {
     const LaunchRecord& a = history_[now % kHistory];
     const LaunchRecord& b = history_[then % kHistory];
-    for (size_t s = 0; s < a.ids.size(); ++s) {
+    // The two launches match by token, but a token is a hash: never assume equal lengths.
+    const size_t slots = std::min(a.ids.size(), b.ids.size());
+    for (size_t s = 0; s < slots; ++s) {
       if (a.ids[s] == b.ids[s] || Live(b.ids[s])) continue;
       if (translation_.size() >= kMaxTranslations) translation_.clear();
       translation_[b.ids[s]] = a.ids[s];

@@ -9,6 +9,7 @@ namespace spillway::policy {
 // A migration the engine decided on, issued once its lock is released.
 struct PlannedMove {
   bool to_device;
+  uint64_t id;  // the allocation's, to tell a failed move from one whose allocation was freed
   uint64_t base;
   uint64_t size;
 };
@@ -121,13 +122,13 @@ uint64_t ResidencyEngine::PlanLookahead(uint64_t stamp, std::vector<PlannedMove>
       tracked.resident = false;
       tracked.pending_batch = 0;
       resident_bytes_ -= tracked.size;
-      side_moves->push_back(PlannedMove{false, tracked.base, tracked.size});
+      side_moves->push_back(PlannedMove{false, victim, tracked.base, tracked.size});
     }
     if (fixed_bytes_ + resident_bytes_ + it->second.size > budget_bytes_) break;
     it->second.resident = true;
     it->second.pending_batch = batch;
     resident_bytes_ += it->second.size;
-    side_moves->push_back(PlannedMove{true, it->second.base, it->second.size});
+    side_moves->push_back(PlannedMove{true, it->first, it->second.base, it->second.size});
   }
   if (side_moves->empty()) return 0;
   batches_ = batch;
@@ -141,7 +142,10 @@ int ResidencyEngine::Issue(const std::vector<PlannedMove>& moves, Stream stream,
                                     ? device_->PrefetchToDevice(move.base, move.size, stream)
                                     : device_->PrefetchToHost(move.base, move.size, stream);
     if (result != kDeviceOk) {
-      ++failures;
+      // Another thread may have freed the allocation after the move was planned (moves are
+      // issued outside the lock): nothing was lost, so that is not a failure.
+      std::lock_guard lock(mutex_);
+      if (tracked_.contains(move.id)) ++failures;
     } else if (move.to_device) {
       prefetch_bytes_.fetch_add(move.size, std::memory_order_relaxed);
       if (ahead) lookahead_bytes_.fetch_add(move.size, std::memory_order_relaxed);
@@ -194,7 +198,7 @@ int ResidencyEngine::OnLaunch(const AccessSet& access, Stream stream, uint64_t f
       tracked.resident = false;
       tracked.pending_batch = 0;
       resident_bytes_ -= tracked.size;
-      moves.push_back(PlannedMove{false, tracked.base, tracked.size});
+      moves.push_back(PlannedMove{false, victim, tracked.base, tracked.size});
     }
     // Prefetch what fits; what does not is left to demand paging.
     for (const Allocation& allocation : access) {
@@ -203,7 +207,7 @@ int ResidencyEngine::OnLaunch(const AccessSet& access, Stream stream, uint64_t f
       if (fixed_bytes_ + resident_bytes_ + it->second.size > budget_bytes_) continue;
       it->second.resident = true;
       resident_bytes_ += it->second.size;
-      moves.push_back(PlannedMove{true, it->second.base, it->second.size});
+      moves.push_back(PlannedMove{true, it->first, it->second.base, it->second.size});
     }
     if (side) batch = PlanLookahead(stamp, &side_moves);
   }

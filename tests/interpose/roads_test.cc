@@ -119,7 +119,7 @@ TEST(RoadsTest, EveryRoadReachesTheHooksAndIsCounted) {
   EXPECT_EQ(IntField(allocations, "bytes_peak"), 3 << 20) << s;
   // In run mode every cuMemAlloc is backed by managed memory, so the managed peak is the peak.
   EXPECT_EQ(IntField(allocations, "managed_bytes_peak"), 3 << 20) << s;
-  EXPECT_NE(s.find("\"policy\":\"lru\""), std::string::npos) << s;
+  EXPECT_NE(s.find("\"policy\":\"learned\""), std::string::npos) << s;  // the default
   EXPECT_NE(s.find("\"errors\":[]"), std::string::npos) << s;
 }
 
