@@ -12,45 +12,19 @@
 #include "interpose/log.h"
 #include "interpose/real_driver.h"
 #include "interpose/runtime.h"
+#include "interpose/unhooked_function.h"
 
 namespace spillway::interpose {
 namespace {
 
-using ProcAddressFn = CUresult (*)(const char*, void**, int, cuuint64_t,
-                                   CUdriverProcAddressQueryResult*);
-
-// A driver function the shim does not hook, looked up once through the real cuGetProcAddress at
-// the CUDA 13.0 ABI; null when the driver lacks it.
-struct Extra {
-  const char* name;
-  std::atomic<int> state{0};  // 0 unresolved, 1 resolved
-  std::atomic<void*> function{nullptr};
-};
-constinit Extra g_ctx_get_device{"cuCtxGetDevice"};
-constinit Extra g_device_get_count{"cuDeviceGetCount"};
-constinit Extra g_stream_is_capturing{"cuStreamIsCapturing"};
-constinit Extra g_pool_create{"cuMemPoolCreate"};
-constinit Extra g_get_mem_pool{"cuMemGetMemPool"};
-constinit Extra g_device_default_pool{"cuDeviceGetDefaultMemPool"};
-constinit Extra g_device_current_pool{"cuDeviceGetMemPool"};
-constinit Extra g_pointer_attribute{"cuPointerGetAttribute"};
-
-template <typename Fn>
-Fn Lookup(Extra& extra) {
-  if (extra.state.load(std::memory_order_acquire) == 0) {
-    void* found = nullptr;
-    const auto get =
-        reinterpret_cast<ProcAddressFn>(RealFunction(Index(HookId::k_cuGetProcAddress_v2)));
-    CUdriverProcAddressQueryResult status;
-    if (get == nullptr ||
-        get(extra.name, &found, 13000, CU_GET_PROC_ADDRESS_DEFAULT, &status) != CUDA_SUCCESS) {
-      found = nullptr;
-    }
-    extra.function.store(found, std::memory_order_relaxed);
-    extra.state.store(1, std::memory_order_release);
-  }
-  return reinterpret_cast<Fn>(extra.function.load(std::memory_order_relaxed));
-}
+constinit UnhookedFunction g_ctx_get_device{"cuCtxGetDevice"};
+constinit UnhookedFunction g_device_get_count{"cuDeviceGetCount"};
+constinit UnhookedFunction g_stream_is_capturing{"cuStreamIsCapturing"};
+constinit UnhookedFunction g_pool_create{"cuMemPoolCreate"};
+constinit UnhookedFunction g_get_mem_pool{"cuMemGetMemPool"};
+constinit UnhookedFunction g_device_default_pool{"cuDeviceGetDefaultMemPool"};
+constinit UnhookedFunction g_device_current_pool{"cuDeviceGetMemPool"};
+constinit UnhookedFunction g_pointer_attribute{"cuPointerGetAttribute"};
 
 constinit std::atomic<uint64_t> g_capture_count{0};
 constinit std::atomic<uint64_t> g_module_count{0};

@@ -10,6 +10,7 @@
 
 #include "interpose/hook_table.h"
 #include "interpose/real_driver.h"
+#include "interpose/unhooked_function.h"
 
 namespace spillway::interpose {
 namespace {
@@ -22,41 +23,15 @@ using StreamCreateFn = CUresult (*)(CUstream*, unsigned int);
 using EventCreateFn = CUresult (*)(CUevent*, unsigned int);
 using EventRecordFn = CUresult (*)(CUevent, CUstream);
 using StreamWaitEventFn = CUresult (*)(CUstream, CUevent, unsigned int);
-using ProcAddressFn = CUresult (*)(const char*, void**, int, cuuint64_t,
-                                   CUdriverProcAddressQueryResult*);
 
-// A function the shim does not hook, looked up once through the real cuGetProcAddress at the
-// CUDA 13.0 ABI. Null (and CUDA_ERROR_NOT_SUPPORTED to callers) when the driver lacks it.
-struct Extra {
-  const char* name;
-  std::atomic<int> state{0};  // 0 unresolved, 1 resolved
-  std::atomic<void*> function{nullptr};
-};
-constinit Extra g_prefetch{"cuMemPrefetchAsync"};
-constinit Extra g_discard{"cuMemDiscardBatchAsync"};
-constinit Extra g_param_info{"cuFuncGetParamInfo"};
-constinit Extra g_ctx_get_device{"cuCtxGetDevice"};
-constinit Extra g_stream_create{"cuStreamCreate"};
-constinit Extra g_event_create{"cuEventCreate"};
-constinit Extra g_event_record{"cuEventRecord"};
-constinit Extra g_stream_wait_event{"cuStreamWaitEvent"};
-
-template <typename Fn>
-Fn Lookup(Extra& extra) {
-  if (extra.state.load(std::memory_order_acquire) == 0) {
-    void* found = nullptr;
-    const auto get =
-        reinterpret_cast<ProcAddressFn>(RealFunction(Index(HookId::k_cuGetProcAddress_v2)));
-    CUdriverProcAddressQueryResult status;
-    if (get == nullptr ||
-        get(extra.name, &found, 13000, CU_GET_PROC_ADDRESS_DEFAULT, &status) != CUDA_SUCCESS) {
-      found = nullptr;
-    }
-    extra.function.store(found, std::memory_order_relaxed);
-    extra.state.store(1, std::memory_order_release);
-  }
-  return reinterpret_cast<Fn>(extra.function.load(std::memory_order_relaxed));
-}
+constinit UnhookedFunction g_prefetch{"cuMemPrefetchAsync"};
+constinit UnhookedFunction g_discard{"cuMemDiscardBatchAsync"};
+constinit UnhookedFunction g_param_info{"cuFuncGetParamInfo"};
+constinit UnhookedFunction g_ctx_get_device{"cuCtxGetDevice"};
+constinit UnhookedFunction g_stream_create{"cuStreamCreate"};
+constinit UnhookedFunction g_event_create{"cuEventCreate"};
+constinit UnhookedFunction g_event_record{"cuEventRecord"};
+constinit UnhookedFunction g_stream_wait_event{"cuStreamWaitEvent"};
 
 template <typename Fn>
 Fn Real(HookId id) {

@@ -1,0 +1,30 @@
+// Lookup of driver functions the shim does not hook (unhooked_function.h).
+#define __CUDA_API_VERSION_INTERNAL 1
+#include "interpose/unhooked_function.h"
+
+#include <cuda.h>
+
+#include "interpose/hook_table.h"
+#include "interpose/real_driver.h"
+
+namespace spillway::interpose {
+
+void* ResolveUnhooked(UnhookedFunction& function) {
+  using ProcAddressFn =
+      CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
+  if (function.state.load(std::memory_order_acquire) == 0) {
+    void* found = nullptr;
+    const auto get =
+        reinterpret_cast<ProcAddressFn>(RealFunction(Index(HookId::k_cuGetProcAddress_v2)));
+    CUdriverProcAddressQueryResult status;
+    if (get == nullptr ||
+        get(function.name, &found, 13000, CU_GET_PROC_ADDRESS_DEFAULT, &status) != CUDA_SUCCESS) {
+      found = nullptr;
+    }
+    function.function.store(found, std::memory_order_relaxed);
+    function.state.store(1, std::memory_order_release);
+  }
+  return function.function.load(std::memory_order_relaxed);
+}
+
+}  // namespace spillway::interpose
