@@ -1,5 +1,5 @@
-// Small helpers shared by the driver-API examples: error checks that say what failed, and
-// loading the demo kernels as a fatbin on a real GPU or as a host kernel library on simgpu.
+// Small helpers shared by the driver-API examples: error checks that say what failed, opening the
+// device, and loading kernels as a fatbin on a real GPU or as a host kernel library on simgpu.
 #ifndef SPILLWAY_EXAMPLES_EXAMPLE_UTIL_H_
 #define SPILLWAY_EXAMPLES_EXAMPLE_UTIL_H_
 
@@ -54,10 +54,11 @@ inline bool IsSimgpu(CUdevice device) {
   return std::string(name).rfind("simgpu", 0) == 0;
 }
 
-// Loads the demo kernels: libdemo_kernels.so on simgpu, demo_kernels.fatbin on a real GPU.
-inline CUmodule LoadDemoKernels(CUdevice device) {
+// Loads the kernels built beside the program as `stem`: lib<stem>.so (a host kernel library) on
+// simgpu, <stem>.fatbin on a real GPU.
+inline CUmodule LoadKernels(CUdevice device, const std::string& stem) {
   const std::string path =
-      ProgramDir() + (IsSimgpu(device) ? "/libdemo_kernels.so" : "/demo_kernels.fatbin");
+      ProgramDir() + (IsSimgpu(device) ? "/lib" + stem + ".so" : "/" + stem + ".fatbin");
   CUmodule module = nullptr;
   const CUresult result = cuModuleLoad(&module, path.c_str());
   if (result != CUDA_SUCCESS) {
@@ -65,6 +66,30 @@ inline CUmodule LoadDemoKernels(CUdevice device) {
     std::exit(kExitError);
   }
   return module;
+}
+
+inline CUmodule LoadDemoKernels(CUdevice device) { return LoadKernels(device, "demo_kernels"); }
+
+// Device 0 with its primary context retained and current, its name and its memory as
+// cuMemGetInfo reports it (through spillway: the engine's capacity). Release with
+// cuDevicePrimaryCtxRelease(device).
+struct OpenedDevice {
+  CUdevice device = 0;
+  CUcontext context = nullptr;
+  char name[256] = {};
+  size_t free_bytes = 0;
+  size_t total_bytes = 0;
+};
+
+inline OpenedDevice OpenDevice() {
+  OpenedDevice opened;
+  DEMO_CHECK(cuInit(0));
+  DEMO_CHECK(cuDeviceGet(&opened.device, 0));
+  DEMO_CHECK(cuDevicePrimaryCtxRetain(&opened.context, opened.device));
+  DEMO_CHECK(cuCtxSetCurrent(opened.context));
+  DEMO_CHECK(cuDeviceGetName(opened.name, sizeof(opened.name), opened.device));
+  DEMO_CHECK(cuMemGetInfo(&opened.free_bytes, &opened.total_bytes));
+  return opened;
 }
 
 inline CUfunction GetKernel(CUmodule module, const char* name) {

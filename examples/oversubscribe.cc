@@ -105,16 +105,10 @@ void Launch(CUfunction function, void** params) {
 }
 
 int Run(const Options& options) {
-  DEMO_CHECK(cuInit(0));
-  CUdevice device;
-  DEMO_CHECK(cuDeviceGet(&device, 0));
-  CUcontext context;
-  DEMO_CHECK(cuDevicePrimaryCtxRetain(&context, device));
-  DEMO_CHECK(cuCtxSetCurrent(context));
-  char name[256] = {};
-  DEMO_CHECK(cuDeviceGetName(name, sizeof(name), device));
-  size_t free_bytes = 0, total_bytes = 0;
-  DEMO_CHECK(cuMemGetInfo(&free_bytes, &total_bytes));
+  const OpenedDevice opened = OpenDevice();
+  const CUdevice device = opened.device;
+  const char* name = opened.name;
+  const size_t total_bytes = opened.total_bytes;
 
   const uint64_t target =
       options.bytes != 0 ? options.bytes

@@ -152,15 +152,7 @@ struct Kernels {
 };
 
 Kernels LoadKernels(CUdevice device, CUmodule* module) {
-  const std::string path =
-      spillway_demo::ProgramDir() +
-      (spillway_demo::IsSimgpu(device) ? "/libtrain_kernels.so" : "/train_kernels.fatbin");
-  const CUresult result = cuModuleLoad(module, path.c_str());
-  if (result != CUDA_SUCCESS) {
-    std::fprintf(stderr, "train_like: cannot load kernels from %s: %s\n", path.c_str(),
-                 spillway_demo::ErrorName(result));
-    std::exit(kExitError);
-  }
+  *module = spillway_demo::LoadKernels(device, "train_kernels");
   using spillway_demo::GetKernel;
   return {GetKernel(*module, "tl_fill"), GetKernel(*module, "tl_forward"),
           GetKernel(*module, "tl_loss"), GetKernel(*module, "tl_backward"),
@@ -427,16 +419,12 @@ void ForkAndWait(int step) {
 }
 
 int Run(const Options& options) {
-  DEMO_CHECK(cuInit(0));
-  CUdevice device;
-  DEMO_CHECK(cuDeviceGet(&device, 0));
-  CUcontext context;
-  DEMO_CHECK(cuDevicePrimaryCtxRetain(&context, device));
-  DEMO_CHECK(cuCtxSetCurrent(context));
-  char name[256] = {};
-  DEMO_CHECK(cuDeviceGetName(name, sizeof(name), device));
-  size_t free_bytes = 0, total_bytes = 0;
-  DEMO_CHECK(cuMemGetInfo(&free_bytes, &total_bytes));
+  const spillway_demo::OpenedDevice opened = spillway_demo::OpenDevice();
+  const CUdevice device = opened.device;
+  const CUcontext context = opened.context;
+  const char* name = opened.name;
+  const size_t free_bytes = opened.free_bytes;
+  const size_t total_bytes = opened.total_bytes;
   const uint64_t memory = options.memory != 0 ? options.memory : total_bytes;
 
   // The step's peak: weights + gradients + (layers + 1) activations + 2 deltas, all one size.
