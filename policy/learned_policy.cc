@@ -17,11 +17,11 @@
 #include <algorithm>
 #include <array>
 #include <functional>
-#include <list>
 #include <unordered_map>
 #include <vector>
 
 #include "policy/eviction_policy.h"
+#include "policy/recency_order.h"
 
 namespace spillway::policy {
 namespace {
@@ -79,21 +79,10 @@ class LearnedPolicy final : public EvictionPolicy {
     Remember(n, record.weak, &recent_weak_);
   }
 
-  void Touch(uint64_t id) override {
-    const auto it = where_.find(id);
-    if (it != where_.end()) {
-      order_.splice(order_.end(), order_, it->second);
-    } else {
-      where_.emplace(id, order_.insert(order_.end(), id));
-    }
-  }
+  void Touch(uint64_t id) override { order_.Touch(id); }
 
   void Forget(uint64_t id) override {
-    const auto it = where_.find(id);
-    if (it == where_.end()) return;
-    order_.erase(it->second);
-    where_.erase(it);
-    next_use_valid_ = false;
+    if (order_.Forget(id)) next_use_valid_ = false;
   }
 
   uint64_t PickVictim(bool (*evictable)(const void*, uint64_t), const void* context) override {
@@ -140,7 +129,7 @@ class LearnedPolicy final : public EvictionPolicy {
   }
 
  private:
-  bool Live(uint64_t id) const { return where_.contains(id); }
+  bool Live(uint64_t id) const { return order_.Contains(id); }
 
   // The live allocation that `id` stands for: itself, or the allocation that took a freed one's
   // slot (followed a few hops); 0 when none is live.
@@ -244,8 +233,7 @@ class LearnedPolicy final : public EvictionPolicy {
   std::unordered_map<uint64_t, uint64_t> translation_;  // freed id -> the id in its slot now
   std::unordered_map<uint64_t, uint64_t> next_use_;
   bool next_use_valid_ = false;
-  std::list<uint64_t> order_;  // least recently used first
-  std::unordered_map<uint64_t, std::list<uint64_t>::iterator> where_;
+  RecencyOrder order_;  // the lru fallback, and the tie-break
 };
 
 }  // namespace

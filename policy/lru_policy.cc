@@ -1,8 +1,6 @@
-// The lru eviction policy: a recency list with an index from id to list position.
-#include <list>
-#include <unordered_map>
-
+// The lru eviction policy: victims in recency order, oldest first.
 #include "policy/eviction_policy.h"
+#include "policy/recency_order.h"
 
 namespace spillway::policy {
 namespace {
@@ -11,21 +9,8 @@ class LruPolicy final : public EvictionPolicy {
  public:
   std::string_view name() const override { return "lru"; }
 
-  void Touch(uint64_t id) override {
-    const auto it = where_.find(id);
-    if (it != where_.end()) {
-      order_.splice(order_.end(), order_, it->second);
-    } else {
-      where_.emplace(id, order_.insert(order_.end(), id));
-    }
-  }
-
-  void Forget(uint64_t id) override {
-    const auto it = where_.find(id);
-    if (it == where_.end()) return;
-    order_.erase(it->second);
-    where_.erase(it);
-  }
+  void Touch(uint64_t id) override { order_.Touch(id); }
+  void Forget(uint64_t id) override { order_.Forget(id); }
 
   uint64_t PickVictim(bool (*evictable)(const void*, uint64_t), const void* context) override {
     for (const uint64_t id : order_) {
@@ -35,8 +20,7 @@ class LruPolicy final : public EvictionPolicy {
   }
 
  private:
-  std::list<uint64_t> order_;  // least recently used first
-  std::unordered_map<uint64_t, std::list<uint64_t>::iterator> where_;
+  RecencyOrder order_;
 };
 
 }  // namespace
