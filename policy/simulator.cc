@@ -53,6 +53,16 @@ class ChunkResidency {
       tail_ = prev_[c];
     --count_;
   }
+  // Evicts the oldest chunks until one more fits under `cap` (simgpu's FIFO, like nvidia-uvm's
+  // root-chunk order); returns how many went.
+  uint64_t EvictOldestFor(uint64_t cap) {
+    uint64_t evicted = 0;
+    while (count_ + 1 > cap && head_ >= 0) {
+      Remove(static_cast<uint32_t>(head_));
+      ++evicted;
+    }
+    return evicted;
+  }
   // The oldest resident chunk for which `ok` holds, or -1.
   int64_t Oldest(const std::function<bool(uint32_t)>& ok) const {
     for (int32_t c = head_; c >= 0; c = next_[c]) {
@@ -143,12 +153,7 @@ SimResult SimulateDemandPaging(const Workload& w, const SimOptions& o) {
     uint64_t faults = 0, evicted = 0;
     for (uint32_t c : item.chunks) {
       if (state.resident(c)) continue;
-      while (state.count() + 1 > cap) {
-        const int64_t v = state.Oldest([](uint32_t) { return true; });
-        if (v < 0) break;
-        state.Remove(static_cast<uint32_t>(v));
-        ++evicted;
-      }
+      evicted += state.EvictOldestFor(cap);
       if (state.count() + 1 > cap && meter.On(item.step)) ++res.overcommit_chunks;
       state.Add(c);
       ++faults;
@@ -261,12 +266,7 @@ SimResult SimulateEvictionPolicy(const Workload& w, const SimOptions& o,
       resident_bytes += size_of(id);
       for (uint32_t c = r.base[id]; c < ChunkEnd(r, id); ++c) {
         if (state.resident(c)) continue;
-        while (state.count() + 1 > cap) {
-          const int64_t v = state.Oldest([](uint32_t) { return true; });
-          if (v < 0) break;
-          state.Remove(static_cast<uint32_t>(v));
-          ++in_evicted;
-        }
+        in_evicted += state.EvictOldestFor(cap);
         state.Add(c);
         ++in;
       }
@@ -284,12 +284,7 @@ SimResult SimulateEvictionPolicy(const Workload& w, const SimOptions& o,
     uint64_t faults = 0, evicted = 0;
     for (uint32_t c : item.chunks) {
       if (state.resident(c)) continue;
-      while (state.count() + 1 > cap) {
-        const int64_t v = state.Oldest([](uint32_t) { return true; });
-        if (v < 0) break;
-        state.Remove(static_cast<uint32_t>(v));
-        ++evicted;
-      }
+      evicted += state.EvictOldestFor(cap);
       state.Add(c);
       ++faults;
     }
