@@ -153,6 +153,12 @@ Config ReadConfigFromEnvironment() {
   ApplyMemorySettings(GetEnv("SPILLWAY_DEVICE_MEMORY"), GetEnv("SPILLWAY_HOST_MEMORY"), &config);
   ApplyBackingSettings(GetEnv("SPILLWAY_DEVICE_MODULES"), GetEnv("SPILLWAY_BALLAST"), &config);
   ApplyEvictionSetting(GetEnv("SPILLWAY_EVICTION"), GetEnv("SPILLWAY_LOOKAHEAD"), &config);
+  if (const std::optional<std::string_view> policy = GetEnv("SPILLWAY_POLICY")) {
+    config.policy_file = std::string(*policy);
+  }
+  if (const std::optional<std::string_view> trace = GetEnv("SPILLWAY_TRACE")) {
+    if (!trace->empty()) config.trace_path = std::string(*trace);
+  }
   return config;
 }
 

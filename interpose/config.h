@@ -1,6 +1,7 @@
 // The shim's settings, read once from the environment: SPILLWAY_MODE, SPILLWAY_LOG,
 // SPILLWAY_LOG_FILE, SPILLWAY_SUMMARY, SPILLWAY_DEVICE_MEMORY, SPILLWAY_HOST_MEMORY,
-// SPILLWAY_DEVICE_MODULES, SPILLWAY_BALLAST, SPILLWAY_EVICTION, SPILLWAY_LOOKAHEAD. Parsing is pure so tests can feed it values directly.
+// SPILLWAY_DEVICE_MODULES, SPILLWAY_BALLAST, SPILLWAY_EVICTION, SPILLWAY_LOOKAHEAD,
+// SPILLWAY_POLICY, SPILLWAY_TRACE. Parsing is pure so tests can feed it values directly.
 #ifndef SPILLWAY_INTERPOSE_CONFIG_H_
 #define SPILLWAY_INTERPOSE_CONFIG_H_
 
@@ -44,6 +45,12 @@ struct Config {
   // SPILLWAY_LOOKAHEAD: how many launches ahead a detected step's access sets are prefetched on a
   // side stream; 0 = none (every move on the launch stream just before the kernel).
   int lookahead = 2;
+  // SPILLWAY_POLICY: a policy file (docs/policy.md) the engine follows; empty: none. It is read
+  // when an engine starts; a file that cannot be used gives one line and the learned policy.
+  std::string policy_file;
+  // SPILLWAY_TRACE: where record mode writes its trace; "%p" is replaced by the pid (a forked
+  // child without "%p" in the name writes to "<name>.<pid>").
+  std::string trace_path = "spillway-%p.trace";
   // One line per setting that was rejected, e.g. "SPILLWAY_MODE: unknown value 'x' ...".
   std::vector<std::string> problems;
 };

@@ -17,6 +17,8 @@ namespace {
 
 using PrefetchFn = CUresult (*)(CUdeviceptr, size_t, CUmemLocation, unsigned int, CUstream);
 using DiscardBatchFn = CUresult (*)(CUdeviceptr*, size_t*, size_t, unsigned long long, CUstream);
+using DiscardPrefetchBatchFn = CUresult (*)(CUdeviceptr*, size_t*, size_t, CUmemLocation*, size_t*,
+                                            size_t, unsigned long long, CUstream);
 using ParamInfoFn = CUresult (*)(CUfunction, size_t, size_t*, size_t*);
 using CtxGetDeviceFn = CUresult (*)(CUdevice*);
 using StreamCreateFn = CUresult (*)(CUstream*, unsigned int);
@@ -26,6 +28,7 @@ using StreamWaitEventFn = CUresult (*)(CUstream, CUevent, unsigned int);
 
 constinit UnhookedFunction g_prefetch{"cuMemPrefetchAsync"};
 constinit UnhookedFunction g_discard{"cuMemDiscardBatchAsync"};
+constinit UnhookedFunction g_discard_prefetch{"cuMemDiscardAndPrefetchBatchAsync"};
 constinit UnhookedFunction g_param_info{"cuFuncGetParamInfo"};
 constinit UnhookedFunction g_ctx_get_device{"cuCtxGetDevice"};
 constinit UnhookedFunction g_stream_create{"cuStreamCreate"};
@@ -112,6 +115,18 @@ policy::DeviceResult DriverDevice::Discard(uint64_t address, uint64_t bytes,
   CUdeviceptr pointer = address;
   size_t size = bytes;
   return discard(&pointer, &size, 1, 0, static_cast<CUstream>(stream));
+}
+
+policy::DeviceResult DriverDevice::DiscardAndPrefetch(uint64_t address, uint64_t bytes,
+                                                      policy::Stream stream) {
+  const auto discard_prefetch = Lookup<DiscardPrefetchBatchFn>(g_discard_prefetch);
+  if (discard_prefetch == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  CUdeviceptr pointer = address;
+  size_t size = bytes;
+  CUmemLocation location = DeviceLocation();
+  size_t location_index = 0;
+  return discard_prefetch(&pointer, &size, 1, &location, &location_index, 1, 0,
+                          static_cast<CUstream>(stream));
 }
 
 policy::DeviceResult DriverDevice::MemoryInfo(uint64_t* free, uint64_t* total) {

@@ -23,6 +23,8 @@ class DriverDevice final : public policy::Device {
   policy::DeviceResult PrefetchToHost(uint64_t address, uint64_t bytes,
                                       policy::Stream stream) override;
   policy::DeviceResult Discard(uint64_t address, uint64_t bytes, policy::Stream stream) override;
+  policy::DeviceResult DiscardAndPrefetch(uint64_t address, uint64_t bytes,
+                                          policy::Stream stream) override;
   policy::DeviceResult MemoryInfo(uint64_t* free, uint64_t* total) override;
   policy::DeviceResult CreateSideStream(policy::Stream* stream) override;
   policy::DeviceResult CreateEvent(policy::Event* event) override;

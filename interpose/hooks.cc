@@ -23,6 +23,8 @@
 #include "interpose/hook_table.h"
 #include "interpose/log.h"
 #include "interpose/real_driver.h"
+#include "interpose/record_hooks.h"
+#include "interpose/recorder.h"
 #include "interpose/runtime.h"
 
 #define SPILLWAY_HIDDEN __attribute__((visibility("hidden")))
@@ -403,9 +405,9 @@ struct Replace<HookId::k_cuDeviceTotalMem_v2> {
 void PrepareLaunch(CUfunction function, CUstream stream, void** kernel_params, void** extra,
                    bool per_thread) {
   policy::ResidencyEngine* engine = Engine();
-  if (engine == nullptr) return;
+  if (engine == nullptr && !Recording()) return;  // record mode writes the access set
   if (per_thread && stream == nullptr) stream = CU_STREAM_PER_THREAD;
-  thread_local policy::AccessSet access;  // keeps its capacity: no allocation once warm
+  policy::AccessSet& access = record_hooks::LaunchAccessSet();  // no allocation once warm
   access.clear();
   bool resolved = false;
   if (kernel_params != nullptr) {
@@ -417,6 +419,7 @@ void PrepareLaunch(CUfunction function, CUstream stream, void** kernel_params, v
     resolved = policy::ResolveFromExtra(Allocations(), extra, &access);
   }
   if (resolved) CountResolvedLaunch();
+  if (engine == nullptr) return;
   if (engine->OnLaunch(access, stream, reinterpret_cast<uintptr_t>(function)) != 0) {
     SPILLWAY_REPORT_ONCE(reported,
                          "a prefetch or eviction before a launch failed; the launch "
@@ -478,7 +481,19 @@ CUresult CallReal(int index, Args... args) {
   return real != nullptr ? real(args...) : CUDA_ERROR_NOT_INITIALIZED;
 }
 
-// The body of every generated hook. No lock, no allocation once the driver is resolved.
+// The call in run and off mode: Replace<id> or the real function, then After<id>.
+template <HookId id, typename Fn, typename... Args>
+inline CUresult Dispatch(Fn real, Args... args) {
+  if constexpr (Replace<id>::kActive) {
+    if (EngineMode()) return Replace<id>::Run(real, args...);
+  }
+  const CUresult result = real(args...);
+  if (CurrentMode() != Mode::kOff) After<id>::Run(result, args...);
+  return result;
+}
+
+// The body of every generated hook. No lock, no allocation once the driver is resolved. In record
+// mode, Record<id> wraps the call (record_hooks.h).
 template <HookId id, typename Fn, typename... Args>
 inline CUresult Intercept(Args... args) {
   constexpr int index = Index(id);
@@ -488,12 +503,12 @@ inline CUresult Intercept(Args... args) {
   const Fn real = reinterpret_cast<Fn>(RealFunction(index));
   if (real == nullptr) return Missing(index);
   CountCall(index);
-  if constexpr (Replace<id>::kActive) {
-    if (EngineMode()) return Replace<id>::Run(real, args...);
+  if constexpr (record_hooks::Record<id>::kActive) {
+    if (Recording()) [[unlikely]] {
+      return record_hooks::Record<id>::Run([&] { return Dispatch<id>(real, args...); }, args...);
+    }
   }
-  const CUresult result = real(args...);
-  if (CurrentMode() != Mode::kOff) After<id>::Run(result, args...);
-  return result;
+  return Dispatch<id>(real, args...);
 }
 
 }  // namespace
@@ -664,4 +679,5 @@ __attribute__((constructor)) static void SpillwayOnLoad() {
 
 __attribute__((destructor)) static void SpillwayOnExit() {
   spillway::interpose::WriteSummaryAtExit();
+  spillway::interpose::CloseTraceAtExit();
 }

@@ -16,12 +16,15 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "common/cost_model.h"
 #include "common/json_writer.h"
 #include "interpose/backing.h"
 #include "interpose/driver_device.h"
 #include "interpose/log.h"
 #include "interpose/real_driver.h"
+#include "interpose/recorder.h"
 #include "interpose/summary.h"
+#include "policy/planned_policy.h"
 
 #ifndef SPILLWAY_VERSION
 #define SPILLWAY_VERSION "unknown"
@@ -125,6 +128,7 @@ void Configure() {
   Log(LogLevel::kInfo, "mode %s, version %s", std::string(ModeName(g_config->mode)).c_str(),
       SPILLWAY_VERSION);
   pthread_atfork(BeforeFork, AfterForkInParent, AfterForkInChild);
+  StartRecording(*g_config);
 }
 
 bool MadeAnyCall() {
@@ -170,6 +174,8 @@ SummaryData CollectSummary() {
     data.step_length = std::max(data.step_length, engine->step_length());
     data.lookahead_prefetch_bytes += engine->lookahead_prefetch_bytes();
     data.budget_bytes += engine->budget_bytes();
+    policy::ScheduleAdherence adherence;
+    if (engine->adherence(&adherence)) data.policy_file.push_back(std::move(adherence));
   }
   data.launches_resolved = g_launches_resolved.load(std::memory_order_relaxed);
   const int problems = std::min(g_problem_count.load(std::memory_order_relaxed), kMaxProblems);
@@ -240,10 +246,26 @@ policy::ResidencyEngine* StartEngine(int ordinal) {
     std::lock_guard lock(g_engine_mutex);
     engine = g_engines[ordinal].load(std::memory_order_acquire);
     if (engine != nullptr) return engine;
-    std::unique_ptr<policy::EvictionPolicy> eviction = policy::MakePolicy(g_config->eviction);
+    std::unique_ptr<policy::EvictionPolicy> eviction;
+    if (!g_config->policy_file.empty()) {
+      // A policy file (SPILLWAY_POLICY): followed once the step is recognised; one line and the
+      // learned policy when it cannot be used.
+      eviction = policy::LoadPlannedPolicy(
+          g_config->policy_file, budget, [](bool problem, const std::string& line) {
+            if (problem) {
+              ReportProblem(LogLevel::kWarn, "SPILLWAY_POLICY: %s", line.c_str());
+            } else {
+              Log(LogLevel::kInfo, "SPILLWAY_POLICY: %s", line.c_str());
+            }
+          });
+    } else {
+      eviction = policy::MakePolicy(g_config->eviction);
+    }
     if (eviction == nullptr) eviction = policy::MakeLearnedPolicy();  // config accepts no other
-    engine = new policy::ResidencyEngine(device, std::move(eviction), budget,
-                                         policy::EngineOptions{g_config->lookahead});
+    // Managed allocations count as the 2 MiB chunks they span (nvidia-uvm's root chunk).
+    engine = new policy::ResidencyEngine(
+        device, std::move(eviction), budget,
+        policy::EngineOptions{g_config->lookahead, spillway::kChunkBytes});
     // Allocations made on this device before the engine started.
     for (const policy::Allocation& allocation : Registry().Snapshot()) {
       if (allocation.device == ordinal) engine->OnAllocated(allocation);

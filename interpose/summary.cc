@@ -40,6 +40,40 @@ std::string FormatSummary(const SummaryData& data) {
   json.Key("devices").Uint(data.engine_devices);
   json.Key("ballast_bytes").Uint(data.ballast_bytes);
   json.Key("launches_resolved").Uint(data.launches_resolved);
+  if (!data.policy_file.empty()) {
+    // One object for all devices: counters summed, aligned when any engine follows the schedule.
+    policy::ScheduleAdherence sum;
+    for (const policy::ScheduleAdherence& a : data.policy_file) {
+      if (sum.path.empty()) sum.path = a.path;
+      sum.aligned = sum.aligned || a.aligned;
+      sum.alignments += a.alignments;
+      sum.steps_followed += a.steps_followed;
+      sum.positions_followed += a.positions_followed;
+      sum.moves_planned += a.moves_planned;
+      sum.moves_issued += a.moves_issued;
+      sum.evict_bytes += a.evict_bytes;
+      sum.discard_bytes += a.discard_bytes;
+      sum.prefetch_bytes += a.prefetch_bytes;
+      sum.populate_bytes += a.populate_bytes;
+      sum.mismatches += a.mismatches;
+      if (sum.fallback_reason.empty()) sum.fallback_reason = a.fallback_reason;
+    }
+    json.Key("policy_file").BeginObject();
+    json.Key("path").String(sum.path);
+    json.Key("aligned").Bool(sum.aligned);
+    json.Key("alignments").Uint(sum.alignments);
+    json.Key("steps_followed").Uint(sum.steps_followed);
+    json.Key("positions_followed").Uint(sum.positions_followed);
+    json.Key("moves_planned").Uint(sum.moves_planned);
+    json.Key("moves_issued").Uint(sum.moves_issued);
+    json.Key("evict_bytes").Uint(sum.evict_bytes);
+    json.Key("discard_bytes").Uint(sum.discard_bytes);
+    json.Key("prefetch_bytes").Uint(sum.prefetch_bytes);
+    json.Key("populate_bytes").Uint(sum.populate_bytes);
+    json.Key("mismatches").Uint(sum.mismatches);
+    json.Key("fallback_reason").String(sum.fallback_reason);
+    json.EndObject();
+  }
   json.EndObject();
   json.Key("errors").BeginArray();
   for (const std::string& error : data.errors) json.String(error);

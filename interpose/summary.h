@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "policy/eviction_policy.h"
+
 namespace spillway::interpose {
 
 struct SummaryData {
@@ -40,6 +42,8 @@ struct SummaryData {
   uint64_t engine_devices = 0;  // devices with an engine
   uint64_t ballast_bytes = 0;   // SPILLWAY_BALLAST, summed over devices
   uint64_t launches_resolved = 0;
+  // SPILLWAY_POLICY: how closely each engine followed the policy file; empty without one.
+  std::vector<policy::ScheduleAdherence> policy_file;
   std::vector<std::string> errors;
 };
 

@@ -33,6 +33,13 @@ class Device {
   // @brief Drops the contents of [address, address + bytes) (no copy-back), on `stream`.
   // Returns a non-zero result when the driver cannot discard.
   virtual DeviceResult Discard(uint64_t address, uint64_t bytes, Stream stream) = 0;
+  // @brief Makes [address, address + bytes) resident on the device without copying the old
+  // contents (they are dead), on `stream`. A non-zero result when the driver cannot: the engine
+  // then prefetches instead.
+  virtual DeviceResult DiscardAndPrefetch(uint64_t /*address*/, uint64_t /*bytes*/,
+                                          Stream /*stream*/) {
+    return 801;  // CUDA_ERROR_NOT_SUPPORTED
+  }
   // @brief Physical free and total device memory.
   virtual DeviceResult MemoryInfo(uint64_t* free, uint64_t* total) = 0;
   // @brief Creates a stream that does not synchronize with the legacy default stream (for moves

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -19,6 +20,32 @@ struct LaunchView {
   const uint64_t* ids = nullptr;
   const uint64_t* sizes = nullptr;
   size_t count = 0;
+};
+
+// A move of a planned schedule (a policy file, policy/planned_policy.h): part of one allocation.
+struct ScheduledMove {
+  enum class Kind { kEvict, kDiscard, kPrefetch, kPopulate };
+  Kind kind = Kind::kPrefetch;
+  uint64_t id = 0;      // the allocation
+  uint64_t offset = 0;  // bytes from its base
+  uint64_t bytes = 0;
+};
+
+// How closely a run followed a policy file: the exit summary's engine.policy_file.
+struct ScheduleAdherence {
+  std::string path;              // the policy file
+  bool aligned = false;          // following the schedule now
+  uint64_t alignments = 0;       // times the step was recognised and following began
+  uint64_t steps_followed = 0;   // whole steps followed to the end with the signature confirmed
+  uint64_t positions_followed = 0;  // launches planned from the schedule
+  uint64_t moves_planned = 0;    // schedule moves (chunk ranges) at the positions followed
+  uint64_t moves_issued = 0;     // of them, handed to the engine (the others named no allocation)
+  uint64_t evict_bytes = 0;      // bytes of the moves issued, by kind
+  uint64_t discard_bytes = 0;
+  uint64_t prefetch_bytes = 0;
+  uint64_t populate_bytes = 0;
+  uint64_t mismatches = 0;       // times the job left the planned step (the learned policy took over)
+  std::string fallback_reason;   // the latest reason the learned policy decided; empty: none
 };
 
 class EvictionPolicy {
@@ -50,6 +77,18 @@ class EvictionPolicy {
   virtual uint64_t predicted_launches() const { return 0; }
   // @brief The detected step length in launches; 0 when none is detected.
   virtual uint64_t step_length() const { return 0; }
+
+  // Planned schedules (policy/planned_policy.h); the defaults are for policies without one.
+  // @brief A managed allocation of `bytes` was made (or found when the engine started).
+  virtual void ObserveAllocated(uint64_t /*id*/, uint64_t /*bytes*/) {}
+  // @brief For the launch just observed: true when a schedule decides its moves, which are then
+  // `out` (the engine issues them in order instead of planning the launch itself).
+  virtual bool ScheduledMoves(std::vector<ScheduledMove>* /*out*/) { return false; }
+  // @brief Whether the engine may prefetch allocation `id` when it plans a launch itself (a
+  // policy file's host and never rules say no).
+  virtual bool MayPrefetch(uint64_t /*id*/) { return true; }
+  // @brief How closely the run followed a policy file; null without one.
+  virtual const ScheduleAdherence* adherence() const { return nullptr; }
 };
 
 // The least-recently-used policy: victims in order of last use, oldest first.

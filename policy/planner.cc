@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "policy/simulator_replay.h"
+#include "policy/step_signature.h"
 
 namespace spillway::policy {
 namespace {
@@ -74,6 +75,10 @@ absl::StatusOr<PolicyFile> PlanSchedule(const Workload& w, const PlanOptions& op
   policy.fingerprint = WorkloadFingerprint(w);
   policy.launches = w.num_launches();
   policy.allocations = w.allocations.size();
+  const StepSignature signature = ComputeStepSignature(w);
+  policy.step_signature = signature.signature;
+  policy.step_events = signature.events;
+  policy.persistent = signature.persistent;
   policy.budget_bytes = cap * kChunkBytes;
   policy.rules = options.rules;
 

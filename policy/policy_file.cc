@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
 #include "common/size.h"
+#include "policy/step_signature.h"
 #include "policy/toml_subset.h"
 
 namespace spillway::policy {
@@ -145,7 +146,9 @@ absl::StatusOr<ChunkRange> ParseChunkRange(const TableReader& t, absl::string_vi
 }
 
 absl::Status ReadModel(const TableReader& t, PolicyFile* p) {
-  if (absl::Status s = t.OnlyKeys({"name", "fingerprint", "launches", "allocations"}); !s.ok()) {
+  if (absl::Status s = t.OnlyKeys({"name", "fingerprint", "launches", "allocations",
+                                   "step_signature", "step_events", "persistent"});
+      !s.ok()) {
     return s;
   }
   if (absl::Status s = t.String("name", &p->model); !s.ok()) return s;
@@ -157,6 +160,21 @@ absl::Status ReadModel(const TableReader& t, PolicyFile* p) {
       return t.Error(v->line, "'model.fingerprint' must be 16 lowercase hex digits");
     }
     p->fingerprint = std::stoull(fp, nullptr, 16);
+  }
+  std::string sig;
+  if (absl::Status s = t.String("step_signature", &sig); !s.ok()) return s;
+  if (!sig.empty()) {
+    const TomlValue* v = t.Find("step_signature");
+    if (sig.size() != 16 || sig.find_first_not_of("0123456789abcdef") != std::string::npos) {
+      return t.Error(v->line, "'model.step_signature' must be 16 lowercase hex digits");
+    }
+    p->step_signature = std::stoull(sig, nullptr, 16);
+  }
+  if (absl::Status s = t.Count("step_events", &p->step_events); !s.ok()) return s;
+  if (absl::Status s = t.Count("persistent", &p->persistent); !s.ok()) return s;
+  if (p->step_signature != 0 && p->step_events == 0) {
+    return t.Error(t.Find("step_signature")->line,
+                   "'model.step_signature' needs 'model.step_events' (events per step)");
   }
   if (absl::Status s = t.Count("launches", &p->launches); !s.ok()) return s;
   return t.Count("allocations", &p->allocations);
@@ -362,6 +380,12 @@ std::string FormatPolicyFile(const PolicyFile& p) {
   }
   if (p.launches != 0) absl::StrAppend(&out, "launches = ", p.launches, "\n");
   if (p.allocations != 0) absl::StrAppend(&out, "allocations = ", p.allocations, "\n");
+  if (p.step_signature != 0) {
+    absl::StrAppend(&out, "step_signature = \"", absl::StrFormat("%016x", p.step_signature),
+                    "\"  # how the engine recognises the step online\n");
+    absl::StrAppend(&out, "step_events = ", p.step_events, "\n");
+    absl::StrAppend(&out, "persistent = ", p.persistent, "\n");
+  }
   absl::StrAppend(&out, "\n[budget]\ndevice_memory = ", SizeText(p.budget_bytes), "\n");
   for (const PolicyRule& r : p.rules) {
     out += "\n[[rule]]\n";
@@ -416,6 +440,17 @@ absl::Status CheckPolicyMatches(const PolicyFile& p, const Workload& w) {
     return absl::FailedPreconditionError(absl::StrCat(
         "policy expects ", p.allocations, " allocations, the job has ", w.allocations.size()));
   }
+  if (p.step_signature != 0) {
+    const StepSignature job = ComputeStepSignature(w);
+    if (job.signature != p.step_signature || job.events != p.step_events ||
+        job.persistent != p.persistent) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "policy's step signature %016x (%d events, %d persistent allocations) does not match "
+          "this job's %016x (%d events, %d persistent allocations)",
+          p.step_signature, p.step_events, p.persistent, job.signature, job.events,
+          job.persistent));
+    }
+  }
   for (const ScheduleEntry& e : p.schedule) {
     if (e.position >= w.num_launches()) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -449,6 +484,8 @@ bool operator==(const ScheduleEntry& a, const ScheduleEntry& b) {
 }
 bool operator==(const PolicyFile& a, const PolicyFile& b) {
   return a.model == b.model && a.fingerprint == b.fingerprint && a.launches == b.launches &&
+         a.step_signature == b.step_signature && a.step_events == b.step_events &&
+         a.persistent == b.persistent &&
          a.allocations == b.allocations && a.budget_bytes == b.budget_bytes && a.rules == b.rules &&
          a.schedule == b.schedule;
 }

@@ -52,6 +52,10 @@ struct PolicyFile {
   uint64_t fingerprint = 0;       // WorkloadFingerprint of the job it was planned for; 0 = none
   uint64_t launches = 0;          // launches per step (0 = not checked)
   uint64_t allocations = 0;       // allocations (0 = not checked)
+  // How the engine follows the step online (policy/step_signature.h); 0 = cannot be followed.
+  uint64_t step_signature = 0;
+  uint64_t step_events = 0;  // events (allocations, frees, launches) per step
+  uint64_t persistent = 0;   // persistent allocations: ids 1..persistent
   uint64_t budget_bytes = 0;      // device memory it was planned for
   std::vector<PolicyRule> rules;  // first match wins
   std::vector<ScheduleEntry> schedule;  // ascending positions

@@ -19,6 +19,8 @@ namespace {
 // Reused per thread, so a warm launch path does not allocate.
 thread_local std::vector<PlannedMove> t_moves;
 thread_local std::vector<PlannedMove> t_side_moves;
+thread_local std::vector<PlannedMove> t_evictions;
+thread_local std::vector<PlannedMove> t_prefetches;
 thread_local std::vector<uint64_t> t_ids;
 thread_local std::vector<uint64_t> t_sizes;
 thread_local std::vector<uint64_t> t_next;
@@ -29,6 +31,13 @@ struct EvictableContext {
 };
 
 }  // namespace
+
+uint64_t ResidencyEngine::Footprint(uint64_t base, uint64_t size) const {
+  const uint64_t granule = std::max<uint64_t>(options_.residency_granule, 1);
+  if (granule == 1 || size == 0) return size;
+  const uint64_t first = base / granule, last = (base + size - 1) / granule;
+  return (last - first + 1) * granule;
+}
 
 ResidencyEngine::ResidencyEngine(Device* device, std::unique_ptr<EvictionPolicy> policy,
                                  uint64_t budget_bytes, EngineOptions options)
@@ -55,7 +64,9 @@ void ResidencyEngine::OnAllocated(const Allocation& allocation) {
     fixed_bytes_ += allocation.size;
     return;
   }
-  tracked_[allocation.id] = Tracked{allocation.base, allocation.size, false, 0, 0};
+  tracked_[allocation.id] = Tracked{allocation.base, allocation.size, false, 0, 0,
+                                    Footprint(allocation.base, allocation.size)};
+  policy_->ObserveAllocated(allocation.id, allocation.size);
 }
 
 void ResidencyEngine::Forget(const Allocation& allocation) {
@@ -66,7 +77,7 @@ void ResidencyEngine::Forget(const Allocation& allocation) {
   }
   const auto it = tracked_.find(allocation.id);
   if (it != tracked_.end()) {
-    if (it->second.resident) resident_bytes_ -= it->second.size;
+    if (it->second.resident) resident_bytes_ -= it->second.footprint;
     tracked_.erase(it);
   }
   policy_->Forget(allocation.id);
@@ -91,6 +102,7 @@ bool ResidencyEngine::SideStreamReady() {
   if (options_.lookahead_launches <= 0) return false;
   std::call_once(side_once_, [this] {
     if (device_->CreateSideStream(&side_stream_) != kDeviceOk) return;
+    if (device_->CreateSideStream(&evict_stream_) != kDeviceOk) evict_stream_ = side_stream_;
     for (Event& event : events_) {
       if (device_->CreateEvent(&event) != kDeviceOk) return;
     }
@@ -99,14 +111,24 @@ bool ResidencyEngine::SideStreamReady() {
   return side_ready_.load(std::memory_order_acquire);
 }
 
-uint64_t ResidencyEngine::PlanLookahead(uint64_t stamp, std::vector<PlannedMove>* side_moves) {
+uint64_t ResidencyEngine::PlanLookahead(uint64_t stamp, uint64_t access_bytes,
+                                        std::vector<PlannedMove>* side_moves) {
   std::vector<uint64_t>& next = t_next;
   policy_->PredictNextUses(options_.lookahead_launches, &next);
   if (next.empty()) return 0;
-  // What the next launches need is protected like the current access set.
-  for (const uint64_t id : next) {
-    const auto it = tracked_.find(id);
-    if (it != tracked_.end()) it->second.used_by_launch = stamp;
+  // What the next launches need is protected like the current access set, nearest first, as far
+  // as it fits in the budget beside the access set: what lies beyond cannot be brought in anyway,
+  // and protecting it would keep the next launches from making room.
+  uint64_t protected_bytes = fixed_bytes_ + access_bytes;
+  for (size_t i = 0; i < next.size(); ++i) {
+    const auto it = tracked_.find(next[i]);
+    if (it == tracked_.end() || it->second.used_by_launch == stamp) continue;
+    if (protected_bytes + it->second.footprint > budget_bytes_) {
+      next.resize(i);
+      break;
+    }
+    protected_bytes += it->second.footprint;
+    it->second.used_by_launch = stamp;
   }
   const uint64_t batch = batches_ + 1;
   const EvictableContext context{&tracked_, stamp};
@@ -115,24 +137,56 @@ uint64_t ResidencyEngine::PlanLookahead(uint64_t stamp, std::vector<PlannedMove>
     if (it == tracked_.end() || it->second.resident) continue;
     const uint64_t distance = policy_->NextUse(id);
     // Make room only from allocations needed later than this one (Belady); else stop.
-    while (fixed_bytes_ + resident_bytes_ + it->second.size > budget_bytes_) {
+    while (fixed_bytes_ + resident_bytes_ + it->second.footprint > budget_bytes_) {
       const uint64_t victim = policy_->PickVictim(&Evictable, &context);
       if (victim == 0 || policy_->NextUse(victim) <= distance) break;
       Tracked& tracked = tracked_.at(victim);
       tracked.resident = false;
       tracked.pending_batch = 0;
-      resident_bytes_ -= tracked.size;
+      resident_bytes_ -= tracked.footprint;
       side_moves->push_back(PlannedMove{false, victim, tracked.base, tracked.size});
     }
-    if (fixed_bytes_ + resident_bytes_ + it->second.size > budget_bytes_) break;
+    if (fixed_bytes_ + resident_bytes_ + it->second.footprint > budget_bytes_) break;
     it->second.resident = true;
     it->second.pending_batch = batch;
-    resident_bytes_ += it->second.size;
+    resident_bytes_ += it->second.footprint;
     side_moves->push_back(PlannedMove{true, it->first, it->second.base, it->second.size});
   }
   if (side_moves->empty()) return 0;
   batches_ = batch;
+  for (const PlannedMove& move : *side_moves) {
+    if (!move.to_device) last_evict_batch_ = batch;
+  }
   return batch;
+}
+
+int ResidencyEngine::IssueLookahead(const std::vector<PlannedMove>& moves, uint64_t batch,
+                                    bool after_launch) {
+  std::vector<PlannedMove>& evictions = t_evictions;
+  std::vector<PlannedMove>& prefetches = t_prefetches;
+  evictions.clear();
+  prefetches.clear();
+  for (const PlannedMove& move : moves) (move.to_device ? prefetches : evictions).push_back(move);
+  int failures = 0;
+  if (!evictions.empty()) {
+    const Event evicted = BatchEvent(batch, 1);
+    if (device_->StreamWaitEvent(evict_stream_, BatchEvent(batch, 0)) != kDeviceOk) ++failures;
+    failures += Issue(evictions, evict_stream_, true);
+    // Prefetches need the room: the side stream waits for the evictions (and so for every earlier
+    // eviction, the evict stream being in order).
+    if (device_->RecordEvent(evicted, evict_stream_) != kDeviceOk ||
+        device_->StreamWaitEvent(side_stream_, evicted) != kDeviceOk) {
+      ++failures;
+    }
+  }
+  // Evictions this launch made on its own stream free room too.
+  if (after_launch && evictions.empty() &&
+      device_->StreamWaitEvent(side_stream_, BatchEvent(batch, 0)) != kDeviceOk) {
+    ++failures;
+  }
+  failures += Issue(prefetches, side_stream_, true);
+  if (device_->RecordEvent(BatchEvent(batch, 2), side_stream_) != kDeviceOk) ++failures;
+  return failures;
 }
 
 int ResidencyEngine::Issue(const std::vector<PlannedMove>& moves, Stream stream, bool ahead) {
@@ -166,7 +220,8 @@ int ResidencyEngine::OnLaunch(const AccessSet& access, Stream stream, uint64_t f
   ids.clear();
   sizes.clear();
   const bool side = SideStreamReady();
-  uint64_t wait_batch = 0, batch = 0;
+  uint64_t wait_batch = 0, batch = 0, wait_evicted = 0;
+  bool scheduled = false, wait_now = false;
   {
     std::lock_guard lock(mutex_);
     const uint64_t stamp = ++launch_stamp_;
@@ -176,58 +231,76 @@ int ResidencyEngine::OnLaunch(const AccessSet& access, Stream stream, uint64_t f
       sizes.push_back(allocation.size);
     }
     policy_->ObserveLaunch(LaunchView{function, ids.data(), sizes.data(), ids.size()});
-    uint64_t needed = 0;
+    uint64_t needed = 0, access_bytes = 0;
     for (const Allocation& allocation : access) {
       const auto it = tracked_.find(allocation.id);
       if (it == tracked_.end()) continue;
+      if (it->second.used_by_launch != stamp) access_bytes += it->second.footprint;
       it->second.used_by_launch = stamp;
       policy_->Touch(allocation.id);
-      if (!it->second.resident) needed += it->second.size;
+      if (!it->second.resident) needed += it->second.footprint;
       // Prefetched ahead and not waited for yet: the launch waits for the newest such batch.
       if (it->second.resident && it->second.pending_batch != 0) {
         wait_batch = std::max(wait_batch, it->second.pending_batch);
         it->second.pending_batch = 0;
       }
     }
+    // A policy file's schedule decides this launch's moves (residency_engine_schedule.cc).
+    scheduled = PlanScheduled(ids, side, &batch, &wait_now);
     // Evict until the access set fits beside what stays, or nothing else can go.
     const EvictableContext context{&tracked_, stamp};
-    while (fixed_bytes_ + resident_bytes_ + needed > budget_bytes_) {
+    while (!scheduled && fixed_bytes_ + resident_bytes_ + needed > budget_bytes_) {
       const uint64_t victim = policy_->PickVictim(&Evictable, &context);
       if (victim == 0) break;
       Tracked& tracked = tracked_.at(victim);
       tracked.resident = false;
       tracked.pending_batch = 0;
-      resident_bytes_ -= tracked.size;
+      resident_bytes_ -= tracked.footprint;
       moves.push_back(PlannedMove{false, victim, tracked.base, tracked.size});
     }
     // Prefetch what fits; what does not is left to demand paging.
     for (const Allocation& allocation : access) {
       const auto it = tracked_.find(allocation.id);
-      if (it == tracked_.end() || it->second.resident) continue;
-      if (fixed_bytes_ + resident_bytes_ + it->second.size > budget_bytes_) continue;
+      if (scheduled || it == tracked_.end() || it->second.resident) continue;
+      if (!policy_->MayPrefetch(it->first)) continue;
+      if (fixed_bytes_ + resident_bytes_ + it->second.footprint > budget_bytes_) continue;
       it->second.resident = true;
-      resident_bytes_ += it->second.size;
+      resident_bytes_ += it->second.footprint;
       moves.push_back(PlannedMove{true, it->first, it->second.base, it->second.size});
     }
-    if (side) batch = PlanLookahead(stamp, &side_moves);
+    // The launch's own prefetches must not run before the evict stream has made the room it
+    // counted on (or before an eviction of the same allocation still queued there).
+    const bool own_prefetch = std::any_of(moves.begin(), moves.end(),
+                                          [](const PlannedMove& move) { return move.to_device; });
+    if (own_prefetch) wait_evicted = last_evict_batch_;
+    if (side && !scheduled) batch = PlanLookahead(stamp, access_bytes, &side_moves);
   }
   int failures = 0;
+  if (wait_evicted != 0 &&
+      device_->StreamWaitEvent(stream, BatchEvent(wait_evicted, 1)) != kDeviceOk) {
+    ++failures;
+  }
   if (wait_batch != 0 &&
-      device_->StreamWaitEvent(stream, events_[(2 * wait_batch + 1) % kEvents]) != kDeviceOk) {
+      device_->StreamWaitEvent(stream, BatchEvent(wait_batch, 2)) != kDeviceOk) {
     ++failures;
   }
   failures += Issue(moves, stream, false);
   if (batch != 0) {
-    // The side stream starts after what the launch stream has so far (the victims' last uses and
-    // this launch's own moves), then signals the launches that need its prefetches.
-    const Event after_launch_stream = events_[(2 * batch) % kEvents];
-    const Event done = events_[(2 * batch + 1) % kEvents];
-    if (device_->RecordEvent(after_launch_stream, stream) != kDeviceOk ||
-        device_->StreamWaitEvent(side_stream_, after_launch_stream) != kDeviceOk) {
-      ++failures;
+    // The side streams start after what the launch stream has so far (the victims' last uses and
+    // this launch's own moves), then signal the launches that need the prefetches.
+    const Event after_launch_stream = BatchEvent(batch, 0);
+    if (device_->RecordEvent(after_launch_stream, stream) != kDeviceOk) ++failures;
+    if (!scheduled) {
+      failures += IssueLookahead(side_moves, batch, !moves.empty());
+    } else {
+      const Event done = BatchEvent(batch, 2);
+      if (device_->StreamWaitEvent(side_stream_, after_launch_stream) != kDeviceOk) ++failures;
+      failures += IssueScheduled(side_stream_);
+      if (device_->RecordEvent(done, side_stream_) != kDeviceOk) ++failures;
+      if (wait_now && device_->StreamWaitEvent(stream, done) != kDeviceOk) ++failures;
     }
-    failures += Issue(side_moves, side_stream_, true);
-    if (device_->RecordEvent(done, side_stream_) != kDeviceOk) ++failures;
+  } else if (scheduled) {
+    failures += IssueScheduled(stream);  // no side stream: before the kernel, in order
   }
   return failures;
 }

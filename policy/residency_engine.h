@@ -36,6 +36,9 @@ struct EngineOptions {
   // How many launches ahead the access sets are prefetched on the side stream (when the policy
   // predicts them); 0: no lookahead, every move on the launch stream just before the kernel.
   int lookahead_launches = 2;
+  // The device's residency granule: a managed allocation counts against the budget as the whole
+  // granules it spans (nvidia-uvm and simgpu move and evict 2 MiB chunks). 1: its size in bytes.
+  uint64_t residency_granule = 1;
 };
 
 class ResidencyEngine {
@@ -77,6 +80,8 @@ class ResidencyEngine {
   uint64_t step_length() const;
   // Bytes the engine believes are on the device: resident managed + fixed (device) allocations.
   uint64_t resident_estimate() const;
+  // How closely the run followed a policy file (a copy); false when the policy has none.
+  bool adherence(ScheduleAdherence* out) const;
 
  private:
   struct Tracked {
@@ -85,17 +90,39 @@ class ResidencyEngine {
     bool resident = false;
     uint64_t used_by_launch = 0;  // the launch stamp of the last launch whose access set had it
     uint64_t pending_batch = 0;   // the lookahead batch that prefetched it, until a launch waits
+    uint64_t footprint = 0;       // what it takes of the budget when resident (see Footprint)
   };
-  static constexpr size_t kEvents = 64;  // a ring of events, two per lookahead batch
+  static constexpr size_t kEvents = 96;  // a ring of events, three per lookahead batch
 
   static bool Evictable(const void* context, uint64_t id);
+  // The bytes [base, base + size) takes on the device: the residency granules it spans.
+  uint64_t Footprint(uint64_t base, uint64_t size) const;
   // REQUIRES: mutex_ held. Plans the lookahead moves after launch `stamp`; returns the batch
   // (0 when there is nothing to move).
-  uint64_t PlanLookahead(uint64_t stamp, std::vector<PlannedMove>* side_moves);
+  // `access_bytes`: the footprint of the launch's own access set.
+  uint64_t PlanLookahead(uint64_t stamp, uint64_t access_bytes,
+                         std::vector<PlannedMove>* side_moves);
   // Creates the side stream and the events once; false when the device cannot.
   bool SideStreamReady();
+  // Event `which` (0: after the launch stream, 1: evictions done, 2: prefetches done) of a batch.
+  Event BatchEvent(uint64_t batch, size_t which) const {
+    return events_[(3 * batch + which) % kEvents];
+  }
+  // Issues a lookahead batch's `moves` (planned at a launch on `stream`, after which
+  // BatchEvent(batch, 0) was recorded there): evictions on the evict stream once the launch
+  // stream's earlier work is done, prefetches on the side stream once those evictions are done, so
+  // one batch's evictions overlap the previous batch's prefetches. Returns the failures.
+  int IssueLookahead(const std::vector<PlannedMove>& moves, uint64_t batch, bool after_launch);
   // Issues `moves` on `stream`, counting bytes; returns the failures.
   int Issue(const std::vector<PlannedMove>& moves, Stream stream, bool ahead);
+  // REQUIRES: mutex_ held. When the policy's schedule decides the launch being planned (`ids`:
+  // its access set), takes its moves and updates residency; with the side stream, assigns them
+  // a lookahead batch (*batch) and sets *wait_now when the launch itself needs what they bring.
+  // residency_engine_schedule.cc.
+  bool PlanScheduled(const std::vector<uint64_t>& ids, bool side, uint64_t* batch,
+                     bool* wait_now);
+  // Issues the moves PlanScheduled took, on `stream`; returns the failures.
+  int IssueScheduled(Stream stream);
 
   Device* const device_;
   const uint64_t budget_bytes_;
@@ -107,9 +134,11 @@ class ResidencyEngine {
   uint64_t fixed_bytes_ = 0;                       // guarded by mutex_
   uint64_t launch_stamp_ = 0;                      // guarded by mutex_
   uint64_t batches_ = 0;                           // lookahead batches planned; guarded by mutex_
+  uint64_t last_evict_batch_ = 0;  // the newest batch with evictions; guarded by mutex_
   std::once_flag side_once_;
   std::atomic<bool> side_ready_{false};
-  Stream side_stream_ = nullptr;         // written once under side_once_
+  Stream side_stream_ = nullptr;         // lookahead prefetches; written once under side_once_
+  Stream evict_stream_ = nullptr;        // lookahead evictions; written once under side_once_
   std::array<Event, kEvents> events_{};  // written once under side_once_
   std::atomic<uint64_t> prefetch_bytes_{0};
   std::atomic<uint64_t> lookahead_bytes_{0};

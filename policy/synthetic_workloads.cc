@@ -51,9 +51,10 @@ class StepBuilder {
     w_.step.push_back(std::move(e));
   }
   uint64_t Bytes(uint64_t id) const { return w_.allocation(id).bytes; }
+  // Numbered as policy files and the engine number allocations (NumberCanonically).
   Workload Take(std::string description) {
     w_.description = std::move(description);
-    return std::move(w_);
+    return NumberCanonically(std::move(w_));
   }
 
  private:

@@ -131,6 +131,38 @@ absl::Status ValidateWorkload(const Workload& w) {
   return absl::OkStatus();
 }
 
+Workload NumberCanonically(Workload w) {
+  std::vector<uint64_t> new_id(w.allocations.size() + 1, 0);
+  uint64_t next = 1;
+  for (const WorkloadAllocation& a : w.allocations) {
+    if (a.persistent) new_id[a.id] = next++;
+  }
+  for (const StepEvent& e : w.step) {
+    if (e.kind == StepEvent::Kind::kAlloc && e.alloc_id < new_id.size() && new_id[e.alloc_id] == 0) {
+      new_id[e.alloc_id] = next++;
+    }
+  }
+  for (uint64_t id = 1; id < new_id.size(); ++id) {
+    if (new_id[id] == 0) new_id[id] = next++;  // never allocated in the step (invalid anyway)
+  }
+  std::vector<WorkloadAllocation> allocations(w.allocations.size());
+  for (WorkloadAllocation& a : w.allocations) {
+    const uint64_t id = new_id[a.id];
+    a.id = id;
+    allocations[id - 1] = std::move(a);
+  }
+  w.allocations = std::move(allocations);
+  auto renumber = [&new_id](uint64_t id) { return id < new_id.size() ? new_id[id] : id; };
+  for (StepEvent& e : w.step) {
+    if (e.kind != StepEvent::Kind::kLaunch) {
+      e.alloc_id = renumber(e.alloc_id);
+      continue;
+    }
+    for (ChunkRange& r : e.launch.accesses) r.alloc_id = renumber(r.alloc_id);
+  }
+  return w;
+}
+
 uint64_t WorkloadFingerprint(const Workload& w) {
   Fnv f;
   for (const WorkloadAllocation& a : w.allocations) {

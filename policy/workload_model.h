@@ -67,6 +67,11 @@ struct Workload {
 // persistent allocations are never allocated or freed in the step.
 absl::Status ValidateWorkload(const Workload& w);
 
+// The same workload with its allocations numbered the way policy files and the engine number
+// them: persistent allocations first (in their current order), then the step's allocations in the
+// order the step makes them. Ids only change; events, sizes and accesses stay.
+Workload NumberCanonically(Workload w);
+
 // Hash of the launch sequence (kernel names) and the allocation pattern (sizes, alloc/free order):
 // the model fingerprint a policy file carries. Compute times do not enter it.
 uint64_t WorkloadFingerprint(const Workload& w);

@@ -65,7 +65,9 @@ def parse_output(stdout):
 
 def moved(stats):
     return {
-        "h2d": stats["prefetched_bytes"] + stats["demand_faults"]["bytes"],
+        # bytes copied in: made resident by prefetch or fault, less those zero-filled (no data)
+        "h2d": (stats["prefetched_bytes"] + stats["demand_faults"]["bytes"] -
+                stats.get("zero_filled_bytes", 0)),
         "d2h": stats["evicted_bytes"],
         "faults": stats["demand_faults"]["count"],
     }

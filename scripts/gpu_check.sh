@@ -702,21 +702,48 @@ step_capacity() {
   [[ -n "$base" && -n "$with" ]] || [[ $dry -eq 1 ]]
 }
 
+# The attention benchmark (docs/attention-benchmark.md): spillway's kernels alone
+# (attention_benchmark, exit 2 = no GPU), then side by side with PyTorch's SDPA backends
+# (torch_compare.py, when torch imports; it compiles spillway's extension first). Their own
+# timeout: GPU_CHECK_ATTENTION_TIMEOUT. Both outputs go into the results file whole.
 step_attention() {
-  local bin found=0 rc=0
-  for bin in "$bundle"/attention_benchmark "$bundle"/attention_*benchmark; do
-    [[ -x "$bin" ]] || continue
-    found=1
-    runc "${bin##*/}" "$bin" || rc=1
-    md '```'; md "$(tail -n 30 "$work/${bin##*/}.out")"; md '```'
-    break
-  done
-  if ((!found)); then
-    note "no attention benchmark binary in the bundle"
-    return $SKIP
+  local bin="$bundle/attention_benchmark" rc=0 ran=0 brc=0 trc=0 parts=() quick_flag=()
+  local run_timeout=${GPU_CHECK_ATTENTION_TIMEOUT:-540}  # runc's limit, for both programs
+  [[ $quick -eq 1 ]] && quick_flag=(--quick)
+  if [[ -x "$bin" || $dry -eq 1 ]]; then
+    runc attention_benchmark "$bin" "${quick_flag[@]}" || brc=$?
+    md '```'; md "$(head -n 400 "$work/attention_benchmark.out")"; md '```'
+    case $brc in
+      0) ran=1; parts+=("benchmark ran") ;;
+      2) note "attention_benchmark: no CUDA device or kernels not built (exit 2)" ;;
+      *) ran=1; rc=1; parts+=("benchmark FAILED (exit $brc)") ;;
+    esac
+  else
+    note "no attention_benchmark in the bundle (it is built only with nvcc)"
   fi
-  [[ $simgpu -eq 1 ]] && note "simgpu: attention kernels need a real GPU; the output is the CPU reference's"
-  step_summary=$([[ $rc -eq 0 ]] && echo "ran (see results file)" || echo "failed")
+  if [[ $simgpu -eq 1 ]]; then
+    note "simgpu: PyTorch's CUDA cannot run on the simulator; torch_compare.py not run"
+  elif [[ $dry -eq 1 ]] || "$python" -c 'import torch' >/dev/null 2>&1; then
+    runc torch_compare "$python" "$root/attention_kernels/benchmark/torch_compare.py" \
+      "${quick_flag[@]}" || trc=$?
+    md ""; md '```'; md "$(head -n 400 "$work/torch_compare.out")"; md '```'
+    local goals
+    goals=$(grep '^Goals' "$work/torch_compare.out" 2>/dev/null | sed -E \
+      's/.*forward min ([0-9.]+).*backward min ([0-9.]+).*/fwd\/flash min \1 (goal 1), bwd\/flash min \2 (goal 0.8)/')
+    case $trc in
+      0) ran=1; parts+=("torch_compare ran") ;;
+      2) note "torch_compare.py: no CUDA device visible to PyTorch (exit 2)" ;;
+      *) ran=1; rc=1; parts+=("torch_compare FAILED (exit $trc)") ;;
+    esac
+    grep -q "^Goals.*differ from flash" "$work/torch_compare.out" 2>/dev/null &&
+      goals+=" BUT spillway's outputs differ from flash's"
+    [[ -n "$goals" ]] && parts+=("$goals")
+  else
+    note "PyTorch does not import: torch_compare.py not run"
+  fi
+  ((ran)) || return $SKIP
+  [[ $dry -eq 1 ]] && return 0
+  step_summary=$(IFS=';'; echo "${parts[*]:-ran}" | sed 's/;/; /g')
   return $rc
 }
 

@@ -15,7 +15,11 @@ double FaultStallSeconds(const DeviceAccount& a) {
   const Config& c = config();
   stats().fault_batches.fetch_add(spillway::FaultBatches(c, a.fault_bytes),
                                   std::memory_order_relaxed);
-  return spillway::FaultStallSeconds(c, a.fault_bytes, a.evicted_bytes);
+  // Every fault batch costs its latency; only chunks that held data are copied in.
+  return spillway::FaultStallSeconds(c, a.fault_bytes - a.zero_filled_bytes, a.evicted_bytes) +
+         static_cast<double>(spillway::FaultBatches(c, a.fault_bytes) -
+                             spillway::FaultBatches(c, a.fault_bytes - a.zero_filled_bytes)) *
+             c.fault_batch_seconds;
 }
 
 namespace {

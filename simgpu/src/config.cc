@@ -99,6 +99,7 @@ void WriteStatsFile() {
   w.Key("batches").Uint(s.fault_batches.load());
   w.EndObject();
   w.Key("prefetched_bytes").Uint(s.prefetched_bytes.load());
+  w.Key("zero_filled_bytes").Uint(s.zero_filled_bytes.load());
   w.Key("evicted_bytes").Uint(s.evicted_bytes.load());
   w.Key("discarded_bytes").Uint(s.discarded_bytes.load());
   w.Key("remote_mapped_bytes").Uint(s.remote_mapped_bytes.load());

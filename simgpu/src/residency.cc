@@ -13,6 +13,10 @@
 //
 // With several devices (SIMGPU_DEVICES) each has its own capacity, FIFO and byte counts; a
 // resident chunk remembers its device, and an access or prefetch from another device moves it.
+//
+// A managed chunk also knows whether it holds data (`populated`): not after allocation or a
+// discard, yes once it was resident or the host touched it. As in nvidia-uvm, making a chunk that
+// holds no data resident (by a fault or a prefetch) populates zeroed device pages: no transfer.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -37,8 +41,9 @@ struct Chunk {
   uint8_t state;
   uint8_t advice;
   uint8_t in_open_list;
-  uint8_t device;  // kResident: the device holding it; kDevice: the device it was allocated on
-  int32_t prev;    // FIFO of resident managed chunks, oldest first
+  uint8_t device;     // kResident: the device holding it; kDevice: the device it was allocated on
+  uint8_t populated;  // managed: holds data (written since allocation or the last discard)
+  int32_t prev;       // FIFO of resident managed chunks, oldest first
   int32_t next;
 };
 
@@ -164,14 +169,18 @@ bool MakeRoomLocked(int device, uint64_t need, uint64_t* evicted) {
 }
 
 // REQUIRES: the chunk is not resident (on any device).
-void MakeResidentLocked(int32_t idx, int device) {
+// Returns true when the chunk held data, i.e. it had to be copied in (else it is zero-filled).
+bool MakeResidentLocked(int32_t idx, int device) {
   Chunk& c = g_chunks[idx];
   if (c.state != kHostOpen) Protect(idx, PROT_READ | PROT_WRITE);
+  const bool copied = c.populated != 0;
+  c.populated = 1;
   c.state = kResident;
   c.device = static_cast<uint8_t>(device);
   FifoAppendLocked(idx);
   g_dev[device].resident_managed += kChunkBytes;
   UpdatePeakLocked(device);
+  return copied;
 }
 
 // A chunk resident on another device than `device` goes back to armed there first (its move
@@ -188,6 +197,7 @@ void OpenForHostLocked(int32_t idx) {
   Chunk& c = g_chunks[idx];
   Protect(idx, PROT_READ | PROT_WRITE);
   c.state = kHostOpen;
+  c.populated = 1;
   if (!c.in_open_list) {
     c.in_open_list = 1;
     uint32_t top = g_open_top.load(std::memory_order_relaxed);
@@ -223,7 +233,10 @@ bool HandleFault(uintptr_t addr) {
   if (!MakeRoomLocked(device, kChunkBytes, &evicted)) {
     stats().overcommit_faults.fetch_add(1, std::memory_order_relaxed);
   }
-  MakeResidentLocked(idx, device);
+  if (!MakeResidentLocked(idx, device)) {
+    account->zero_filled_bytes += kChunkBytes;
+    stats().zero_filled_bytes.fetch_add(kChunkBytes, std::memory_order_relaxed);
+  }
   account->fault_count += 1;
   account->fault_bytes += kChunkBytes;
   account->evicted_bytes += evicted;
@@ -338,6 +351,7 @@ CUresult Allocate(size_t bytes, bool managed, CUmemoryPool pool, CUdeviceptr* ou
       Chunk& c = g_chunks[i];
       c.state = managed ? kArmed : kDevice;
       c.advice = 0;
+      c.populated = 0;
       c.device = static_cast<uint8_t>(device);
       c.prev = c.next = -1;
     }
@@ -486,8 +500,11 @@ MoveResult PrefetchToDevice(CUdeviceptr ptr, size_t bytes, int device) {
     uint8_t s = g_chunks[i].state;
     if (s != kArmed && s != kHostOpen) continue;
     if (!MakeRoomLocked(device, kChunkBytes, &evicted)) stats().overcommit_faults.fetch_add(1);
-    MakeResidentLocked(i, device);
-    r.in_bytes += kChunkBytes;
+    if (MakeResidentLocked(i, device)) {
+      r.in_bytes += kChunkBytes;
+    } else {
+      stats().zero_filled_bytes.fetch_add(kChunkBytes, std::memory_order_relaxed);
+    }
     r.out_bytes += evicted;
     stats().prefetched_bytes.fetch_add(kChunkBytes, std::memory_order_relaxed);
   }
@@ -497,13 +514,16 @@ MoveResult PrefetchToDevice(CUdeviceptr ptr, size_t bytes, int device) {
 namespace {
 
 // Drops device residency of the resident chunks in [ptr, ptr + bytes) and adds the bytes dropped
-// to `counter`. Whether contents travel back (eviction) or vanish (discard) only changes the cost.
-uint64_t DropResidentRange(CUdeviceptr ptr, size_t bytes, std::atomic<uint64_t>& counter) {
+// to `counter`. Whether contents travel back (eviction) or vanish (discard) only changes the cost;
+// a discard also leaves every managed chunk of the range holding no data.
+uint64_t DropResidentRange(CUdeviceptr ptr, size_t bytes, std::atomic<uint64_t>& counter,
+                           bool discard) {
   uint64_t dropped = 0;
   int32_t first, last;
   if (!ChunkSpan(ptr, bytes, &first, &last)) return 0;
   for (int32_t i = first; i <= last; ++i) {
     SpinGuard guard;
+    if (discard && IsManagedState(g_chunks[i].state)) g_chunks[i].populated = 0;
     if (g_chunks[i].state != kResident) continue;
     DropResidencyLocked(i);
     dropped += kChunkBytes;
@@ -516,13 +536,13 @@ uint64_t DropResidentRange(CUdeviceptr ptr, size_t bytes, std::atomic<uint64_t>&
 
 MoveResult PrefetchToHost(CUdeviceptr ptr, size_t bytes) {
   MoveResult r;
-  r.out_bytes = DropResidentRange(ptr, bytes, stats().evicted_bytes);
+  r.out_bytes = DropResidentRange(ptr, bytes, stats().evicted_bytes, false);
   return r;
 }
 
 MoveResult Discard(CUdeviceptr ptr, size_t bytes) {
   MoveResult r;
-  r.discarded_bytes = DropResidentRange(ptr, bytes, stats().discarded_bytes);
+  r.discarded_bytes = DropResidentRange(ptr, bytes, stats().discarded_bytes, true);
   return r;
 }
 

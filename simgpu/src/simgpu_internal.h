@@ -60,6 +60,9 @@ struct Stats {
   std::atomic<uint64_t> fault_bytes{0};
   std::atomic<uint64_t> fault_batches{0};
   std::atomic<uint64_t> prefetched_bytes{0};
+  // Of the bytes faulted or prefetched in, those of chunks holding no data (populated on the
+  // device with zeroes, no transfer).
+  std::atomic<uint64_t> zero_filled_bytes{0};
   std::atomic<uint64_t> evicted_bytes{0};
   std::atomic<uint64_t> discarded_bytes{0};
   std::atomic<uint64_t> remote_mapped_bytes{0};
@@ -80,6 +83,7 @@ struct DeviceAccount {
   int device = 0;  // the simulated device the operation runs on (its stream's context's)
   uint64_t fault_count = 0;
   uint64_t fault_bytes = 0;
+  uint64_t zero_filled_bytes = 0;  // of fault_bytes, chunks holding no data: nothing copied
   uint64_t evicted_bytes = 0;
 };
 

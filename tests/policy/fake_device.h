@@ -12,7 +12,8 @@ namespace spillway::policy::testing {
 
 struct DeviceCall {
   // "managed", "device", "free", "to_device", "to_host", "discard", "stream", "event",
-  // "record" (event recorded on stream), "wait" (stream waits for event)
+  // "record" (event recorded on stream), "wait" (stream waits for event), "populate"
+  // (discard and prefetch to the device)
   std::string what;
   uint64_t address = 0;
   uint64_t bytes = 0;
@@ -38,6 +39,9 @@ class FakeDevice final : public Device {
   DeviceResult Discard(uint64_t address, uint64_t bytes, Stream stream) override {
     Record("discard", address, bytes, stream);
     return fail_discard ? 801 /* CUDA_ERROR_NOT_SUPPORTED */ : kDeviceOk;
+  }
+  DeviceResult DiscardAndPrefetch(uint64_t address, uint64_t bytes, Stream stream) override {
+    return Record("populate", address, bytes, stream);
   }
   DeviceResult MemoryInfo(uint64_t* free, uint64_t* total) override {
     *free = *total = capacity;

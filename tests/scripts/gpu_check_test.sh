@@ -37,7 +37,9 @@ for pattern in '^== info' '^== bundle' '^== doctor' '^== gpu-tests' '^== bandwid
                'examples/pytorch/train_gpt.py --quiet --batch-size 8' \
                'PYTORCH_CUDA_ALLOC_CONF=backend:native bash [^ ]*/spillway run .*--framework-allocator' \
                'PYTORCH_CUDA_ALLOC_CONF=backend:native [^ ]*python[0-9]* [^ ]*/train_resnet.py' \
-               'scripts/gpu_bandwidth.py' "bash $src/scripts/spillway doctor"; do
+               'scripts/gpu_bandwidth.py' "bash $src/scripts/spillway doctor" \
+               "^    \\\$ $out/attention_benchmark\$" \
+               "^    \\\$ [^ ]*python[0-9]* $src/attention_kernels/benchmark/torch_compare.py\$"; do
   grep -Eq -- "$pattern" "$tmp/out" || fail "--dry-run lacks /$pattern/"
 done
 [[ $(tail -n 1 "$tmp/out") == attention* ]] || fail "--dry-run: the table is not last"

@@ -117,12 +117,13 @@ void EvictionOrder() {
   Touch(k, b, 0, 1, 2);  // B still resident
 }
 
-// Prefetch 8 chunks on one stream while a 1 ms kernel runs on another: the copy engine overlaps
-// compute; then no kernel faults.
+// Prefetch 8 chunks (written by the host first, so they hold data to copy) on one stream while a
+// 1 ms kernel runs on another: the copy engine overlaps compute; then no kernel faults.
 void PrefetchOverlap() {
   Kernels k = Setup();
   CUdeviceptr m;
   REQUIRE_OK(cuMemAllocManaged(&m, 8 * kChunk, CU_MEM_ATTACH_GLOBAL));
+  std::memset(reinterpret_cast<void*>(m), 1, 8 * kChunk);
   CUstream s1, s2;
   REQUIRE_OK(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
   REQUIRE_OK(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
@@ -163,6 +164,38 @@ void DiscardScenario() {
   size_t idx = 0;
   REQUIRE_OK(cuMemDiscardAndPrefetchBatchAsync(ptrs, sizes, 1, &loc, &idx, 1, 0, nullptr));
   Touch(k, m, 0, 1, 4);
+}
+
+// Chunks that hold no data are populated on the device without a transfer: a prefetch of 4 fresh
+// chunks takes no time; a kernel faulting 2 fresh chunks pays the fault latency only. After an
+// eviction (data copied back) the prefetch copies; after a discard it does not.
+void ZeroFill() {
+  Kernels k = Setup();
+  CUdeviceptr m;
+  REQUIRE_OK(cuMemAllocManaged(&m, 6 * kChunk, CU_MEM_ATTACH_GLOBAL));
+  CUevent e0, e1;
+  for (CUevent* e : {&e0, &e1}) REQUIRE_OK(cuEventCreate(e, 0));
+  const auto timed = [&](const std::function<void()>& work) {
+    REQUIRE_OK(cuEventRecord(e0, nullptr));
+    work();
+    REQUIRE_OK(cuEventRecord(e1, nullptr));
+    REQUIRE_OK(cuCtxSynchronize());
+    float ms = 0;
+    REQUIRE_OK(cuEventElapsedTime(&ms, e0, e1));
+    return ms;
+  };
+  const auto prefetch = [&](CUmemLocation where) {
+    REQUIRE_OK(cuMemPrefetchAsync(m, 4 * kChunk, where, 0, nullptr));
+  };
+  std::printf("fresh_prefetch_ms=%.6f\n", timed([&] { prefetch(Device()); }));
+  std::printf("fresh_fault_ms=%.6f\n", timed([&] { Touch(k, m, 4, 1, 2); }));
+  Touch(k, m, 0, 1, 4);  // resident: no faults
+  std::printf("evict_ms=%.6f\n", timed([&] { prefetch(Host()); }));
+  std::printf("copy_prefetch_ms=%.6f\n", timed([&] { prefetch(Device()); }));
+  CUdeviceptr ptrs[] = {m};
+  size_t sizes[] = {4 * kChunk};
+  REQUIRE_OK(cuMemDiscardBatchAsync(ptrs, sizes, 1, 0, nullptr));
+  std::printf("discarded_prefetch_ms=%.6f\n", timed([&] { prefetch(Device()); }));
 }
 
 // Prefetch to the host evicts (copy-back counted); the next kernel faults again.
@@ -333,6 +366,7 @@ int RunScenario(const std::string& name) {
       {"prefetch_overlap", PrefetchOverlap},
       {"discard", DiscardScenario},
       {"prefetch_host", PrefetchHost},
+      {"zero_fill", ZeroFill},
       {"oversubscribe", Oversubscribe},
       {"host_access", HostAccess},
       {"prefer_host", PreferHost},

@@ -121,6 +121,24 @@ TEST(SimgpuScenario, DiscardDropsResidencyWithoutCopyBack) {
   EXPECT_EQ(JsonNumber(r.stats, "discarded_bytes"), 4.0 * kChunk + 4.0 * kChunk + 4.0 * kChunk);
 }
 
+TEST(SimgpuScenario, ChunksHoldingNoDataAreZeroFilledWithoutTransfer) {
+  ChildResult r =
+      RunChild("zero_fill", "SIMGPU_MEMORY=64MiB SIMGPU_H2D_GBPS=40 SIMGPU_D2H_GBPS=50");
+  EXPECT_CHILD_OK(r);
+  const double copy_ms = 4.0 * kChunk / 40e9 * 1e3;
+  EXPECT_NEAR(OutputNumber(r.output, "fresh_prefetch_ms"), 0.0, 1e-4);
+  EXPECT_NEAR(OutputNumber(r.output, "fresh_fault_ms"), 2 * 30e-3 + 10e-3, 1e-4);  // latency only
+  EXPECT_NEAR(OutputNumber(r.output, "evict_ms"), 4.0 * kChunk / 50e9 * 1e3, 1e-4);
+  EXPECT_NEAR(OutputNumber(r.output, "copy_prefetch_ms"), copy_ms, 1e-4);
+  EXPECT_NEAR(OutputNumber(r.output, "discarded_prefetch_ms"), 0.0, 1e-4);
+  EXPECT_EQ(JsonNumber(r.stats, "count"), 2);
+  EXPECT_EQ(JsonNumber(r.stats, "bytes"), 2.0 * kChunk);
+  EXPECT_EQ(JsonNumber(r.stats, "prefetched_bytes"), 12.0 * kChunk);
+  // The first prefetch, the two faults and the prefetch after the discard.
+  EXPECT_EQ(JsonNumber(r.stats, "zero_filled_bytes"), 10.0 * kChunk);
+  EXPECT_EQ(JsonNumber(r.stats, "evicted_bytes"), 4.0 * kChunk);
+}
+
 TEST(SimgpuScenario, PrefetchToHostEvicts) {
   ChildResult r = RunChild("prefetch_host", "SIMGPU_MEMORY=64MiB");
   EXPECT_CHILD_OK(r);
@@ -230,7 +248,8 @@ TEST(SimgpuScenario, StatsFileHasEveryKey) {
   EXPECT_CHILD_OK(r);
   for (const char* key : {"device_capacity_bytes", "peak_resident_bytes", "device_alloc_bytes_peak",
                           "demand_faults", "count", "bytes", "prefetched_bytes", "evicted_bytes",
-                          "discarded_bytes", "kernels_launched", "virtual_seconds"}) {
+                          "discarded_bytes", "zero_filled_bytes", "kernels_launched",
+                          "virtual_seconds"}) {
     EXPECT_NE(r.stats.find(std::string("\"") + key + "\""), std::string::npos) << key;
   }
 }

@@ -1,0 +1,510 @@
+// The recorder behind record mode: the trace writer (opened lazily, closed at exit, reopened under
+// the child's pid after fork), call-site stacks for allocations, function names, and kernel times
+// from events recorded around launches and read back at synchronization points.
+#define __CUDA_API_VERSION_INTERNAL 1
+#include "interpose/recorder.h"
+
+#include <cuda.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "interpose/backing.h"
+#include "interpose/hook_table.h"
+#include "interpose/log.h"
+#include "interpose/real_driver.h"
+#include "interpose/runtime.h"
+#include "interpose/unhooked_function.h"
+#include "profiler/callsite/call_site_table.h"
+#include "profiler/callsite/unwinder.h"
+#include "profiler/trace/trace_writer.h"
+
+#ifndef SPILLWAY_VERSION
+#define SPILLWAY_VERSION "unknown"
+#endif
+
+namespace spillway::interpose {
+
+constinit std::atomic<bool> g_recording{false};
+
+namespace {
+
+// ---- the writer ----
+
+enum OpenState : int { kNotOpen = 0, kOpen = 1, kFailed = 2 };
+constinit std::string* g_pattern = nullptr;  // SPILLWAY_TRACE; set once, never freed
+constinit std::atomic<int> g_open_state{kNotOpen};
+constinit std::atomic<trace::TraceWriter*> g_writer{nullptr};  // never destroyed (closed at exit)
+constinit std::atomic<bool> g_forked_child{false};
+constinit std::atomic<bool> g_cupti_times{false};
+constinit std::atomic<uint64_t> g_correlation{0};
+std::mutex g_open_mutex;
+
+constinit UnhookedFunction g_device_get{"cuDeviceGet"};
+constinit UnhookedFunction g_device_get_name{"cuDeviceGetName"};
+constinit UnhookedFunction g_driver_get_version{"cuDriverGetVersion"};
+constinit UnhookedFunction g_func_get_name{"cuFuncGetName"};
+constinit UnhookedFunction g_event_create{"cuEventCreate"};
+constinit UnhookedFunction g_event_record{"cuEventRecord"};
+constinit UnhookedFunction g_event_query{"cuEventQuery"};
+constinit UnhookedFunction g_event_elapsed{"cuEventElapsedTime"};
+
+std::string CommandLine() {
+  std::string line;
+  const int fd = ::open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return line;
+  char buffer[1024];
+  ssize_t n = 0;
+  while (line.size() < 4096 && (n = ::read(fd, buffer, sizeof(buffer))) > 0) {
+    line.append(buffer, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  while (!line.empty() && line.back() == '\0') line.pop_back();
+  for (char& c : line) {
+    if (c == '\0') c = ' ';
+  }
+  return line;
+}
+
+// The header's device fields, from the real driver (best effort: "" / 0 when it cannot tell).
+struct DeviceFacts {
+  std::string name;
+  std::string driver_version;
+  uint64_t memory = 0;
+};
+
+DeviceFacts AskDriver() {
+  DeviceFacts facts;
+  const int ordinal = std::max(0, CurrentDevice());
+  CUdevice device = 0;
+  const auto get = Lookup<CUresult (*)(CUdevice*, int)>(g_device_get);
+  if (get == nullptr || get(&device, ordinal) != CUDA_SUCCESS) device = ordinal;
+  char name[256] = {};
+  const auto get_name = Lookup<CUresult (*)(char*, int, CUdevice)>(g_device_get_name);
+  if (get_name != nullptr && get_name(name, sizeof(name) - 1, device) == CUDA_SUCCESS) {
+    facts.name = name;
+  }
+  int version = 0;
+  const auto get_version = Lookup<CUresult (*)(int*)>(g_driver_get_version);
+  if (get_version != nullptr && get_version(&version) == CUDA_SUCCESS && version > 0) {
+    facts.driver_version = std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10);
+  }
+  size_t bytes = 0;
+  using TotalMemFn = CUresult (*)(size_t*, CUdevice);
+  const auto total =
+      reinterpret_cast<TotalMemFn>(RealFunction(Index(HookId::k_cuDeviceTotalMem_v2)));
+  if (total != nullptr && total(&bytes, device) == CUDA_SUCCESS) facts.memory = bytes;
+  return facts;
+}
+
+// The writer, opened on first use. Null when recording is off or the file cannot be written.
+trace::TraceWriter* Writer() {
+  trace::TraceWriter* writer = g_writer.load(std::memory_order_acquire);
+  if (writer != nullptr || g_open_state.load(std::memory_order_acquire) != kNotOpen) {
+    return writer;
+  }
+  std::lock_guard lock(g_open_mutex);
+  if (g_open_state.load(std::memory_order_acquire) != kNotOpen) {
+    return g_writer.load(std::memory_order_acquire);
+  }
+  const long pid = static_cast<long>(::getpid());
+  const std::string path = TracePathFor(*g_pattern, pid, g_forked_child.load());
+  const DeviceFacts facts = AskDriver();
+  const std::string job = CommandLine();
+  trace::HeaderRecord header;
+  header.job = job;
+  header.device_name = facts.name;
+  header.driver_version = facts.driver_version;
+  header.spillway_version = SPILLWAY_VERSION;
+  header.device_memory_bytes = facts.memory;
+  header.start_ns = trace::TraceClockNs();
+  timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  header.start_unix_ns = static_cast<uint64_t>(now.tv_sec) * 1000000000u +
+                         static_cast<uint64_t>(now.tv_nsec);
+  header.pid = static_cast<uint32_t>(pid);
+  absl::StatusOr<std::unique_ptr<trace::TraceWriter>> opened = trace::TraceWriter::Open(path, header);
+  if (!opened.ok()) {
+    g_open_state.store(kFailed, std::memory_order_release);
+    g_recording.store(false, std::memory_order_relaxed);
+    ReportProblem(LogLevel::kWarn,
+                  "SPILLWAY_TRACE: cannot record to '%s' (%s); the job goes on as in run mode "
+                  "without a trace",
+                  path.c_str(), std::string(opened.status().message()).c_str());
+    return nullptr;
+  }
+  writer = opened->release();
+  g_writer.store(writer, std::memory_order_release);
+  g_open_state.store(kOpen, std::memory_order_release);
+  Log(LogLevel::kInfo, "recording to %s", path.c_str());
+  return writer;
+}
+
+// ---- call sites ----
+
+class WriterSink final : public callsite::CallSiteSink {
+ public:
+  explicit WriterSink(trace::TraceWriter* writer) : writer_(writer) {}
+  uint32_t OnModule(const callsite::ModuleInfo& info) override {
+    const trace::ModuleId id = writer_->InternModule(info.build_id, info.path);
+    return id != 0 ? id : 0xffffffffu;  // a closed writer: the frames are never written
+  }
+  uint64_t OnCallSite(uint64_t, std::span<const callsite::Frame> frames) override {
+    trace::Frame converted[trace::kMaxFrames];
+    const size_t count = std::min(frames.size(), trace::kMaxFrames);
+    for (size_t i = 0; i < count; ++i) converted[i] = {frames[i].module, frames[i].offset};
+    return writer_->InternCallSite(absl::MakeConstSpan(converted, count));
+  }
+
+ private:
+  trace::TraceWriter* writer_;
+};
+
+callsite::CallSiteTable& CallSites() {
+  static callsite::CallSiteTable* table = new callsite::CallSiteTable;  // never freed
+  return *table;
+}
+
+void SayNoStacks(const char* line) { ReportProblem(LogLevel::kWarn, "%s", line); }
+
+uint64_t CallSiteOf(trace::TraceWriter* writer) {
+  if (!callsite::UnwinderAvailable(SayNoStacks)) return 0;
+  WriterSink sink(writer);
+  // Skip the shim's own frames: the first frame kept is the job's call into the driver API.
+  return CallSites().Capture(reinterpret_cast<const void*>(&RecordAlloc), &sink);
+}
+
+// ---- function names ----
+
+std::mutex g_names_mutex;
+// Guarded by g_names_mutex; cleared in a forked child (string ids belong to one writer).
+absl::flat_hash_map<void*, trace::StringId>* g_names = nullptr;
+constinit std::atomic<uint64_t> g_names_generation{1};
+
+trace::StringId FunctionName(trace::TraceWriter* writer, void* function) {
+  struct Last {
+    void* function = nullptr;
+    trace::StringId id = 0;
+    uint64_t generation = 0;
+  };
+  thread_local Last last;
+  const uint64_t generation = g_names_generation.load(std::memory_order_relaxed);
+  if (last.function == function && last.generation == generation) return last.id;
+  trace::StringId id = 0;
+  {
+    std::lock_guard lock(g_names_mutex);
+    if (g_names == nullptr) g_names = new absl::flat_hash_map<void*, trace::StringId>;
+    if (const auto found = g_names->find(function); found != g_names->end()) {
+      id = found->second;
+    } else {
+      const char* name = nullptr;
+      const auto get_name = Lookup<CUresult (*)(const char**, CUfunction)>(g_func_get_name);
+      if (get_name != nullptr && get_name(&name, static_cast<CUfunction>(function)) == CUDA_SUCCESS &&
+          name != nullptr) {
+        id = writer->InternString(name);
+      }
+      g_names->emplace(function, id);
+    }
+  }
+  last = Last{function, id, generation};
+  return id;
+}
+
+// ---- kernel times from events ----
+
+struct PendingTime {
+  uint64_t correlation = 0;
+  CUevent start = nullptr;
+  CUevent end = nullptr;
+  uint64_t stream = 0;
+};
+
+constexpr size_t kMaxPending = 16384;  // beyond this, launches go untimed until the next sync
+std::mutex g_time_mutex;
+struct TimeState {
+  CUevent base = nullptr;  // recorded on the legacy stream when timing started
+  uint64_t base_ns = 0;    // the trace clock at that moment
+  bool failed = false;     // events unusable: no timing
+  std::vector<CUevent> free_events;
+  std::vector<PendingTime> pending;
+};
+TimeState* g_times = nullptr;  // guarded by g_time_mutex; never freed
+thread_local CUevent t_launch_start = nullptr;
+
+CUevent TakeEvent(TimeState& times) {
+  if (!times.free_events.empty()) {
+    CUevent event = times.free_events.back();
+    times.free_events.pop_back();
+    return event;
+  }
+  CUevent event = nullptr;
+  const auto create = Lookup<CUresult (*)(CUevent*, unsigned)>(g_event_create);
+  if (create == nullptr || create(&event, CU_EVENT_DEFAULT) != CUDA_SUCCESS) return nullptr;
+  return event;
+}
+
+bool RecordEvent(CUevent event, uint64_t stream) {
+  const auto record = Lookup<CUresult (*)(CUevent, CUstream)>(g_event_record);
+  return record != nullptr &&
+         record(event, reinterpret_cast<CUstream>(stream)) == CUDA_SUCCESS;
+}
+
+// Writes the times of finished launches; leaves the rest pending. REQUIRES: g_time_mutex held.
+void CollectTimes(TimeState& times, trace::TraceWriter* writer) {
+  const auto query = Lookup<CUresult (*)(CUevent)>(g_event_query);
+  const auto elapsed = Lookup<CUresult (*)(float*, CUevent, CUevent)>(g_event_elapsed);
+  if (query == nullptr || elapsed == nullptr) return;
+  size_t kept = 0;
+  for (PendingTime& pending : times.pending) {
+    if (query(pending.end) == CUDA_ERROR_NOT_READY) {
+      times.pending[kept++] = pending;
+      continue;
+    }
+    float start_ms = 0;
+    float end_ms = 0;
+    if (elapsed(&start_ms, times.base, pending.start) == CUDA_SUCCESS &&
+        elapsed(&end_ms, times.base, pending.end) == CUDA_SUCCESS) {
+      trace::KernelTimeRecord record;
+      record.correlation_id = pending.correlation;
+      record.start_ns = times.base_ns + static_cast<uint64_t>(static_cast<double>(start_ms) * 1e6);
+      record.end_ns = times.base_ns + static_cast<uint64_t>(static_cast<double>(end_ms) * 1e6);
+      record.device = static_cast<uint32_t>(std::max(0, CurrentDevice()));
+      record.stream = pending.stream;
+      record.activity = trace::Activity::kKernel;
+      record.source = trace::KernelTimeRecord::kEvents;
+      writer->Write(record);
+    }
+    times.free_events.push_back(pending.start);
+    times.free_events.push_back(pending.end);
+  }
+  times.pending.resize(kept);
+}
+
+// ---- fork ----
+
+void BeforeFork() {
+  g_open_mutex.lock();
+  g_names_mutex.lock();
+  g_time_mutex.lock();
+  CallSites().LockForFork();
+}
+
+void AfterForkInParent() {
+  CallSites().UnlockInParent();
+  g_time_mutex.unlock();
+  g_names_mutex.unlock();
+  g_open_mutex.unlock();
+}
+
+void AfterForkInChild() {
+  CallSites().ResetInChild();
+  if (trace::TraceWriter* writer = g_writer.load(std::memory_order_acquire)) {
+    writer->AbandonInChild();  // the parent's file; the object is left alone (never freed)
+  }
+  g_writer.store(nullptr, std::memory_order_release);
+  g_forked_child.store(true, std::memory_order_relaxed);
+  // The child records to its own file, opened when it records something (a helper that never
+  // calls CUDA leaves no file).
+  const bool record = g_pattern != nullptr && g_open_state.load() != kFailed;
+  g_open_state.store(kNotOpen, std::memory_order_release);
+  g_recording.store(record, std::memory_order_relaxed);
+  if (g_names != nullptr) g_names->clear();
+  g_names_generation.fetch_add(1, std::memory_order_relaxed);
+  if (g_times != nullptr) *g_times = TimeState{};  // the parent's events mean nothing here
+  g_time_mutex.unlock();
+  g_names_mutex.unlock();
+  g_open_mutex.unlock();
+}
+
+}  // namespace
+
+std::string TracePathFor(const std::string& pattern, long pid, bool forked_child) {
+  const std::string path = ExpandSummaryPath(pattern, pid);
+  if (forked_child && path == pattern) return path + "." + std::to_string(pid);
+  return path;
+}
+
+void StartRecording(const Config& config) {
+  if (config.mode != Mode::kRecord) return;
+  g_pattern = new std::string(config.trace_path);
+  pthread_atfork(BeforeFork, AfterForkInParent, AfterForkInChild);
+  g_recording.store(true, std::memory_order_relaxed);
+}
+
+void CloseTraceAtExit() {
+  g_recording.store(false, std::memory_order_relaxed);
+  trace::TraceWriter* writer = g_writer.load(std::memory_order_acquire);
+  if (writer == nullptr) return;
+  const absl::Status status = writer->Close();
+  if (!status.ok()) {
+    Log(LogLevel::kError, "SPILLWAY_TRACE: %s", std::string(status.message()).c_str());
+  }
+}
+
+void SetKernelTimesFromCupti(bool cupti) { g_cupti_times.store(cupti, std::memory_order_relaxed); }
+
+uint64_t RecordClockNs() { return trace::TraceClockNs(); }
+
+void RecordAlloc(uint64_t address, uint64_t bytes, trace::AllocKind kind, uint64_t stream,
+                 uint64_t allocation_id) {
+  trace::TraceWriter* writer = Writer();
+  if (writer == nullptr) return;
+  trace::AllocRecord record;
+  record.time_ns = trace::TraceClockNs();
+  record.thread = trace::TraceThreadId();
+  record.kind = kind;
+  record.address = address;
+  record.bytes = bytes;
+  record.stream = stream;
+  record.call_site = CallSiteOf(writer);
+  record.allocation_id = allocation_id;
+  writer->Write(record);
+}
+
+void RecordFree(uint64_t address, uint64_t allocation_id, uint64_t stream) {
+  trace::TraceWriter* writer = Writer();
+  if (writer == nullptr) return;
+  trace::FreeRecord record;
+  record.time_ns = trace::TraceClockNs();
+  record.thread = trace::TraceThreadId();
+  record.address = address;
+  record.allocation_id = allocation_id;
+  record.stream = stream;
+  writer->Write(record);
+}
+
+uint64_t BeginLaunch(uint64_t stream) {
+  const uint64_t correlation = g_correlation.fetch_add(1, std::memory_order_relaxed) + 1;
+  t_launch_start = nullptr;
+  if (g_cupti_times.load(std::memory_order_relaxed) || Writer() == nullptr) return correlation;
+  std::lock_guard lock(g_time_mutex);
+  if (g_times == nullptr) g_times = new TimeState;
+  TimeState& times = *g_times;
+  if (times.failed) return correlation;
+  if (times.base == nullptr) {
+    times.base = TakeEvent(times);
+    if (times.base == nullptr || !RecordEvent(times.base, 0)) {
+      times.failed = true;
+      ReportProblem(LogLevel::kWarn, "record mode: cannot record CUDA events; no kernel times");
+      return correlation;
+    }
+    times.base_ns = trace::TraceClockNs();
+  }
+  if (times.pending.size() >= kMaxPending) {
+    if (trace::TraceWriter* writer = g_writer.load(std::memory_order_acquire)) {
+      CollectTimes(times, writer);
+    }
+    if (times.pending.size() >= kMaxPending) return correlation;  // untimed until the next sync
+  }
+  CUevent start = TakeEvent(times);
+  if (start != nullptr && RecordEvent(start, stream)) {
+    t_launch_start = start;
+  } else if (start != nullptr) {
+    times.free_events.push_back(start);
+  }
+  return correlation;
+}
+
+void EndLaunch(uint64_t correlation_id, bool launched, const LaunchShape& shape,
+               const policy::AccessSet& accesses) {
+  trace::TraceWriter* writer = g_writer.load(std::memory_order_acquire);
+  CUevent start = t_launch_start;
+  t_launch_start = nullptr;
+  if (start != nullptr) {
+    std::lock_guard lock(g_time_mutex);
+    TimeState& times = *g_times;
+    CUevent end = launched ? TakeEvent(times) : nullptr;
+    if (end != nullptr && RecordEvent(end, shape.stream)) {
+      times.pending.push_back(PendingTime{correlation_id, start, end, shape.stream});
+    } else {
+      times.free_events.push_back(start);
+      if (end != nullptr) times.free_events.push_back(end);
+    }
+  }
+  if (!launched || writer == nullptr) return;
+  thread_local std::vector<trace::AccessRecord> access_records;  // keeps its capacity
+  access_records.clear();
+  for (const policy::Allocation& allocation : accesses) {
+    access_records.push_back(trace::AccessRecord{allocation.id, 0, 0});
+  }
+  trace::LaunchRecord record;
+  record.time_ns = trace::TraceClockNs();
+  record.thread = trace::TraceThreadId();
+  record.stream = shape.stream;
+  record.function = reinterpret_cast<uint64_t>(shape.function);
+  record.function_name = FunctionName(writer, shape.function);
+  for (int i = 0; i < 3; ++i) {
+    record.grid[i] = shape.grid[i];
+    record.block[i] = shape.block[i];
+  }
+  record.shared_memory_bytes = shape.shared_memory_bytes;
+  record.correlation_id = correlation_id;
+  record.accesses = absl::MakeConstSpan(access_records);
+  writer->Write(record);
+}
+
+void RecordMemcpy(trace::CopyDirection direction, bool async, uint64_t dst, uint64_t src,
+                  uint64_t bytes, uint64_t stream) {
+  trace::TraceWriter* writer = Writer();
+  if (writer == nullptr) return;
+  trace::MemcpyRecord record;
+  record.time_ns = trace::TraceClockNs();
+  record.thread = trace::TraceThreadId();
+  record.direction = direction;
+  record.async = async;
+  record.dst = dst;
+  record.src = src;
+  record.bytes = bytes;
+  record.stream = stream;
+  writer->Write(record);
+}
+
+void RecordMemset(bool async, uint64_t dst, uint64_t bytes, uint32_t value, uint32_t element_bytes,
+                  uint64_t stream) {
+  trace::TraceWriter* writer = Writer();
+  if (writer == nullptr) return;
+  trace::MemsetRecord record;
+  record.time_ns = trace::TraceClockNs();
+  record.thread = trace::TraceThreadId();
+  record.async = async;
+  record.dst = dst;
+  record.bytes = bytes;
+  record.value = value;
+  record.element_bytes = element_bytes;
+  record.stream = stream;
+  writer->Write(record);
+}
+
+void RecordSynchronize(trace::SyncWhat what, uint64_t handle, uint64_t start_ns) {
+  trace::TraceWriter* writer = Writer();
+  if (writer == nullptr) return;
+  trace::SynchronizeRecord record;
+  record.time_ns = start_ns;
+  record.end_ns = trace::TraceClockNs();
+  record.thread = trace::TraceThreadId();
+  record.what = what;
+  record.handle = handle;
+  writer->Write(record);
+  std::lock_guard lock(g_time_mutex);
+  if (g_times != nullptr && !g_times->pending.empty()) CollectTimes(*g_times, writer);
+}
+
+void RecordGraphLaunch(uint64_t graph_exec, uint64_t stream) {
+  trace::TraceWriter* writer = Writer();
+  if (writer == nullptr) return;
+  trace::GraphLaunchRecord record;
+  record.time_ns = trace::TraceClockNs();
+  record.thread = trace::TraceThreadId();
+  record.graph_exec = graph_exec;
+  record.stream = stream;
+  writer->Write(record);
+}
+
+}  // namespace spillway::interpose

@@ -1,0 +1,313 @@
+// The planned policy (see planned_policy.h): step recognition, allocation binding and the
+// schedule's moves per launch position, over a learned policy that decides whenever the schedule
+// does not.
+#include "policy/planned_policy.h"
+
+#include <algorithm>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "policy/step_signature.h"
+
+namespace spillway::policy {
+namespace {
+
+class PlannedPolicy final : public EvictionPolicy {
+ public:
+  PlannedPolicy(PolicyFile file, std::string path, uint64_t budget_bytes, PolicyLog log,
+                std::string load_problem)
+      : file_(std::move(file)),
+        log_(std::move(log)),
+        learned_(MakeLearnedPolicy()),
+        hash_(file_.step_events) {
+    adherence_.path = std::move(path);
+    std::string problem = std::move(load_problem);
+    if (problem.empty() && file_.step_signature == 0) {
+      problem = absl::StrCat(adherence_.path,
+                             ": the policy has no step signature (model.step_signature; plan it "
+                             "again with spillway-plan), so the engine cannot follow it");
+    }
+    if (problem.empty() && file_.budget_bytes > budget_bytes) {
+      problem = absl::StrCat(adherence_.path, ": planned for ", file_.budget_bytes,
+                             " bytes of device memory, the engine has ", budget_bytes);
+    }
+    usable_ = problem.empty();
+    if (!usable_) Fallback(true, problem);
+  }
+
+  std::string_view name() const override { return usable_ ? "planned" : learned_->name(); }
+
+  void ObserveAllocated(uint64_t id, uint64_t bytes) override {
+    learned_->ObserveAllocated(id, bytes);
+    sizes_[id] = bytes;
+    order_.push_back(id);
+    if (order_.size() > 2 * sizes_.size() + 64) PruneOrder();
+    ApplyRules(id, 0);  // by size; by order once bound
+    if (!usable_) return;
+    if (aligned_) {
+      const uint64_t w = next_local_++;
+      if (w > file_.allocations && file_.allocations != 0) {
+        Mismatch(
+            absl::StrCat("the step makes more allocations than the policy's ", file_.allocations));
+      } else {
+        Bind(w, id);
+        ApplyRules(id, w);
+      }
+    }
+    Event(AllocToken(bytes));
+  }
+
+  void ObserveLaunch(const LaunchView& launch) override {
+    learned_->ObserveLaunch(launch);
+    if (!usable_) return;
+    if (aligned_) PlanPosition();
+    Event(LaunchToken(launch.sizes, launch.count));
+  }
+
+  void Touch(uint64_t id) override { learned_->Touch(id); }
+
+  void Forget(uint64_t id) override {
+    learned_->Forget(id);
+    const auto it = sizes_.find(id);
+    const uint64_t bytes = it == sizes_.end() ? 0 : it->second;
+    if (it != sizes_.end()) sizes_.erase(it);
+    pinned_.erase(id);
+    const auto bound = workload_id_.find(id);
+    if (bound != workload_id_.end()) {
+      binding_[bound->second] = 0;
+      workload_id_.erase(bound);
+    }
+    if (usable_) Event(FreeToken(bytes));
+  }
+
+  uint64_t PickVictim(bool (*evictable)(const void* context, uint64_t id),
+                      const void* context) override {
+    if (pinned_.empty()) return learned_->PickVictim(evictable, context);
+    // Kept, host and never allocations are no victims.
+    struct Wrapped {
+      bool (*evictable)(const void*, uint64_t);
+      const void* context;
+      const std::unordered_map<uint64_t, RuleAction>* pinned;
+    };
+    const Wrapped wrapped{evictable, context, &pinned_};
+    return learned_->PickVictim(
+        [](const void* c, uint64_t id) {
+          const auto* w = static_cast<const Wrapped*>(c);
+          return !w->pinned->contains(id) && w->evictable(w->context, id);
+        },
+        &wrapped);
+  }
+
+  void PredictNextUses(size_t launches, std::vector<uint64_t>* out) override {
+    learned_->PredictNextUses(launches, out);
+    std::erase_if(*out, [this](uint64_t id) { return !MayPrefetch(id); });
+  }
+  uint64_t NextUse(uint64_t id) override { return learned_->NextUse(id); }
+  uint64_t predicted_launches() const override { return learned_->predicted_launches(); }
+  uint64_t step_length() const override { return learned_->step_length(); }
+
+  bool ScheduledMoves(std::vector<ScheduledMove>* out) override {
+    out->clear();
+    if (!have_moves_) return false;
+    have_moves_ = false;
+    out->swap(moves_);
+    return true;
+  }
+
+  bool MayPrefetch(uint64_t id) override {
+    const auto it = pinned_.find(id);
+    return it == pinned_.end() || it->second == RuleAction::kKeep;
+  }
+
+  const ScheduleAdherence* adherence() const override { return &adherence_; }
+
+ private:
+  // One event of the job: counts it in the step being followed and checks the step's end.
+  void Event(uint64_t token) {
+    hash_.Add(token);
+    if (aligned_) {
+      if (++event_in_step_ < file_.step_events) return;
+      if (hash_.Matches(file_.step_signature)) {
+        ++adherence_.steps_followed;
+        StartStep();
+        return;
+      }
+      Mismatch("the step's events do not match the policy's step signature");
+      return;
+    }
+    if (hash_.Matches(file_.step_signature)) {
+      Align();
+    } else if (adherence_.alignments == 0 && ++unmatched_events_ == 3 * file_.step_events + 1000) {
+      Fallback(true, absl::StrCat(adherence_.path,
+                                  ": no step of the job has matched the policy's "
+                                  "step signature in ",
+                                  unmatched_events_,
+                                  " events (is it planned for this job?); the learned policy "
+                                  "decides"));
+    }
+  }
+
+  // A step of the planned shape has just ended: bind the persistent allocations and follow.
+  void Align() {
+    std::vector<uint64_t> live;
+    for (const uint64_t id : order_) {
+      if (sizes_.contains(id)) live.push_back(id);
+    }
+    order_ = live;
+    if (live.size() != file_.persistent) {
+      if (!logged_binding_) {
+        logged_binding_ = true;
+        Fallback(true, absl::StrCat(adherence_.path, ": the job's step matches the policy's, but ",
+                                    live.size(),
+                                    " allocations are live at its start where the policy "
+                                    "has ",
+                                    file_.persistent, " persistent ones"));
+      }
+      return;
+    }
+    binding_.assign(std::max<uint64_t>(file_.allocations, file_.persistent) + 1, 0);
+    workload_id_.clear();
+    for (uint64_t w = 1; w <= live.size(); ++w) {
+      Bind(w, live[w - 1]);
+      ApplyRules(live[w - 1], w);
+    }
+    aligned_ = true;
+    adherence_.aligned = true;
+    adherence_.fallback_reason.clear();
+    ++adherence_.alignments;
+    if (log_ && adherence_.alignments == 1) {
+      log_(false, absl::StrCat(adherence_.path, ": recognised the planned step (", file_.launches,
+                               " launches); following the policy's schedule"));
+    }
+    StartStep();
+  }
+
+  void StartStep() {
+    event_in_step_ = 0;
+    position_ = 0;
+    next_entry_ = 0;
+    next_local_ = file_.persistent + 1;
+    PruneOrder();
+  }
+
+  // Drops freed allocations from order_.
+  void PruneOrder() {
+    std::erase_if(order_, [this](uint64_t id) { return !sizes_.contains(id); });
+  }
+
+  void Bind(uint64_t w, uint64_t id) {
+    if (w >= binding_.size()) binding_.resize(w + 1, 0);
+    binding_[w] = id;
+    workload_id_[id] = w;
+  }
+
+  // The moves of the launch at position_ (before its token is counted).
+  void PlanPosition() {
+    moves_.clear();
+    have_moves_ = true;
+    const auto& schedule = file_.schedule;
+    while (next_entry_ < schedule.size() && schedule[next_entry_].position < position_) {
+      ++next_entry_;
+    }
+    ++adherence_.positions_followed;
+    if (next_entry_ < schedule.size() && schedule[next_entry_].position == position_) {
+      const ScheduleEntry& e = schedule[next_entry_];
+      Add(e.evict, ScheduledMove::Kind::kEvict, &adherence_.evict_bytes);
+      Add(e.discard, ScheduledMove::Kind::kDiscard, &adherence_.discard_bytes);
+      Add(e.prefetch, ScheduledMove::Kind::kPrefetch, &adherence_.prefetch_bytes);
+      Add(e.populate, ScheduledMove::Kind::kPopulate, &adherence_.populate_bytes);
+    }
+    ++position_;
+  }
+
+  void Add(const std::vector<ChunkRange>& ranges, ScheduledMove::Kind kind, uint64_t* bytes) {
+    for (const ChunkRange& r : ranges) {
+      ++adherence_.moves_planned;
+      const uint64_t id = r.alloc_id < binding_.size() ? binding_[r.alloc_id] : 0;
+      const auto size = sizes_.find(id);
+      const uint64_t offset = uint64_t{r.first_chunk} * kChunkBytes;
+      if (id == 0 || size == sizes_.end() || offset >= size->second) continue;
+      const uint64_t length = std::min(uint64_t{r.num_chunks} * kChunkBytes, size->second - offset);
+      moves_.push_back(ScheduledMove{kind, id, offset, length});
+      ++adherence_.moves_issued;
+      *bytes += uint64_t{r.num_chunks} * kChunkBytes;
+    }
+  }
+
+  // Records the rule action for allocation `id` (`w`: its number in the policy, 0 = unknown).
+  void ApplyRules(uint64_t id, uint64_t w) {
+    if (file_.rules.empty()) return;
+    WorkloadAllocation a;
+    a.id = w;
+    a.bytes = sizes_[id];
+    a.persistent = w != 0 && w <= file_.persistent;
+    const RuleAction action = file_.ActionFor(a);
+    if (action == RuleAction::kSwap) {
+      pinned_.erase(id);
+    } else {
+      pinned_[id] = action;
+    }
+  }
+
+  void Mismatch(const std::string& what) {
+    aligned_ = false;
+    adherence_.aligned = false;
+    have_moves_ = false;
+    moves_.clear();
+    ++adherence_.mismatches;
+    const bool first = adherence_.mismatches == 1;
+    Fallback(first, absl::StrCat(adherence_.path, ": ", what, " (at launch ", position_,
+                                 " of the step); the learned policy decides until the step is "
+                                 "recognised again"));
+  }
+
+  // Records why the learned policy decides; logs it when `log` (one line per kind of reason:
+  // a run that keeps leaving the step is counted in the summary, not logged each time).
+  void Fallback(bool log, const std::string& reason) {
+    if (log && log_) log_(true, reason);
+    adherence_.fallback_reason = reason;
+  }
+
+  const PolicyFile file_;
+  const PolicyLog log_;
+  std::unique_ptr<EvictionPolicy> learned_;
+  RollingStepHash hash_;
+  bool usable_ = false;
+  bool aligned_ = false;
+  bool logged_binding_ = false;
+  std::unordered_map<uint64_t, uint64_t> sizes_;        // live managed allocations: id -> bytes
+  std::vector<uint64_t> order_;                         // ids in the order they were made
+  std::vector<uint64_t> binding_;                       // policy number -> engine id (0: none)
+  std::unordered_map<uint64_t, uint64_t> workload_id_;  // engine id -> policy number
+  std::unordered_map<uint64_t, RuleAction> pinned_;     // engine ids a rule keeps from moving
+  uint64_t event_in_step_ = 0;
+  uint64_t unmatched_events_ = 0;  // events before the step was first recognised
+  uint64_t position_ = 0;
+  size_t next_entry_ = 0;
+  uint64_t next_local_ = 0;
+  bool have_moves_ = false;
+  std::vector<ScheduledMove> moves_;
+  ScheduleAdherence adherence_;
+};
+
+}  // namespace
+
+std::unique_ptr<EvictionPolicy> MakePlannedPolicy(PolicyFile file, std::string path,
+                                                  uint64_t budget_bytes, PolicyLog log) {
+  return std::make_unique<PlannedPolicy>(std::move(file), std::move(path), budget_bytes,
+                                         std::move(log), "");
+}
+
+std::unique_ptr<EvictionPolicy> LoadPlannedPolicy(const std::string& path, uint64_t budget_bytes,
+                                                  PolicyLog log) {
+  absl::StatusOr<PolicyFile> file = ReadPolicyFile(path);
+  if (!file.ok()) {
+    return std::make_unique<PlannedPolicy>(PolicyFile{}, path, budget_bytes, std::move(log),
+                                           std::string(file.status().message()));
+  }
+  return MakePlannedPolicy(*std::move(file), path, budget_bytes, std::move(log));
+}
+
+}  // namespace spillway::policy

@@ -1,0 +1,44 @@
+// The planned policy: the residency engine follows a policy file's schedule (SPILLWAY_POLICY).
+// It recognises the planned training step online by the file's step signature
+// (policy/step_signature.h), reproduces the file's allocation numbering from the events it sees,
+// and at each launch position of the step hands the engine that position's moves (evict, discard,
+// prefetch, populate of 2 MiB chunk ranges). Until the step is recognised, when the job leaves it
+// (the signature does not match at a step's end, or a move names an allocation the job does not
+// have), and when the file cannot be used at all, the learned policy decides — with one log line
+// saying why, never a failed job. The learned policy sees every event throughout, so it is warm
+// when it takes over. Rules: `keep`, `host` and `never` allocations are never victims of the
+// learned policy, and `host`/`never` ones are not prefetched by it (host placement with remote
+// access is not executed: the engine has no advise call yet). See docs/policy.md.
+#ifndef SPILLWAY_POLICY_PLANNED_POLICY_H_
+#define SPILLWAY_POLICY_PLANNED_POLICY_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "policy/eviction_policy.h"
+#include "policy/policy_file.h"
+
+namespace spillway::policy {
+
+// Receives the policy's log lines: `problem` for why the learned policy decides (a file that cannot
+// be used, the first mismatch), else news (the step recognised). Called under the engine's lock.
+using PolicyLog = std::function<void(bool problem, const std::string& line)>;
+
+// A policy following `file` (read from `path`) over a fresh learned policy. When the file cannot
+// be followed (no step signature, or planned for more memory than `budget_bytes`), the result
+// only ever uses the learned policy and says why once.
+std::unique_ptr<EvictionPolicy> MakePlannedPolicy(PolicyFile file, std::string path,
+                                                  uint64_t budget_bytes, PolicyLog log);
+
+// Reads `path` and makes the planned policy. A file that does not exist, does not parse or has
+// unknown keys gives one line (`<file>:<line>: <what is wrong>`, through `log`) and a policy
+// that is the learned policy, reporting the path and the reason in its adherence().
+std::unique_ptr<EvictionPolicy> LoadPlannedPolicy(const std::string& path, uint64_t budget_bytes,
+                                                  PolicyLog log);
+
+}  // namespace spillway::policy
+
+#endif  // SPILLWAY_POLICY_PLANNED_POLICY_H_

@@ -1,0 +1,106 @@
+// The residency engine's side of planned schedules (policy files, policy/planned_policy.h): when
+// the policy's schedule decides a launch, its moves replace the engine's own eviction, prefetch
+// and lookahead for that launch. They go on the side stream (after what the launch stream has
+// issued so far, so an eviction follows the victim's last use) when there is one, else on the
+// launch stream before the kernel; a launch that uses a chunk range prefetched on the side stream
+// waits for it.
+#include <algorithm>
+#include <vector>
+
+#include "policy/residency_engine.h"
+
+namespace spillway::policy {
+namespace {
+
+struct ResolvedMove {
+  ScheduledMove::Kind kind;
+  uint64_t id;
+  uint64_t address;
+  uint64_t bytes;
+};
+
+// Reused per thread, so a warm launch path does not allocate.
+thread_local std::vector<ScheduledMove> t_scheduled;
+thread_local std::vector<ResolvedMove> t_resolved;
+
+}  // namespace
+
+bool ResidencyEngine::adherence(ScheduleAdherence* out) const {
+  std::lock_guard lock(mutex_);
+  const ScheduleAdherence* a = policy_->adherence();
+  if (a == nullptr) return false;
+  *out = *a;
+  return true;
+}
+
+bool ResidencyEngine::PlanScheduled(const std::vector<uint64_t>& ids, bool side, uint64_t* batch,
+                                    bool* wait_now) {
+  std::vector<ResolvedMove>& resolved = t_resolved;
+  resolved.clear();
+  if (!policy_->ScheduledMoves(&t_scheduled)) return false;
+  for (const ScheduledMove& move : t_scheduled) {
+    const auto it = tracked_.find(move.id);
+    if (it == tracked_.end() || move.offset >= it->second.size) continue;
+    Tracked& tracked = it->second;
+    const uint64_t bytes = std::min(move.bytes, tracked.size - move.offset);
+    resolved.push_back(ResolvedMove{move.kind, move.id, tracked.base + move.offset, bytes});
+    // Residency is tracked per allocation: any part gone counts as gone, any part in as in.
+    const bool in =
+        move.kind == ScheduledMove::Kind::kPrefetch || move.kind == ScheduledMove::Kind::kPopulate;
+    if (!in && tracked.resident) {
+      tracked.resident = false;
+      tracked.pending_batch = 0;
+      resident_bytes_ -= tracked.footprint;
+    } else if (in && !tracked.resident) {
+      tracked.resident = true;
+      resident_bytes_ += tracked.footprint;
+    }
+  }
+  if (resolved.empty() || !side) return true;
+  *batch = ++batches_;
+  for (const ResolvedMove& move : resolved) {
+    if (move.kind != ScheduledMove::Kind::kPrefetch &&
+        move.kind != ScheduledMove::Kind::kPopulate) {
+      continue;
+    }
+    if (std::find(ids.begin(), ids.end(), move.id) != ids.end()) {
+      *wait_now = true;  // this launch uses it: it waits for the batch right after issuing it
+    } else {
+      tracked_.at(move.id).pending_batch = *batch;  // the launch that uses it waits
+    }
+  }
+  return true;
+}
+
+int ResidencyEngine::IssueScheduled(Stream stream) {
+  int failures = 0;
+  for (const ResolvedMove& move : t_resolved) {
+    DeviceResult result = kDeviceOk;
+    switch (move.kind) {
+      case ScheduledMove::Kind::kEvict:
+        result = device_->PrefetchToHost(move.address, move.bytes, stream);
+        if (result == kDeviceOk) evict_bytes_.fetch_add(move.bytes, std::memory_order_relaxed);
+        break;
+      case ScheduledMove::Kind::kDiscard:
+        result = device_->Discard(move.address, move.bytes, stream);
+        if (result == kDeviceOk) discard_bytes_.fetch_add(move.bytes, std::memory_order_relaxed);
+        break;
+      case ScheduledMove::Kind::kPopulate:
+        result = device_->DiscardAndPrefetch(move.address, move.bytes, stream);
+        if (result == kDeviceOk) break;
+        [[fallthrough]];  // the driver cannot: copy it in instead
+      case ScheduledMove::Kind::kPrefetch:
+        result = device_->PrefetchToDevice(move.address, move.bytes, stream);
+        if (result == kDeviceOk) prefetch_bytes_.fetch_add(move.bytes, std::memory_order_relaxed);
+        break;
+    }
+    if (result != kDeviceOk) {
+      // As in Issue: a move whose allocation was freed meanwhile lost nothing.
+      std::lock_guard lock(mutex_);
+      if (tracked_.contains(move.id)) ++failures;
+    }
+  }
+  return failures;
+}
+
+}  // namespace spillway::policy

@@ -1,0 +1,93 @@
+// Maps code addresses to (module, offset) for call-site stacks: the loaded ELF objects from
+// dl_iterate_phdr, each with its GNU build-id (read from its PT_NOTE segment in memory) and path.
+// A module keeps its index for the life of the map, so frames recorded earlier stay valid; the
+// address ranges are rescanned when objects were loaded or unloaded since the last scan (dlopen,
+// dlclose), which the loader's adds/subs counters tell on every lookup (a miss after a dlopen is
+// therefore a rescan; an address in no object at all, e.g. JIT code, stays unknown).
+#ifndef SPILLWAY_PROFILER_CALLSITE_MODULE_MAP_H_
+#define SPILLWAY_PROFILER_CALLSITE_MODULE_MAP_H_
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace spillway::callsite {
+
+struct ModuleInfo {
+  std::string build_id;  // lowercase hex; empty when the object has none
+  std::string path;      // where it was loaded from (the executable's real path for the main one)
+  uint64_t key = 0;      // a hash of the build-id (of the path when there is none): same every run
+};
+
+// Where an address lies: module index and offset from the module's load bias (the address the
+// object's own ELF headers use, what addr2line takes).
+struct Location {
+  uint32_t module = 0;
+  uint64_t offset = 0;
+  uint64_t key = 0;  // the module's ModuleInfo::key; 0 for an address in no object
+};
+
+class ModuleMap {
+ public:
+  ModuleMap() = default;
+  ModuleMap(const ModuleMap&) = delete;
+  ModuleMap& operator=(const ModuleMap&) = delete;
+
+  // Resolves `count` addresses into `out` (same count). An address in no loaded object gets
+  // module kUnknownModule and the raw address as offset. Thread-safe.
+  void Resolve(void* const* pcs, int count, Location* out);
+
+  // The module at `index`. REQUIRES: index was returned by Resolve and is not kUnknownModule.
+  ModuleInfo Module(uint32_t index) const;
+
+  // How many modules have an index so far.
+  size_t ModuleCount() const;
+
+  // Holds the map's lock across fork(); the child and the parent each release it after.
+  void LockForFork();
+  void UnlockAfterFork();
+
+  static constexpr uint32_t kUnknownModule = 0xffffffffu;
+
+ private:
+  struct Range {
+    uintptr_t begin = 0;
+    uintptr_t end = 0;
+    uintptr_t bias = 0;
+    uint32_t module = 0;
+    uint64_t key = 0;
+  };
+  struct Snapshot {
+    unsigned long long adds = ~0ull;
+    unsigned long long subs = ~0ull;
+    std::vector<Range> ranges;  // sorted by begin
+  };
+
+  // Rescans when the loader's counters moved, returning the current snapshot.
+  std::shared_ptr<const Snapshot> Current();
+  std::shared_ptr<const Snapshot> Rescan(unsigned long long adds, unsigned long long subs);
+  static const Range* Find(const Snapshot& snapshot, uintptr_t address);
+
+  mutable std::mutex mutex_;
+  std::shared_ptr<const Snapshot> snapshot_;  // guarded by mutex_
+  std::vector<ModuleInfo> modules_;           // guarded by mutex_; indices never change
+  // (path, bias) of each indexed module, to find it again on a rescan; guarded by mutex_.
+  std::vector<std::pair<std::string, uintptr_t>> identities_;
+};
+
+// FNV-1a over `size` bytes, continuing from `seed`.
+uint64_t HashBytes(const void* data, size_t size, uint64_t seed = 0xcbf29ce484222325ull);
+
+// Mixes one 64-bit word into `hash` (a word at a time, for call-site frames).
+inline uint64_t HashWord(uint64_t hash, uint64_t word) {
+  hash ^= word + 0x9e3779b97f4a7c15ull + (hash << 6) + (hash >> 2);
+  hash ^= hash >> 31;
+  hash *= 0xbf58476d1ce4e5b9ull;
+  return hash ^ (hash >> 29);
+}
+
+}  // namespace spillway::callsite
+
+#endif  // SPILLWAY_PROFILER_CALLSITE_MODULE_MAP_H_

@@ -1,0 +1,246 @@
+// The engine following a planned policy file on simgpu (SPILLWAY_POLICY): the small training step
+// of planned_step_program.cc is described as a policy::Workload here, planned at half its peak
+// memory, and run under the shim with that file. The run gives the same checksum as the job on a
+// big device without spillway, follows every step after the first (exit summary:
+// engine.policy_file), and what simgpu really moved per followed step (prefetches, demand faults,
+// evictions: the difference between a 6-step and a 3-step run, over 3) is the simulator's
+// prediction for the same workload and file within 5%. A file for another job, and a malformed
+// one, leave the job to the learned policy with one log line and the same checksum.
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "policy/planner.h"
+#include "policy/simulator.h"
+#include "tests/integration/subprocess.h"
+
+namespace spillway::testing {
+namespace {
+
+using policy::ChunkRange;
+using policy::StepEvent;
+using policy::Workload;
+
+const std::string kOut = SPILLWAY_TEST_OUT_DIR;
+constexpr uint64_t kMiB = 1ull << 20;
+constexpr int kLayers = 6;
+constexpr uint64_t kTensor = 2 * kMiB;
+constexpr uint64_t kBudget = 20 * kMiB;  // the step's peak is 40 MiB: 2x oversubscribed
+const char kSimgpuMemory[] = "24MiB";    // a little above the budget: the engine's margin
+
+std::string TempPath(const std::string& name) {
+  return ::testing::TempDir() + "/" + name + "." + std::to_string(::getpid());
+}
+
+// The integer after "key": in `json` (first occurrence at or after `from`), or -1.
+long long Field(const std::string& json, const std::string& key, const std::string& from = "") {
+  size_t start = from.empty() ? 0 : json.find("\"" + from + "\"");
+  if (start == std::string::npos) return -1;
+  const std::string quoted = "\"" + key + "\":";
+  const size_t at = json.find(quoted, start);
+  if (at == std::string::npos) return -1;
+  return std::strtoll(json.c_str() + at + quoted.size(), nullptr, 10);
+}
+
+std::string Checksum(const std::string& output) {
+  const size_t at = output.rfind("checksum 0x");
+  return at == std::string::npos ? "" : output.substr(at, 11 + 16);
+}
+
+// planned_step_program's step, as the engine sees it (allocation order, parameter order).
+Workload ProgramWorkload() {
+  Workload w;
+  w.name = "planned-step";
+  auto add = [&w](bool persistent) {
+    policy::WorkloadAllocation a;
+    a.id = w.allocations.size() + 1;
+    a.bytes = kTensor;
+    a.persistent = persistent;
+    w.allocations.push_back(a);
+    return a.id;
+  };
+  std::vector<uint64_t> weights, grads;
+  for (int l = 0; l < kLayers; ++l) weights.push_back(add(true));
+  for (int l = 0; l < kLayers; ++l) grads.push_back(add(true));
+  auto event = [&w](StepEvent::Kind kind, uint64_t id) {
+    StepEvent e;
+    e.kind = kind;
+    e.alloc_id = id;
+    w.step.push_back(e);
+  };
+  auto alloc = [&](bool) {
+    const uint64_t id = add(false);
+    event(StepEvent::Kind::kAlloc, id);
+    return id;
+  };
+  // Compute times as simgpu's train kernels charge them (examples/kernels/train_kernels_host.cc).
+  auto launch = [&w](const char* kernel, double seconds, std::vector<uint64_t> ids) {
+    StepEvent e;
+    e.launch.kernel = kernel;
+    e.launch.compute_seconds = seconds;
+    for (const uint64_t id : ids) e.launch.accesses.push_back(ChunkRange{id, 0, 1});
+    w.step.push_back(e);
+  };
+  const double layer = static_cast<double>(kTensor) / 45e9, device = kTensor / 2e12;
+  std::vector<uint64_t> act(kLayers + 1);
+  act[0] = alloc(false);
+  launch("tl_fill", device, {act[0]});
+  for (int l = 0; l < kLayers; ++l) {
+    act[l + 1] = alloc(false);
+    launch("tl_forward", layer, {act[l], weights[l], act[l + 1]});
+  }
+  uint64_t delta = alloc(false);
+  launch("tl_loss", 2 * device, {act[kLayers], delta});
+  event(StepEvent::Kind::kFree, act[kLayers]);
+  for (int l = kLayers; l-- > 0;) {
+    const uint64_t out = alloc(false);
+    launch("tl_backward", 2 * layer, {act[l], weights[l], delta, out, grads[l]});
+    event(StepEvent::Kind::kFree, act[l]);
+    event(StepEvent::Kind::kFree, delta);
+    delta = out;
+  }
+  event(StepEvent::Kind::kFree, delta);
+  return w;
+}
+
+struct JobRun {
+  ProcessResult result;
+  std::string summary, stats;
+};
+
+JobRun RunProgram(int steps, const std::map<std::string, std::string>& extra_env, bool shim) {
+  const std::string summary = TempPath("planned_summary.json");
+  const std::string stats = TempPath("planned_stats.json");
+  std::map<std::string, std::string> env = {{"LD_LIBRARY_PATH", kOut + "/simgpu"},
+                                            {"SIMGPU_STATS", stats}};
+  if (shim) {
+    env["LD_PRELOAD"] = kOut + "/libspillway.so";
+    env["SPILLWAY_SUMMARY"] = summary;
+    env["SPILLWAY_DEVICE_MEMORY"] = std::to_string(kBudget);
+    env["SIMGPU_MEMORY"] = kSimgpuMemory;
+  } else {
+    env["SIMGPU_MEMORY"] = "1GiB";
+  }
+  for (const auto& [k, v] : extra_env) env[k] = v;
+  JobRun run;
+  run.result = RunProcess({kOut + "/planned_step_program", std::to_string(kLayers),
+                           std::to_string(steps), std::to_string(kTensor)},
+                          env);
+  run.summary = ReadFile(summary);
+  run.stats = ReadFile(stats);
+  std::remove(summary.c_str());
+  std::remove(stats.c_str());
+  return run;
+}
+
+// Bytes simgpu moved over the link: prefetched, demand-faulted, evicted.
+long long Moved(const JobRun& run) {
+  return Field(run.stats, "prefetched_bytes") + Field(run.stats, "bytes", "demand_faults") +
+         Field(run.stats, "evicted_bytes");
+}
+
+class PlannedRunTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    workload_ = ProgramWorkload();
+    ASSERT_TRUE(policy::ValidateWorkload(workload_).ok());
+    policy::PlanOptions options;
+    options.sim.device_memory = kBudget;
+    options.place_on_host = false;  // the engine does not execute host placement
+    absl::StatusOr<policy::PolicyFile> plan = policy::PlanPolicy(workload_, options);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    plan_ = *plan;
+    path_ = TempPath("planned.policy.toml");
+    std::ofstream(path_) << policy::FormatPolicyFile(plan_);
+  }
+  void TearDown() override { std::remove(path_.c_str()); }
+
+  Workload workload_;
+  policy::PolicyFile plan_;
+  std::string path_;
+};
+
+TEST_F(PlannedRunTest, SameResultsAndTheSimulatorsBytes) {
+  std::map<int, JobRun> runs;
+  for (const int steps : {3, 6}) {
+    const JobRun reference = RunProgram(steps, {}, false);
+    ASSERT_EQ(reference.result.exit_code, 0) << reference.result.output;
+    const JobRun run = RunProgram(steps, {{"SPILLWAY_POLICY", path_}}, true);
+    ASSERT_EQ(run.result.exit_code, 0) << run.result.output;
+    EXPECT_FALSE(Checksum(run.result.output).empty()) << run.result.output;
+    EXPECT_EQ(Checksum(run.result.output), Checksum(reference.result.output));
+    EXPECT_NE(run.summary.find("\"policy\":\"planned\""), std::string::npos) << run.summary;
+    EXPECT_NE(run.summary.find("\"errors\":[]"), std::string::npos) << run.summary;
+    // Recognised at the end of the first step; every later step followed to its end.
+    EXPECT_NE(run.summary.find("\"aligned\":true"), std::string::npos) << run.summary;
+    EXPECT_EQ(Field(run.summary, "steps_followed", "policy_file"), steps - 1) << run.summary;
+    EXPECT_EQ(Field(run.summary, "positions_followed", "policy_file"),
+              (steps - 1) * static_cast<long long>(workload_.num_launches()));
+    EXPECT_EQ(Field(run.summary, "moves_issued", "policy_file"),
+              Field(run.summary, "moves_planned", "policy_file"));
+    EXPECT_EQ(Field(run.summary, "mismatches", "policy_file"), 0);
+    runs[steps] = run;
+  }
+  policy::SimOptions options;
+  options.device_memory = kBudget;
+  const policy::SimResult predicted = policy::SimulatePlanned(workload_, plan_, options);
+  const double per_step = static_cast<double>(Moved(runs[6]) - Moved(runs[3])) / 3;
+  const double expected = static_cast<double>(predicted.h2d_bytes + predicted.d2h_bytes);
+  ASSERT_GT(expected, 0);
+  EXPECT_NEAR(per_step / expected, 1.0, 0.05)
+      << "simgpu moved " << per_step << " bytes per followed step, the simulator predicts "
+      << expected << "\n"
+      << runs[6].stats;
+  std::printf("planned step: simgpu %.0f bytes per step, simulator %.0f (ratio %.3f)\n", per_step,
+              expected, per_step / expected);
+}
+
+TEST_F(PlannedRunTest, FallbacksGiveOneLineAndTheLearnedPolicy) {
+  const JobRun reference = RunProgram(3, {}, false);
+  ASSERT_EQ(reference.result.exit_code, 0) << reference.result.output;
+  // Another job's policy (a different tensor size), a malformed file, a missing file.
+  policy::PolicyFile other = plan_;
+  other.step_signature ^= 1;
+  const std::string other_path = TempPath("other.policy.toml");
+  std::ofstream(other_path) << policy::FormatPolicyFile(other);
+  const std::string bad_path = TempPath("bad.policy.toml");
+  std::ofstream(bad_path) << "version = 1\n[budget]\ndevice_memory = \"20MiB\"\n[[rule]]\n"
+                             "action = \"pin\"\n";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {other_path, ""},  // never recognised: said once after enough events (not in 3 steps)
+      {bad_path, bad_path + ":5: 'rule.action' is \"pin\"; it must be keep, host, swap or never"},
+      {"/nonexistent.policy.toml", "/nonexistent.policy.toml: cannot open the policy file"}};
+  for (const auto& [path, line] : cases) {
+    SCOPED_TRACE(path);
+    const JobRun run = RunProgram(3, {{"SPILLWAY_POLICY", path}}, true);
+    ASSERT_EQ(run.result.exit_code, 0) << run.result.output;
+    EXPECT_EQ(Checksum(run.result.output), Checksum(reference.result.output));
+    EXPECT_NE(run.summary.find("\"aligned\":false"), std::string::npos) << run.summary;
+    EXPECT_EQ(Field(run.summary, "positions_followed", "policy_file"), 0) << run.summary;
+    if (line.empty()) {
+      EXPECT_NE(run.summary.find("\"policy\":\"planned\""), std::string::npos) << run.summary;
+      continue;
+    }
+    EXPECT_NE(run.summary.find("\"policy\":\"learned\""), std::string::npos) << run.summary;
+    EXPECT_NE(run.result.output.find("SPILLWAY_POLICY: " + line), std::string::npos)
+        << run.result.output;
+    // One line, also listed in the summary's errors.
+    size_t count = 0;
+    for (size_t at = run.result.output.find("SPILLWAY_POLICY"); at != std::string::npos;
+         at = run.result.output.find("SPILLWAY_POLICY", at + 1)) {
+      ++count;
+    }
+    EXPECT_EQ(count, 1u) << run.result.output;
+  }
+  std::remove(other_path.c_str());
+  std::remove(bad_path.c_str());
+}
+
+}  // namespace
+}  // namespace spillway::testing

@@ -1,0 +1,404 @@
+// The planned policy in the residency engine, over the fake device: a workload replayed for
+// several steps is recognised by its step signature after one step, from then on every launch's
+// moves are the policy file's (the same chunk ranges at the same positions, nothing else), and the
+// bytes per followed step are the simulator's prediction for the same file. Every fallback (a
+// file that is missing, malformed or planned for more memory; a job whose step never matches; a
+// job that leaves the step) gives one log line and exactly the learned policy's device calls.
+#include "policy/planned_policy.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "policy/planner.h"
+#include "policy/residency_engine.h"
+#include "policy/simulator.h"
+#include "policy/step_signature.h"
+#include "policy/synthetic_workloads.h"
+#include "tests/policy/fake_device.h"
+
+namespace spillway::policy {
+namespace {
+
+using testing::DeviceCall;
+using testing::FakeDevice;
+
+constexpr uint64_t kMiB = 1ull << 20;
+Stream const kStream = reinterpret_cast<Stream>(0x5);
+
+// A small training step: three persistent allocations (one of two chunks), two activations.
+Workload SmallStep(uint64_t activation_bytes = 2 * kMiB) {
+  Workload w;
+  w.name = "small";
+  auto add = [&w](uint64_t bytes, bool persistent) {
+    WorkloadAllocation a;
+    a.id = w.allocations.size() + 1;
+    a.bytes = bytes;
+    a.persistent = persistent;
+    w.allocations.push_back(a);
+    return a.id;
+  };
+  const uint64_t wa = add(4 * kMiB, true), wb = add(2 * kMiB, true), wc = add(2 * kMiB, true);
+  const uint64_t x = add(activation_bytes, false), y = add(2 * kMiB, false);
+  auto alloc = [&w](uint64_t id, StepEvent::Kind kind) {
+    StepEvent e;
+    e.kind = kind;
+    e.alloc_id = id;
+    w.step.push_back(e);
+  };
+  auto launch = [&w](std::vector<ChunkRange> accesses) {
+    StepEvent e;
+    e.launch.kernel = "k" + std::to_string(w.step.size());
+    e.launch.compute_seconds = 1e-4;
+    e.launch.accesses = std::move(accesses);
+    w.step.push_back(e);
+  };
+  alloc(x, StepEvent::Kind::kAlloc);
+  launch({{wa, 0, 2}, {x, 0, ChunksOf(activation_bytes)}});
+  alloc(y, StepEvent::Kind::kAlloc);
+  launch({{wb, 0, 1}, {x, 0, ChunksOf(activation_bytes)}, {y, 0, 1}});
+  alloc(x, StepEvent::Kind::kFree);
+  launch({{wc, 0, 1}, {y, 0, 1}});
+  launch({{wa, 1, 1}, {wc, 0, 1}});
+  alloc(y, StepEvent::Kind::kFree);
+  launch({{wb, 0, 1}, {wa, 0, 1}});
+  return w;
+}
+
+PolicyFile Plan(const Workload& w, uint64_t device_memory) {
+  PlanOptions options;
+  options.sim.device_memory = device_memory;
+  options.place_on_host = false;
+  absl::StatusOr<PolicyFile> plan = PlanPolicy(w, options);
+  EXPECT_TRUE(plan.ok()) << plan.status();
+  return plan.ok() ? *plan : PolicyFile{};
+}
+
+// Replays a workload against an engine: persistent allocations first, then whole steps.
+class Replay {
+ public:
+  Replay(const Workload& w, std::unique_ptr<EvictionPolicy> policy, uint64_t budget)
+      : engine_(&device_, std::move(policy), budget), w_(w) {}
+
+  void Init() {
+    for (const WorkloadAllocation& a : w_.allocations) {
+      if (a.persistent) Allocate(a.id, a.bytes);
+    }
+  }
+  // One step of `w_` (or of `other`, whose persistent allocations must be w_'s).
+  void Step(const Workload* other = nullptr) {
+    const Workload& w = other != nullptr ? *other : w_;
+    for (const StepEvent& e : w.step) {
+      if (e.kind == StepEvent::Kind::kAlloc) {
+        Allocate(e.alloc_id, w.allocation(e.alloc_id).bytes);
+      } else if (e.kind == StepEvent::Kind::kFree) {
+        const Allocation a = live_.at(e.alloc_id);
+        registry_.Erase(a.base);
+        live_.erase(e.alloc_id);
+        const size_t before = device_.calls.size();
+        engine_.OnFree(a, kStream);
+        for (size_t i = before; i < device_.calls.size(); ++i) free_calls_.push_back(i);
+      } else {
+        AccessSet access;
+        for (const ChunkRange& r : e.launch.accesses) {
+          const Allocation& a = live_.at(r.alloc_id);
+          bool seen = false;
+          for (const Allocation& b : access) seen = seen || b.id == a.id;
+          if (!seen) access.push_back(a);
+        }
+        engine_.OnLaunch(access, kStream);
+        ++launches_;
+      }
+    }
+  }
+  // The address of chunk `chunk` of policy allocation `w_id` (live now).
+  uint64_t Address(uint64_t w_id, uint32_t chunk) const {
+    return live_.at(w_id).base + uint64_t{chunk} * kChunkBytes;
+  }
+  ScheduleAdherence Adherence() const {
+    ScheduleAdherence a;
+    EXPECT_TRUE(engine_.adherence(&a));
+    return a;
+  }
+
+  // The moves (what, address, bytes) of device calls from index `from` on, without the
+  // discards of frees.
+  std::vector<std::tuple<std::string, uint64_t, uint64_t>> Moves(size_t from = 0) const {
+    std::vector<std::tuple<std::string, uint64_t, uint64_t>> out;
+    for (size_t i = from; i < device_.calls.size(); ++i) {
+      const DeviceCall& c = device_.calls[i];
+      if (std::find(free_calls_.begin(), free_calls_.end(), i) != free_calls_.end()) continue;
+      if (c.what == "to_device" || c.what == "to_host" || c.what == "discard" ||
+          c.what == "populate") {
+        out.emplace_back(c.what, c.address, c.bytes);
+      }
+    }
+    return out;
+  }
+
+  FakeDevice device_;
+  ResidencyEngine engine_;
+  uint64_t launches_ = 0;
+  std::vector<size_t> free_calls_;  // indices of the device calls OnFree made
+
+ private:
+  void Allocate(uint64_t w_id, uint64_t bytes) {
+    uint64_t address = 0;
+    device_.AllocateManaged(&address, bytes);
+    const Allocation a = registry_.Insert(address, bytes, Backing::kManaged, false, true);
+    live_[w_id] = a;
+    engine_.OnAllocated(a);
+  }
+
+  const Workload& w_;
+  AllocationRegistry registry_;
+  std::map<uint64_t, Allocation> live_;  // policy number -> engine allocation
+};
+
+struct Logged {
+  std::vector<std::string> problems, news;
+  PolicyLog Sink() {
+    return [this](bool problem, const std::string& line) {
+      (problem ? problems : news).push_back(line);
+    };
+  }
+};
+
+std::string WriteTemp(const std::string& name, const std::string& text) {
+  const std::string path = ::testing::TempDir() + "/" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(StepSignature, RollingHashFindsTheStepBoundary) {
+  const Workload w = SmallStep();
+  const StepSignature sig = ComputeStepSignature(w);
+  ASSERT_NE(sig.signature, 0u);
+  EXPECT_EQ(sig.persistent, 3u);
+  EXPECT_EQ(sig.events, w.step.size());
+  // Different activation sizes: a different signature.
+  EXPECT_NE(ComputeStepSignature(SmallStep(4 * kMiB)).signature, sig.signature);
+}
+
+TEST(PlannedPolicy, FollowsTheScheduleAfterOneStep) {
+  const Workload w = SmallStep();
+  const uint64_t budget = 6 * kMiB;  // 3 chunks of the 7 the step touches
+  const PolicyFile plan = Plan(w, budget);
+  ASSERT_NE(plan.step_signature, 0u);
+  Logged log;
+  Replay replay(w, MakePlannedPolicy(plan, "small.policy.toml", budget, log.Sink()), budget);
+  EXPECT_EQ(replay.engine_.policy_name(), "planned");
+  replay.Init();
+  replay.Step();  // recognised at its end: step 2 is followed
+  EXPECT_TRUE(replay.Adherence().aligned);
+  EXPECT_EQ(replay.Adherence().positions_followed, 0u);
+  replay.Step();
+  const ScheduleAdherence after2 = replay.Adherence();
+  EXPECT_TRUE(after2.aligned);
+  EXPECT_EQ(after2.alignments, 1u);
+  EXPECT_EQ(after2.positions_followed, w.num_launches());
+  ASSERT_EQ(log.news.size(), 1u);
+  EXPECT_NE(log.news[0].find("recognised the planned step"), std::string::npos) << log.news[0];
+  EXPECT_TRUE(log.problems.empty());
+
+  // Step 3: exactly the schedule's moves, at the addresses the policy numbers name (step-local
+  // allocations are the step's managed allocations, in order).
+  const size_t from = replay.device_.calls.size();
+  replay.Step();
+  std::vector<uint64_t> local;
+  for (size_t i = from; i < replay.device_.calls.size(); ++i) {
+    if (replay.device_.calls[i].what == "managed") local.push_back(replay.device_.calls[i].address);
+  }
+  auto address = [&](const ChunkRange& r) {
+    const uint64_t base = r.alloc_id <= plan.persistent
+                              ? replay.Address(r.alloc_id, 0)
+                              : local.at(r.alloc_id - plan.persistent - 1);
+    return base + uint64_t{r.first_chunk} * kChunkBytes;
+  };
+  std::vector<std::tuple<std::string, uint64_t, uint64_t>> expected;
+  for (const ScheduleEntry& e : plan.schedule) {
+    auto add = [&](const std::vector<ChunkRange>& ranges, const char* what) {
+      for (const ChunkRange& r : ranges) {
+        expected.emplace_back(what, address(r), uint64_t{r.num_chunks} * kChunkBytes);
+      }
+    };
+    add(e.evict, "to_host");
+    add(e.discard, "discard");
+    add(e.prefetch, "to_device");
+    add(e.populate, "populate");
+  }
+  EXPECT_FALSE(expected.empty());
+  EXPECT_EQ(replay.Moves(from), expected);
+  const ScheduleAdherence after3 = replay.Adherence();
+  EXPECT_EQ(after3.steps_followed, 2u);
+  EXPECT_EQ(after3.moves_issued, after3.moves_planned);
+  EXPECT_EQ(after3.mismatches, 0u);
+  EXPECT_TRUE(after3.fallback_reason.empty());
+}
+
+// On a synthetic training step: the engine's bytes per followed step are the simulator's.
+TEST(PlannedPolicy, BytesPerStepAreTheSimulatorsPrediction) {
+  absl::StatusOr<Workload> w = MakeSyntheticWorkload("cnn-small");
+  ASSERT_TRUE(w.ok());
+  const uint64_t budget = w->peak_live_bytes() / 2;
+  const PolicyFile plan = Plan(*w, budget);
+  ASSERT_NE(plan.step_signature, 0u);
+  Replay replay(*w, MakePlannedPolicy(plan, "cnn.policy.toml", budget, nullptr), budget);
+  replay.Init();
+  replay.Step();
+  replay.Step();
+  const ScheduleAdherence before = replay.Adherence();
+  replay.Step();
+  const ScheduleAdherence after = replay.Adherence();
+  ASSERT_EQ(after.steps_followed, before.steps_followed + 1);
+  SimOptions options;
+  options.device_memory = budget;
+  const SimResult predicted = SimulatePlanned(*w, plan, options);
+  EXPECT_EQ(predicted.demand_faults, 0u);
+  EXPECT_EQ(after.prefetch_bytes - before.prefetch_bytes, predicted.h2d_bytes);
+  EXPECT_EQ(after.evict_bytes - before.evict_bytes, predicted.d2h_bytes);
+  EXPECT_EQ(after.moves_issued, after.moves_planned);
+}
+
+// The learned policy's moves for the same replay, to compare fallbacks with.
+std::vector<std::tuple<std::string, uint64_t, uint64_t>> LearnedMoves(const Workload& w,
+                                                                      uint64_t budget, int steps) {
+  Replay replay(w, MakeLearnedPolicy(), budget);
+  replay.Init();
+  for (int i = 0; i < steps; ++i) replay.Step();
+  return replay.Moves();
+}
+
+void ExpectLearnedFallback(const Workload& w, std::unique_ptr<EvictionPolicy> policy,
+                           uint64_t budget, int steps) {
+  Replay replay(w, std::move(policy), budget);
+  replay.Init();
+  for (int i = 0; i < steps; ++i) replay.Step();
+  EXPECT_EQ(replay.Moves(), LearnedMoves(w, budget, steps));
+  EXPECT_FALSE(replay.Adherence().aligned);
+  EXPECT_EQ(replay.Adherence().positions_followed, 0u);
+}
+
+TEST(PlannedPolicy, MissingFileIsOneLineAndLearned) {
+  const Workload w = SmallStep();
+  Logged log;
+  std::unique_ptr<EvictionPolicy> policy =
+      LoadPlannedPolicy("/nonexistent/x.policy.toml", 6 * kMiB, log.Sink());
+  EXPECT_EQ(policy->name(), "learned");
+  ASSERT_EQ(log.problems.size(), 1u);
+  EXPECT_EQ(log.problems[0], "/nonexistent/x.policy.toml: cannot open the policy file");
+  EXPECT_EQ(policy->adherence()->fallback_reason, log.problems[0]);
+  ExpectLearnedFallback(w, std::move(policy), 6 * kMiB, 4);
+  EXPECT_EQ(log.problems.size(), 1u);
+}
+
+TEST(PlannedPolicy, MalformedFileIsOneLineWithFileAndLine) {
+  const Workload w = SmallStep();
+  const std::string path =
+      WriteTemp("bad.policy.toml", "version = 1\n[budget]\ndevice_memory = \"6MiB\"\nspeed = 2\n");
+  Logged log;
+  std::unique_ptr<EvictionPolicy> policy = LoadPlannedPolicy(path, 6 * kMiB, log.Sink());
+  ASSERT_EQ(log.problems.size(), 1u);
+  EXPECT_EQ(log.problems[0], path + ":4: unknown key 'budget.speed' (known: device_memory)")
+      << log.problems[0];
+  ExpectLearnedFallback(w, std::move(policy), 6 * kMiB, 4);
+  std::remove(path.c_str());
+}
+
+TEST(PlannedPolicy, ValidFileReadFromDiskIsFollowed) {
+  const Workload w = SmallStep();
+  const std::string path = WriteTemp("good.policy.toml", FormatPolicyFile(Plan(w, 6 * kMiB)));
+  Logged log;
+  Replay replay(w, LoadPlannedPolicy(path, 6 * kMiB, log.Sink()), 6 * kMiB);
+  replay.Init();
+  for (int i = 0; i < 3; ++i) replay.Step();
+  EXPECT_TRUE(log.problems.empty());
+  EXPECT_EQ(replay.Adherence().steps_followed, 2u);
+  EXPECT_EQ(replay.Adherence().path, path);
+  std::remove(path.c_str());
+}
+
+TEST(PlannedPolicy, PlannedForMoreMemoryIsOneLineAndLearned) {
+  const Workload w = SmallStep();
+  Logged log;
+  std::unique_ptr<EvictionPolicy> policy =
+      MakePlannedPolicy(Plan(w, 8 * kMiB), "p.toml", 6 * kMiB, log.Sink());
+  ASSERT_EQ(log.problems.size(), 1u);
+  EXPECT_EQ(log.problems[0],
+            "p.toml: planned for 8388608 bytes of device memory, the engine has 6291456");
+  ExpectLearnedFallback(w, std::move(policy), 6 * kMiB, 4);
+}
+
+TEST(PlannedPolicy, AnotherJobsPolicyIsNeverFollowed) {
+  const Workload w = SmallStep();
+  // Planned for a step whose first activation is twice as big: its signature never matches.
+  Logged log;
+  std::unique_ptr<EvictionPolicy> policy =
+      MakePlannedPolicy(Plan(SmallStep(4 * kMiB), 6 * kMiB), "other.toml", 6 * kMiB, log.Sink());
+  ExpectLearnedFallback(w, std::move(policy), 6 * kMiB, 120);
+  ASSERT_EQ(log.problems.size(), 1u);
+  EXPECT_NE(log.problems[0].find("other.toml: no step of the job has matched"), std::string::npos)
+      << log.problems[0];
+  EXPECT_TRUE(log.news.empty());
+}
+
+TEST(PlannedPolicy, LeavingTheStepFallsBackToLearnedWithOneLine) {
+  const Workload w = SmallStep();
+  const Workload other = SmallStep(4 * kMiB);  // the same persistent allocations
+  const uint64_t budget = 6 * kMiB;
+  Logged log;
+  Replay replay(w, MakePlannedPolicy(Plan(w, budget), "small.toml", budget, log.Sink()), budget);
+  replay.Init();
+  for (int i = 0; i < 3; ++i) replay.Step();
+  ASSERT_TRUE(replay.Adherence().aligned);
+  EXPECT_TRUE(log.problems.empty());
+  // The job changes its step (a bigger activation): one line at the step's end, then the
+  // learned policy decides every launch.
+  replay.Step(&other);
+  const ScheduleAdherence left = replay.Adherence();
+  EXPECT_FALSE(left.aligned);
+  EXPECT_EQ(left.mismatches, 1u);
+  ASSERT_EQ(log.problems.size(), 1u);
+  EXPECT_NE(log.problems[0].find("small.toml: the step's events do not match the policy's step "
+                                 "signature"),
+            std::string::npos)
+      << log.problems[0];
+  EXPECT_EQ(left.fallback_reason, log.problems[0]);
+  for (int i = 0; i < 3; ++i) replay.Step(&other);
+  EXPECT_EQ(replay.Adherence().positions_followed, left.positions_followed);
+  EXPECT_EQ(log.problems.size(), 1u);
+  // Back to the planned step: recognised again after one step.
+  replay.Step();
+  replay.Step();
+  EXPECT_TRUE(replay.Adherence().aligned);
+  EXPECT_EQ(replay.Adherence().alignments, 2u);
+}
+
+TEST(PlannedPolicy, KeepRuleAllocationsAreNoVictimsOfTheLearnedPolicy) {
+  const Workload w = SmallStep();
+  PolicyFile file;  // rules only: no schedule, no signature (never followed)
+  file.budget_bytes = 4 * kMiB;
+  PolicyRule keep;
+  keep.min_bytes = keep.max_bytes = 4 * kMiB;  // the two-chunk persistent allocation
+  keep.action = RuleAction::kKeep;
+  file.rules.push_back(keep);
+  Replay replay(w, MakePlannedPolicy(file, "rules.toml", 6 * kMiB, nullptr), 6 * kMiB);
+  replay.Init();
+  for (int i = 0; i < 3; ++i) replay.Step();
+  const uint64_t kept = replay.Address(1, 0);
+  for (const auto& [what, address, bytes] : replay.Moves()) {
+    if (what == "to_host") {
+      EXPECT_NE(address, kept);
+    }
+  }
+  EXPECT_FALSE(replay.Moves().empty());
+}
+
+}  // namespace
+}  // namespace spillway::policy
