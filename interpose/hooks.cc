@@ -409,18 +409,20 @@ void PrepareLaunch(CUfunction function, CUstream stream, void** kernel_params, v
   if (per_thread && stream == nullptr) stream = CU_STREAM_PER_THREAD;
   policy::AccessSet& access = record_hooks::LaunchAccessSet();  // no allocation once warm
   access.clear();
+  thread_local std::vector<uint64_t> words;  // the pointer words, for arenas (per 2 MiB chunk)
+  words.clear();
   bool resolved = false;
   if (kernel_params != nullptr) {
     if (const std::vector<policy::ParamInfo>* layout = ParamLayoutOf(function)) {
-      policy::ResolveFromKernelParams(Allocations(), *layout, kernel_params, &access);
+      policy::ResolveFromKernelParams(Allocations(), *layout, kernel_params, &access, &words);
       resolved = true;
     }
   } else {
-    resolved = policy::ResolveFromExtra(Allocations(), extra, &access);
+    resolved = policy::ResolveFromExtra(Allocations(), extra, &access, &words);
   }
   if (resolved) CountResolvedLaunch();
   if (engine == nullptr) return;
-  if (engine->OnLaunch(access, stream, reinterpret_cast<uintptr_t>(function)) != 0) {
+  if (engine->OnLaunch(access, words, stream, reinterpret_cast<uintptr_t>(function)) != 0) {
     SPILLWAY_REPORT_ONCE(reported,
                          "a prefetch or eviction before a launch failed; the launch "
                          "relies on demand paging");

@@ -1,6 +1,9 @@
 // What spillway's hooks add to the launch path: the same no-op kernel launched through the real
 // driver's cuLaunchKernel and through spillway's hook, and the same for a cheap hooked call
-// (cuEventSynchronize on a completed event), so the hook's own cost shows apart from the driver's.
+// (cuEventSynchronize on a completed event), so the hook's own cost shows apart from the driver's;
+// and an allocation (cuMemAlloc + cuMemFree of 4 KiB), whose hook in run and record mode backs it
+// with managed memory. Run once with SPILLWAY_MODE=run and once with SPILLWAY_MODE=record: the
+// difference of the "added" columns is what recording costs (trace, stacks, kernel-time events).
 //
 // The benchmark loads libspillway.so itself (dlopen, RTLD_LOCAL, from its own folder) instead of
 // being preloaded, so it can hold both pointers: dlsym(libcuda) is the real function,
@@ -31,6 +34,8 @@ using LaunchFn = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned
                               unsigned, unsigned, CUstream, void**, void**);
 using EventSyncFn = CUresult (*)(CUevent);
 using CtxSyncFn = CUresult (*)();
+using AllocFn = CUresult (*)(CUdeviceptr*, size_t);
+using FreeFn = CUresult (*)(CUdeviceptr);
 
 // An empty kernel for a real GPU (JIT-compiled by the driver).
 constexpr const char* kNoopPtx = R"(
@@ -49,6 +54,10 @@ struct Setup {
   EventSyncFn event_sync_direct = nullptr;
   EventSyncFn event_sync_hook = nullptr;
   CtxSyncFn ctx_sync = nullptr;
+  AllocFn alloc_direct = nullptr;
+  AllocFn alloc_hook = nullptr;
+  FreeFn free_direct = nullptr;
+  FreeFn free_hook = nullptr;
   CUfunction noop = nullptr;
   CUevent done = nullptr;
   std::string device_name;
@@ -126,6 +135,10 @@ void Initialize() {
   g_setup.event_sync_direct = Lookup<EventSyncFn>(driver, "cuEventSynchronize");
   g_setup.event_sync_hook = Lookup<EventSyncFn>(spillway, "cuEventSynchronize");
   g_setup.ctx_sync = Lookup<CtxSyncFn>(driver, "cuCtxSynchronize");
+  g_setup.alloc_direct = Lookup<AllocFn>(driver, "cuMemAlloc_v2");
+  g_setup.alloc_hook = Lookup<AllocFn>(spillway, "cuMemAlloc_v2");
+  g_setup.free_direct = Lookup<FreeFn>(driver, "cuMemFree_v2");
+  g_setup.free_hook = Lookup<FreeFn>(spillway, "cuMemFree_v2");
   if (g_setup.launch_direct == g_setup.launch_hook) Die("the hook is the driver's own function");
   Check(g_setup.ctx_sync(), "cuCtxSynchronize");
 }
@@ -160,7 +173,14 @@ struct Options {
   int rounds = 501;
   int launch_batch = 200;
   int call_batch = 20000;
+  int alloc_batch = 100;
 };
+
+// One allocation of 4 KiB and its free, through `alloc` and `free`.
+void AllocateAndFree(AllocFn alloc, FreeFn free) {
+  CUdeviceptr pointer = 0;
+  if (alloc(&pointer, 4096) == CUDA_SUCCESS) free(pointer);
+}
 
 // The q-quantile (0..1) of `values`, nearest rank.
 double Quantile(std::vector<double> values, double q) {
@@ -230,16 +250,22 @@ void RunInterleaved(const Options& options) {
   const Comparison event = Compare(
       options.rounds, options.call_batch, [] { g_setup.event_sync_direct(g_setup.done); },
       [] { g_setup.event_sync_hook(g_setup.done); }, [] {});
+  for (int i = 0; i < 100; ++i) AllocateAndFree(g_setup.alloc_hook, g_setup.free_hook);
+  const Comparison alloc = Compare(
+      options.rounds, options.alloc_batch,
+      [] { AllocateAndFree(g_setup.alloc_direct, g_setup.free_direct); },
+      [] { AllocateAndFree(g_setup.alloc_hook, g_setup.free_hook); }, [] {});
   const char* mode = std::getenv("SPILLWAY_MODE");
   std::printf(
       "\ninterleaved comparison: device '%s', SPILLWAY_MODE=%s, %d rounds, batches of %d "
-      "launches / %d calls\n",
+      "launches / %d calls / %d allocations\n",
       g_setup.device_name.c_str(), mode != nullptr ? mode : "(unset: run)", options.rounds,
-      options.launch_batch, options.call_batch);
+      options.launch_batch, options.call_batch, options.alloc_batch);
   std::printf("%-34s %10s %10s %10s %20s\n", "call (median ns per call)", "direct", "hook", "added",
               "added p25 .. p75");
   PrintRow("cuLaunchKernel (no-op kernel)", launch);
   PrintRow("cuEventSynchronize (completed)", event);
+  PrintRow("cuMemAlloc + cuMemFree (4 KiB)", alloc);
 }
 
 bool ParseIntFlag(std::string_view arg, std::string_view flag, int* value) {
@@ -257,15 +283,17 @@ int main(int argc, char** argv) {
     const std::string_view arg = argv[i];
     if (ParseIntFlag(arg, "--rounds=", &options.rounds) ||
         ParseIntFlag(arg, "--launch_batch=", &options.launch_batch) ||
-        ParseIntFlag(arg, "--call_batch=", &options.call_batch)) {
+        ParseIntFlag(arg, "--call_batch=", &options.call_batch) ||
+        ParseIntFlag(arg, "--alloc_batch=", &options.alloc_batch)) {
       continue;
     }
     std::fprintf(stderr,
                  "usage: launch_overhead_benchmark [benchmark flags] [--rounds=N] "
-                 "[--launch_batch=N] [--call_batch=N]\n");
+                 "[--launch_batch=N] [--call_batch=N] [--alloc_batch=N]\n");
     return 2;
   }
-  if (options.rounds < 1 || options.launch_batch < 1 || options.call_batch < 1) {
+  if (options.rounds < 1 || options.launch_batch < 1 || options.call_batch < 1 ||
+      options.alloc_batch < 1) {
     std::fprintf(stderr, "launch_overhead_benchmark: counts must be positive\n");
     return 2;
   }

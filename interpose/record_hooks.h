@@ -15,9 +15,11 @@
 #include "interpose/hook_table.h"
 #include "interpose/recorder.h"
 #include "interpose/runtime.h"
+#include "interpose/cupti_bridge.h"
 #include "policy/access_set.h"
 
 namespace spillway::interpose::record_hooks {
+
 
 // The access set the launch path resolved for this thread's current launch (filled by hooks.cc's
 // PrepareLaunch, read after the launch by the recorder). Keeps its capacity.
@@ -124,7 +126,11 @@ struct RecordLaunch {
   static CUresult Timed(Dispatch dispatch, const LaunchShape& shape) {
     const uint64_t correlation = BeginLaunch(shape.stream);
     LaunchAccessSet().clear();
-    const CUresult result = dispatch();
+    CUresult result;
+    {
+      CorrelationScope scope(correlation);
+      result = dispatch();
+    }
     EndLaunch(correlation, result == CUDA_SUCCESS, shape, LaunchAccessSet());
     return result;
   }

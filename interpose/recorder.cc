@@ -17,6 +17,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "interpose/backing.h"
+#include "interpose/cupti_bridge.h"
 #include "interpose/hook_table.h"
 #include "interpose/log.h"
 #include "interpose/real_driver.h"
@@ -104,6 +105,19 @@ DeviceFacts AskDriver() {
   return facts;
 }
 
+// Kernel times from CUPTI when it starts (not on simgpu, whose kernels run on the host: there the
+// events below time them). Otherwise, or when CUPTI is absent or held by another profiler (said
+// once), SetKernelTimesFromCupti stays false and events are used.
+void SayCuptiProblem(const std::string& line) {
+  ReportProblem(LogLevel::kWarn, "record mode: %s", line.c_str());
+}
+
+void StartCupti(trace::TraceWriter* writer, const std::string& device_name) {
+  const bool cupti = StartCuptiRecording(writer, device_name, SayCuptiProblem);
+  SetKernelTimesFromCupti(cupti);
+  if (cupti) Log(LogLevel::kInfo, "record mode: kernel times from CUPTI");
+}
+
 // The writer, opened on first use. Null when recording is off or the file cannot be written.
 trace::TraceWriter* Writer() {
   trace::TraceWriter* writer = g_writer.load(std::memory_order_acquire);
@@ -144,6 +158,7 @@ trace::TraceWriter* Writer() {
   g_writer.store(writer, std::memory_order_release);
   g_open_state.store(kOpen, std::memory_order_release);
   Log(LogLevel::kInfo, "recording to %s", path.c_str());
+  if (!g_forked_child.load()) StartCupti(writer, facts.name);
   return writer;
 }
 
@@ -342,6 +357,7 @@ void CloseTraceAtExit() {
   g_recording.store(false, std::memory_order_relaxed);
   trace::TraceWriter* writer = g_writer.load(std::memory_order_acquire);
   if (writer == nullptr) return;
+  StopCuptiRecording();
   const absl::Status status = writer->Close();
   if (!status.ok()) {
     Log(LogLevel::kError, "SPILLWAY_TRACE: %s", std::string(status.message()).c_str());

@@ -23,11 +23,16 @@ void CollectWords(const unsigned char* bytes, uint64_t start, uint64_t size, uin
   }
 }
 
+void HandBack(const uint64_t* words, size_t count, std::vector<uint64_t>* out) {
+  if (out != nullptr) out->assign(words, words + count);
+}
+
 }  // namespace
 
 void ResolveFromKernelParams(const AllocationRegistry& registry,
                              const std::vector<ParamInfo>& layout, void* const* kernel_params,
-                             AccessSet* out) {
+                             AccessSet* out, std::vector<uint64_t>* words_out) {
+  if (words_out != nullptr) words_out->clear();
   if (kernel_params == nullptr) return;
   uint64_t words[kMaxWords];
   size_t count = 0;
@@ -37,19 +42,24 @@ void ResolveFromKernelParams(const AllocationRegistry& registry,
                  layout[i].size, words, &count, kMaxWords);
   }
   registry.FindAll(words, count, out);
+  HandBack(words, count, words_out);
 }
 
 void ResolveFromBuffer(const AllocationRegistry& registry, const void* buffer, size_t size,
-                       AccessSet* out) {
+                       AccessSet* out, std::vector<uint64_t>* words_out) {
+  if (words_out != nullptr) words_out->clear();
   if (buffer == nullptr) return;
   uint64_t words[kMaxWords];
   size_t count = 0;
   // The buffer is laid out from offset 0, so alignment is relative to its start.
   CollectWords(static_cast<const unsigned char*>(buffer), 0, size, words, &count, kMaxWords);
   registry.FindAll(words, count, out);
+  HandBack(words, count, words_out);
 }
 
-bool ResolveFromExtra(const AllocationRegistry& registry, void* const* extra, AccessSet* out) {
+bool ResolveFromExtra(const AllocationRegistry& registry, void* const* extra, AccessSet* out,
+                      std::vector<uint64_t>* words) {
+  if (words != nullptr) words->clear();
   if (extra == nullptr) return false;
   const void* buffer = nullptr;
   const size_t* size = nullptr;
@@ -63,7 +73,7 @@ bool ResolveFromExtra(const AllocationRegistry& registry, void* const* extra, Ac
     }
   }
   if (buffer == nullptr || size == nullptr) return false;
-  ResolveFromBuffer(registry, buffer, *size, out);
+  ResolveFromBuffer(registry, buffer, *size, out, words);
   return true;
 }
 

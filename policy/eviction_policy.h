@@ -68,6 +68,13 @@ class EvictionPolicy {
   // (each id once); empty when the policy does not predict. `out` is cleared first.
   virtual void PredictNextUses(size_t /*launches*/, std::vector<uint64_t>* out) { out->clear(); }
 
+  // @brief The sizes of the allocations that the next `launches` launches are predicted to use but
+  // that do not exist yet (the successors of freed ones: a step's fresh activations), one entry
+  // each; empty when the policy does not predict. `out` is cleared first.
+  virtual void PredictUnallocated(size_t /*launches*/, std::vector<uint64_t>* out) {
+    out->clear();
+  }
+
   // @brief How many launches from now allocation `id` is predicted to be used next;
   // kNoPrediction when the policy cannot tell (or predicts no use within a step).
   virtual uint64_t NextUse(uint64_t /*id*/) { return kNoPrediction; }

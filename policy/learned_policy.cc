@@ -42,7 +42,8 @@ uint64_t Mix(uint64_t hash, uint64_t value) {
 struct LaunchRecord {
   uint64_t weak = 0;
   uint64_t strong = 0;
-  std::vector<uint64_t> ids;  // capacity kept across reuse of the ring slot
+  std::vector<uint64_t> ids;    // capacity kept across reuse of the ring slot
+  std::vector<uint64_t> sizes;  // of each id
 };
 
 using RecentMap = std::unordered_map<uint64_t, std::array<uint64_t, kRecentOccurrences>>;
@@ -61,6 +62,7 @@ class LearnedPolicy final : public EvictionPolicy {
     record.weak = Mix(Mix(launch.function, launch.count), 1);
     record.strong = Mix(launch.function, 2);
     record.ids.assign(launch.ids, launch.ids + launch.count);
+    record.sizes.assign(launch.sizes, launch.sizes + launch.count);
     for (size_t i = 0; i < launch.count; ++i) {
       record.weak = Mix(record.weak, launch.sizes[i]);
       record.strong = Mix(record.strong, launch.ids[i]);
@@ -105,6 +107,24 @@ class LearnedPolicy final : public EvictionPolicy {
       }
     }
     return victim;
+  }
+
+  void PredictUnallocated(size_t launches, std::vector<uint64_t>* out) override {
+    out->clear();
+    if (period_ == 0) return;
+    const uint64_t n = launches_ - 1;
+    const uint64_t count = std::min<uint64_t>(launches, period_);
+    std::vector<uint64_t>& seen = unallocated_seen_;
+    seen.clear();
+    for (uint64_t d = 1; d <= count; ++d) {
+      const LaunchRecord& record = history_[(n + d - period_) % kHistory];
+      for (size_t s = 0; s < record.ids.size() && s < record.sizes.size(); ++s) {
+        const uint64_t id = record.ids[s];
+        if (Translate(id) != 0 || std::find(seen.begin(), seen.end(), id) != seen.end()) continue;
+        seen.push_back(id);
+        out->push_back(record.sizes[s]);
+      }
+    }
   }
 
   uint64_t NextUse(uint64_t id) override {
@@ -233,6 +253,7 @@ class LearnedPolicy final : public EvictionPolicy {
   std::unordered_map<uint64_t, uint64_t> translation_;  // freed id -> the id in its slot now
   std::unordered_map<uint64_t, uint64_t> next_use_;
   bool next_use_valid_ = false;
+  std::vector<uint64_t> unallocated_seen_;  // scratch of PredictUnallocated
   RecencyOrder order_;  // the lru fallback, and the tie-break
 };
 

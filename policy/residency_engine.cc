@@ -2,6 +2,7 @@
 #include "policy/residency_engine.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <vector>
 
 namespace spillway::policy {
@@ -24,10 +25,12 @@ thread_local std::vector<PlannedMove> t_prefetches;
 thread_local std::vector<uint64_t> t_ids;
 thread_local std::vector<uint64_t> t_sizes;
 thread_local std::vector<uint64_t> t_next;
+thread_local std::vector<uint64_t> t_unallocated;
 
 struct EvictableContext {
   const void* tracked;
   uint64_t stamp;
+  uint64_t guard;  // launches since the last use before an allocation may go (0: any but this one)
 };
 
 }  // namespace
@@ -80,6 +83,7 @@ void ResidencyEngine::Forget(const Allocation& allocation) {
     if (it->second.resident) resident_bytes_ -= it->second.footprint;
     tracked_.erase(it);
   }
+  ForgetArena(allocation.id);
   policy_->Forget(allocation.id);
 }
 
@@ -95,7 +99,7 @@ bool ResidencyEngine::Evictable(const void* context, uint64_t id) {
   const auto* c = static_cast<const EvictableContext*>(context);
   const auto& tracked = *static_cast<const std::unordered_map<uint64_t, Tracked>*>(c->tracked);
   const auto it = tracked.find(id);
-  return it != tracked.end() && it->second.resident && it->second.used_by_launch != c->stamp;
+  return it != tracked.end() && it->second.resident && it->second.used_by_launch + c->guard < c->stamp;
 }
 
 bool ResidencyEngine::SideStreamReady() {
@@ -131,13 +135,30 @@ uint64_t ResidencyEngine::PlanLookahead(uint64_t stamp, uint64_t access_bytes,
     it->second.used_by_launch = stamp;
   }
   const uint64_t batch = batches_ + 1;
-  const EvictableContext context{&tracked_, stamp};
+  const EvictableContext context{&tracked_, stamp, getenv("XXX_GUARD") ? strtoull(getenv("XXX_GUARD"), nullptr, 10) : 0};
+  // Room for the allocations the next launches will make (fresh activations), so that their first
+  // launch need not evict on its own stream: taken from what is needed after the window.
+  const uint64_t window = static_cast<uint64_t>(options_.lookahead_launches);
+  policy_->PredictUnallocated(window, &t_unallocated);
+  uint64_t headroom = 0;
+  for (const uint64_t size : t_unallocated) headroom += Footprint(0, size);
+  while (headroom != 0 && fixed_bytes_ + resident_bytes_ + headroom > budget_bytes_) {
+    const uint64_t victim = policy_->PickVictim(&Evictable, &context);
+    const uint64_t distance = victim == 0 ? 0 : policy_->NextUse(victim);
+    if (victim == 0 || distance <= window) break;
+    Tracked& tracked = tracked_.at(victim);
+    tracked.resident = false;
+    tracked.pending_batch = 0;
+    resident_bytes_ -= tracked.footprint;
+    side_moves->push_back(PlannedMove{false, victim, tracked.base, tracked.size});
+  }
+  const uint64_t budget = budget_bytes_ > headroom ? budget_bytes_ - headroom : 0;
   for (const uint64_t id : next) {  // nearest use first
     const auto it = tracked_.find(id);
     if (it == tracked_.end() || it->second.resident) continue;
     const uint64_t distance = policy_->NextUse(id);
     // Make room only from allocations needed later than this one (Belady); else stop.
-    while (fixed_bytes_ + resident_bytes_ + it->second.footprint > budget_bytes_) {
+    while (fixed_bytes_ + resident_bytes_ + it->second.footprint > budget) {
       const uint64_t victim = policy_->PickVictim(&Evictable, &context);
       if (victim == 0 || policy_->NextUse(victim) <= distance) break;
       Tracked& tracked = tracked_.at(victim);
@@ -146,7 +167,7 @@ uint64_t ResidencyEngine::PlanLookahead(uint64_t stamp, uint64_t access_bytes,
       resident_bytes_ -= tracked.footprint;
       side_moves->push_back(PlannedMove{false, victim, tracked.base, tracked.size});
     }
-    if (fixed_bytes_ + resident_bytes_ + it->second.footprint > budget_bytes_) break;
+    if (fixed_bytes_ + resident_bytes_ + it->second.footprint > budget) break;
     it->second.resident = true;
     it->second.pending_batch = batch;
     resident_bytes_ += it->second.footprint;
@@ -211,6 +232,12 @@ int ResidencyEngine::Issue(const std::vector<PlannedMove>& moves, Stream stream,
 }
 
 int ResidencyEngine::OnLaunch(const AccessSet& access, Stream stream, uint64_t function) {
+  static const std::vector<uint64_t> kNoWords;
+  return OnLaunch(access, kNoWords, stream, function);
+}
+
+int ResidencyEngine::OnLaunch(const AccessSet& access, const std::vector<uint64_t>& words,
+                              Stream stream, uint64_t function) {
   std::vector<PlannedMove>& moves = t_moves;
   std::vector<PlannedMove>& side_moves = t_side_moves;
   moves.clear();
@@ -225,19 +252,15 @@ int ResidencyEngine::OnLaunch(const AccessSet& access, Stream stream, uint64_t f
   {
     std::lock_guard lock(mutex_);
     const uint64_t stamp = ++launch_stamp_;
-    for (const Allocation& allocation : access) {
-      if (!tracked_.contains(allocation.id)) continue;
-      ids.push_back(allocation.id);
-      sizes.push_back(allocation.size);
-    }
+    ExpandAccess(access, words, &ids, &sizes);
     policy_->ObserveLaunch(LaunchView{function, ids.data(), sizes.data(), ids.size()});
     uint64_t needed = 0, access_bytes = 0;
-    for (const Allocation& allocation : access) {
-      const auto it = tracked_.find(allocation.id);
+    for (const uint64_t id : ids) {
+      const auto it = tracked_.find(id);
       if (it == tracked_.end()) continue;
       if (it->second.used_by_launch != stamp) access_bytes += it->second.footprint;
       it->second.used_by_launch = stamp;
-      policy_->Touch(allocation.id);
+      policy_->Touch(id);
       if (!it->second.resident) needed += it->second.footprint;
       // Prefetched ahead and not waited for yet: the launch waits for the newest such batch.
       if (it->second.resident && it->second.pending_batch != 0) {
@@ -248,7 +271,7 @@ int ResidencyEngine::OnLaunch(const AccessSet& access, Stream stream, uint64_t f
     // A policy file's schedule decides this launch's moves (residency_engine_schedule.cc).
     scheduled = PlanScheduled(ids, side, &batch, &wait_now);
     // Evict until the access set fits beside what stays, or nothing else can go.
-    const EvictableContext context{&tracked_, stamp};
+    const EvictableContext context{&tracked_, stamp, 0};
     while (!scheduled && fixed_bytes_ + resident_bytes_ + needed > budget_bytes_) {
       const uint64_t victim = policy_->PickVictim(&Evictable, &context);
       if (victim == 0) break;
@@ -259,8 +282,8 @@ int ResidencyEngine::OnLaunch(const AccessSet& access, Stream stream, uint64_t f
       moves.push_back(PlannedMove{false, victim, tracked.base, tracked.size});
     }
     // Prefetch what fits; what does not is left to demand paging.
-    for (const Allocation& allocation : access) {
-      const auto it = tracked_.find(allocation.id);
+    for (const uint64_t id : ids) {
+      const auto it = tracked_.find(id);
       if (scheduled || it == tracked_.end() || it->second.resident) continue;
       if (!policy_->MayPrefetch(it->first)) continue;
       if (fixed_bytes_ + resident_bytes_ + it->second.footprint > budget_bytes_) continue;

@@ -65,6 +65,16 @@ class ResidencyEngine {
   // prefetches as described above. `function` (the CUfunction, 0 when unknown) lets the policy
   // tell kernels apart. Returns the number of device calls that failed.
   int OnLaunch(const AccessSet& access, Stream stream, uint64_t function = 0);
+  // @brief As above, with the launch's candidate pointer words (from the Resolve* functions of
+  // access_set.h). An allocation of at least kArenaMinBytes that a launch reaches through an
+  // interior pointer is an *arena* (a caching allocator's segment that tensors are carved from):
+  // from then on it is tracked per 2 MiB chunk, and a pointer into it names the chunks from the
+  // pointer up to the next offset into the arena seen so far (or its end), so only those move.
+  // residency_engine_arena.cc.
+  int OnLaunch(const AccessSet& access, const std::vector<uint64_t>& words, Stream stream,
+               uint64_t function = 0);
+  static constexpr uint64_t kArenaChunkBytes = uint64_t{2} << 20;
+  static constexpr uint64_t kArenaMinBytes = 8 * kArenaChunkBytes;
 
   std::string_view policy_name() const { return policy_->name(); }
   uint64_t budget_bytes() const { return budget_bytes_; }
@@ -93,6 +103,25 @@ class ResidencyEngine {
     uint64_t footprint = 0;       // what it takes of the budget when resident (see Footprint)
   };
   static constexpr size_t kEvents = 96;  // a ring of events, three per lookahead batch
+
+  // An arena: a large allocation tracked per chunk (the chunks' ids are PieceId(id, chunk)).
+  struct Arena {
+    uint64_t base = 0;
+    uint64_t size = 0;
+    std::vector<uint64_t> offsets;  // the offsets pointers into it were seen at, sorted, distinct
+  };
+  static constexpr size_t kMaxArenaOffsets = 4096;
+  static uint64_t PieceId(uint64_t id, uint64_t chunk) {
+    return (uint64_t{1} << 63) | (id << 20) | chunk;
+  }
+  // REQUIRES: mutex_ held. The ids of what the launch touches (tracked allocations, and for arenas
+  // the chunks its pointers name), distinct, in parameter order, with their sizes.
+  void ExpandAccess(const AccessSet& access, const std::vector<uint64_t>& words,
+                    std::vector<uint64_t>* ids, std::vector<uint64_t>* sizes);
+  // REQUIRES: mutex_ held; `id` tracked. Replaces it by its chunks (same residency).
+  Arena& MakeArena(uint64_t id);
+  // REQUIRES: mutex_ held. Forgets the chunks of arena `id`, if it is one; false when it is not.
+  bool ForgetArena(uint64_t id);
 
   static bool Evictable(const void* context, uint64_t id);
   // The bytes [base, base + size) takes on the device: the residency granules it spans.
@@ -130,6 +159,7 @@ class ResidencyEngine {
   mutable std::mutex mutex_;
   std::unique_ptr<EvictionPolicy> policy_;         // guarded by mutex_
   std::unordered_map<uint64_t, Tracked> tracked_;  // managed allocations by id; guarded by mutex_
+  std::unordered_map<uint64_t, Arena> arenas_;     // by allocation id; guarded by mutex_
   uint64_t resident_bytes_ = 0;                    // guarded by mutex_
   uint64_t fixed_bytes_ = 0;                       // guarded by mutex_
   uint64_t launch_stamp_ = 0;                      // guarded by mutex_

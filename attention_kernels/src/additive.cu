@@ -345,48 +345,49 @@ __global__ void AdditiveVGradReduceKernel(const float* partial, int64_t count, i
   d_v[u] = sum;
 }
 
-template <typename Kernel>
-Check AllowSmem(Kernel kernel, std::size_t bytes, const char* what) {
-  return CudaCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        static_cast<int>(bytes)),
-                   what);
-}
-
 template <typename T>
 Check LaunchForward(const spillway_attention_additive_forward_args_t& a, cudaStream_t stream) {
+  static SmemOptIn opt_in;
   const spillway_attention_additive_problem_t& p = a.problem;
-  const std::size_t smem = AdditiveForwardSmemBytes(p.units, p.value_dim);
-  if (Check c = AllowSmem(AdditiveForwardKernel<T>, smem, "cudaFuncSetAttribute(additive)");
-      !c.ok()) {
-    return c;
-  }
-  AdditiveForwardKernel<T>
-      <<<dim3((p.target_len + kTile - 1) / kTile, p.batch), kThreads, smem, stream>>>(a);
-  return CudaCheck(cudaGetLastError(), "additive forward launch");
+  return LaunchKernelWithSmem(opt_in, "additive forward launch", AdditiveForwardKernel<T>,
+                              dim3((p.target_len + kTile - 1) / kTile, p.batch), dim3(kThreads),
+                              AdditiveForwardSmemBytes(p.units, p.value_dim), stream, a);
 }
 
 template <typename T>
 Check LaunchBackward(const spillway_attention_additive_backward_args_t& a, void* workspace,
                      cudaStream_t stream) {
+  static SmemOptIn query_opt_in, key_opt_in;
   const spillway_attention_additive_problem_t& p = a.problem;
   float* delta = static_cast<float*>(workspace);
   float* partial =
       reinterpret_cast<float*>(static_cast<unsigned char*>(workspace) + AdditiveDeltaBytes(p));
-  const std::size_t q_smem = AdditiveQueryGradSmemBytes(p.units, p.value_dim);
-  const std::size_t k_smem = AdditiveKeyGradSmemBytes(p.units, p.value_dim);
-  for (Check c : {AllowSmem(AdditiveQueryGradKernel<T>, q_smem, "cudaFuncSetAttribute(dq)"),
-                  AllowSmem(AdditiveKeyGradKernel<T>, k_smem, "cudaFuncSetAttribute(dk)")}) {
-    if (!c.ok()) return c;
-  }
   const int target_tiles = (p.target_len + kTile - 1) / kTile;
-  AdditiveDeltaKernel<T><<<dim3((p.target_len + 3) / 4, p.batch), 128, 0, stream>>>(a, delta);
-  AdditiveQueryGradKernel<T>
-      <<<dim3(target_tiles, p.batch), kThreads, q_smem, stream>>>(a, delta, partial);
-  AdditiveKeyGradKernel<T>
-      <<<dim3((p.source_len + kTile - 1) / kTile, p.batch), kThreads, k_smem, stream>>>(a, delta);
-  AdditiveVGradReduceKernel<<<(p.units + 127) / 128, 128, 0, stream>>>(
-      partial, int64_t{p.batch} * target_tiles, p.units, a.d_attention_v);
-  return CudaCheck(cudaGetLastError(), "additive backward launch");
+  if (Check c = LaunchKernel("additive backward D launch", AdditiveDeltaKernel<T>,
+                             dim3((p.target_len + 3) / 4, p.batch), dim3(128), 0, stream, a, delta);
+      !c.ok()) {
+    return c;
+  }
+  if (Check c =
+          LaunchKernelWithSmem(query_opt_in, "additive backward d_query launch",
+                               AdditiveQueryGradKernel<T>, dim3(target_tiles, p.batch),
+                               dim3(kThreads), AdditiveQueryGradSmemBytes(p.units, p.value_dim),
+                               stream, a, static_cast<const float*>(delta), partial);
+      !c.ok()) {
+    return c;
+  }
+  if (Check c = LaunchKernelWithSmem(key_opt_in, "additive backward d_key launch",
+                                     AdditiveKeyGradKernel<T>,
+                                     dim3((p.source_len + kTile - 1) / kTile, p.batch),
+                                     dim3(kThreads), AdditiveKeyGradSmemBytes(p.units, p.value_dim),
+                                     stream, a, static_cast<const float*>(delta));
+      !c.ok()) {
+    return c;
+  }
+  return LaunchKernel("additive backward d_v launch", AdditiveVGradReduceKernel,
+                      dim3((p.units + 127) / 128), dim3(128), 0, stream,
+                      static_cast<const float*>(partial), int64_t{p.batch} * target_tiles, p.units,
+                      a.d_attention_v);
 }
 
 }  // namespace

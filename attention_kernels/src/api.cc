@@ -6,6 +6,7 @@
 
 #include "attention_kernels/src/launch.h"
 #include "attention_kernels/src/validate.h"
+#include "attention_kernels/src/workspace.h"
 #include "spillway/attention.h"
 
 namespace spillway::attention {
@@ -48,7 +49,9 @@ spillway_attention_status_t WorkspaceSize(const Args* args, std::size_t* bytes, 
   });
 }
 
-std::size_t SdpaForwardSize(const spillway_attention_sdpa_forward_args_t&) { return 0; }
+std::size_t SdpaForwardSize(const spillway_attention_sdpa_forward_args_t& a) {
+  return SdpaForwardWorkspaceBytes(a.problem);
+}
 std::size_t SdpaBackwardSize(const spillway_attention_sdpa_backward_args_t& a) {
   return SdpaBackwardWorkspaceBytes(a.problem);
 }
@@ -135,7 +138,8 @@ spillway_attention_status_t spillway_attention_sdpa_forward(
     void* stream) {
   return Run(args, workspace, workspace_bytes, ValidateSdpaForward, SdpaForwardSize,
              [&](const spillway_attention_sdpa_forward_args_t& a) {
-               return detail::LaunchSdpaForward(a, ResolvedSoftmaxScale(a.problem), stream);
+               return detail::LaunchSdpaForward(a, ResolvedSoftmaxScale(a.problem), workspace,
+                                                stream);
              });
 }
 
@@ -165,6 +169,17 @@ spillway_attention_status_t spillway_attention_additive_backward(
              [&](const spillway_attention_additive_backward_args_t& a) {
                return detail::LaunchAdditiveBackward(a, workspace, stream);
              });
+}
+
+spillway_attention_status_t spillway_attention_sdpa_varlen_status(
+    const void* workspace, void* stream, spillway_attention_varlen_status_t* status) {
+  return Guarded([&]() -> Check {
+    if (workspace == nullptr) return {SPILLWAY_ATTENTION_ERROR_NULL_POINTER, "workspace is NULL"};
+    spillway_attention_varlen_status_t word{};
+    if (Check c = detail::CopyToHost(&word, workspace, sizeof word, stream); !c.ok()) return c;
+    if (status != nullptr) *status = word;
+    return DescribeVarlenStatus(word);
+  });
 }
 
 }  // extern "C"

@@ -7,9 +7,13 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
+#include <string>
 
+#include "attention_kernels/src/smem_opt_in.h"
 #include "attention_kernels/src/validate.h"
+#include "attention_kernels/src/workspace.h"
 #include "spillway/attention.h"
 
 namespace spillway::attention::kernels {
@@ -40,6 +44,16 @@ __device__ __forceinline__ float WarpSum(float x) {
   return x;
 }
 
+// REQUIRES: varlen, b < p.batch. The query or key offsets of sequence b, as loaded from device.
+__device__ __forceinline__ VarlenSpan VarlenQuerySpan(const spillway_attention_sdpa_problem_t& p,
+                                                      int b) {
+  return {p.cu_seqlens_q[b], p.cu_seqlens_q[b + 1], p.cu_seqlens_q[p.batch]};
+}
+__device__ __forceinline__ VarlenSpan VarlenKeySpan(const spillway_attention_sdpa_problem_t& p,
+                                                    int b) {
+  return {p.cu_seqlens_k[b], p.cu_seqlens_k[b + 1], p.cu_seqlens_k[p.batch]};
+}
+
 // One sequence of an SDPA batch: its lengths and the token index of its first query and key.
 struct Sequence {
   int len_q;
@@ -48,18 +62,23 @@ struct Sequence {
   int64_t token_k;
   bool varlen;
   int64_t batch;
+  int64_t row_q;  // b*seqlen_q: the first row in buffers padded to seqlen_q rows (D)
 };
 
+// REQUIRES: b < p.batch. A varlen sequence whose offsets fail VarlenSequenceErrors gets lengths 0,
+// so no kernel reads or writes any of its rows (VarlenCheckKernel reports it).
 __device__ __forceinline__ Sequence GetSequence(const spillway_attention_sdpa_problem_t& p, int b) {
   Sequence s;
   s.batch = b;
+  s.row_q = int64_t{b} * p.seqlen_q;
   s.varlen = p.cu_seqlens_q != nullptr;
   if (s.varlen) {
-    s.token_q = p.cu_seqlens_q[b];
-    s.token_k = p.cu_seqlens_k[b];
-    // Lengths beyond the declared maxima are clipped: the grid covers only those.
-    s.len_q = min(p.cu_seqlens_q[b + 1] - p.cu_seqlens_q[b], p.seqlen_q);
-    s.len_k = min(p.cu_seqlens_k[b + 1] - p.cu_seqlens_k[b], p.seqlen_k);
+    const VarlenSpan q = VarlenQuerySpan(p, b), k = VarlenKeySpan(p, b);
+    const bool valid = VarlenSequenceErrors(q, k, p.seqlen_q, p.seqlen_k) == 0;
+    s.token_q = valid ? q.begin : 0;
+    s.token_k = valid ? k.begin : 0;
+    s.len_q = valid ? static_cast<int>(q.end - q.begin) : 0;  // <= seqlen_q: inside the grid
+    s.len_k = valid ? static_cast<int>(k.end - k.begin) : 0;
   } else {
     s.token_q = int64_t{b} * p.seqlen_q;
     s.token_k = int64_t{b} * p.seqlen_k;
@@ -98,6 +117,43 @@ inline Check CudaCheck(cudaError_t error, const char* what) {
   return {SPILLWAY_ATTENTION_ERROR_CUDA,
           std::string(what) + ": " + cudaGetErrorName(error) + ": " + cudaGetErrorString(error)};
 }
+
+// Enqueues `kernel` and returns this launch's own error (cudaLaunchKernelEx's result), never the
+// thread's last error, which may hold an earlier failure of the caller's.
+template <typename... Params, typename... Args>
+Check LaunchKernel(const char* what, void (*kernel)(Params...), dim3 grid, dim3 block,
+                   std::size_t smem, cudaStream_t stream, const Args&... args) {
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  return CudaCheck(cudaLaunchKernelEx(&config, kernel, args...), what);
+}
+
+// As LaunchKernel for a kernel using more than the default 48 KB of dynamic shared memory: the
+// opt-in is made once per (kernel, device), `opt_in` being that kernel's own record.
+template <typename... Params, typename... Args>
+Check LaunchKernelWithSmem(SmemOptIn& opt_in, const char* what, void (*kernel)(Params...),
+                           dim3 grid, dim3 block, std::size_t smem, cudaStream_t stream,
+                           const Args&... args) {
+  int device = 0;
+  if (Check c = CudaCheck(cudaGetDevice(&device), "cudaGetDevice"); !c.ok()) return c;
+  return LaunchWithSmemOptIn(
+      opt_in, device, smem,
+      [&](std::size_t bytes) {
+        const std::string context = std::string("cudaFuncSetAttribute(") + what + ")";
+        return CudaCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                              static_cast<int>(bytes)),
+                         context.c_str());
+      },
+      [&] { return LaunchKernel(what, kernel, grid, block, smem, stream, args...); });
+}
+
+// Varlen only: enqueues the check of every sequence's offsets, which writes the call's
+// spillway_attention_varlen_status_t to `status` (the start of the workspace).
+Check LaunchVarlenCheck(const spillway_attention_sdpa_problem_t& p, void* status,
+                        cudaStream_t stream);
 
 }  // namespace spillway::attention::kernels
 

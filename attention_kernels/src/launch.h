@@ -4,6 +4,8 @@
 #ifndef SPILLWAY_ATTENTION_KERNELS_SRC_LAUNCH_H_
 #define SPILLWAY_ATTENTION_KERNELS_SRC_LAUNCH_H_
 
+#include <cstddef>
+
 #include "attention_kernels/src/validate.h"
 #include "spillway/attention.h"
 
@@ -11,14 +13,18 @@ namespace spillway::attention::detail {
 
 bool KernelsAvailable();
 
-// REQUIRES: args validated; workspace at least the reported size.
+// REQUIRES: args validated; workspace at least the reported size. Each returns the errors of its
+// own CUDA calls only (never the thread's last error, see attention.h).
 Check LaunchSdpaForward(const spillway_attention_sdpa_forward_args_t& args, float scale,
-                        void* stream);
+                        void* workspace, void* stream);
 Check LaunchSdpaBackward(const spillway_attention_sdpa_backward_args_t& args, float scale,
                          void* workspace, void* stream);
 Check LaunchAdditiveForward(const spillway_attention_additive_forward_args_t& args, void* stream);
 Check LaunchAdditiveBackward(const spillway_attention_additive_backward_args_t& args,
                              void* workspace, void* stream);
+
+// Copies `bytes` from device memory to `host` in order on `stream`, then waits for the stream.
+Check CopyToHost(void* host, const void* device, std::size_t bytes, void* stream);
 
 }  // namespace spillway::attention::detail
 

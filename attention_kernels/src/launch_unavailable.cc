@@ -14,7 +14,7 @@ Check NotBuilt() {
 
 bool KernelsAvailable() { return false; }
 
-Check LaunchSdpaForward(const spillway_attention_sdpa_forward_args_t&, float, void*) {
+Check LaunchSdpaForward(const spillway_attention_sdpa_forward_args_t&, float, void*, void*) {
   return NotBuilt();
 }
 Check LaunchSdpaBackward(const spillway_attention_sdpa_backward_args_t&, float, void*, void*) {
@@ -26,5 +26,6 @@ Check LaunchAdditiveForward(const spillway_attention_additive_forward_args_t&, v
 Check LaunchAdditiveBackward(const spillway_attention_additive_backward_args_t&, void*, void*) {
   return NotBuilt();
 }
+Check CopyToHost(void*, const void*, std::size_t, void*) { return NotBuilt(); }
 
 }  // namespace spillway::attention::detail

@@ -65,7 +65,7 @@ __global__ void __launch_bounds__(128)
   float sum = 0.0f;
   for (int d = lane; d < kDim; d += 32) sum += ToFloat(o[d]) * ToFloat(d_o[d]);
   sum = WarpSum(sum);
-  if (lane == 0) delta[(seq.token_q + i) * a.problem.num_heads_q + h] = sum;
+  if (lane == 0) delta[(seq.row_q + i) * a.problem.num_heads_q + h] = sum;  // padded row: in bounds
 }
 
 // One block per (64 keys, KV head, sequence): dV = sum P^T dO and dK = scale * sum dS^T Q over
@@ -306,41 +306,43 @@ __global__ void __launch_bounds__(kSdpaThreads)
   }
 }
 
-template <typename Kernel>
-Check AllowSmem(Kernel kernel, std::size_t bytes, const char* what) {
-  return CudaCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        static_cast<int>(bytes)),
-                   what);
-}
-
 template <typename T, int kDim>
-Check Launch(const spillway_attention_sdpa_backward_args_t& a, float scale, float* delta,
+Check Launch(const spillway_attention_sdpa_backward_args_t& a, float scale, void* workspace,
              cudaStream_t stream) {
+  static SmemOptIn dkdv_opt_in, dq_opt_in, dbias_opt_in;
   const spillway_attention_sdpa_problem_t& p = a.problem;
+  if (p.cu_seqlens_q != nullptr) {
+    if (Check c = LaunchVarlenCheck(p, workspace, stream); !c.ok()) return c;
+  }
+  float* delta =
+      reinterpret_cast<float*>(static_cast<unsigned char*>(workspace) + SdpaStatusBytes(p));
   const std::size_t smem = SdpaBackwardSmemBytes(kDim);
-  const std::size_t bias_smem = SdpaBiasGradSmemBytes(kDim);
-  for (Check c : {AllowSmem(SdpaDkDvKernel<T, kDim>, smem, "cudaFuncSetAttribute(dK/dV)"),
-                  AllowSmem(SdpaDqKernel<T, kDim>, smem, "cudaFuncSetAttribute(dQ)"),
-                  AllowSmem(SdpaDbiasKernel<T, kDim>, bias_smem, "cudaFuncSetAttribute(dBias)")}) {
-    if (!c.ok()) return c;
+  const dim3 block(kSdpaThreads);
+  if (Check c = LaunchKernel("SDPA backward D launch", SdpaDeltaKernel<T, kDim>,
+                             dim3((p.seqlen_q + 3) / 4, p.num_heads_q, p.batch), dim3(128), 0,
+                             stream, a, delta);
+      !c.ok()) {
+    return c;
   }
-  SdpaDeltaKernel<T, kDim>
-      <<<dim3((p.seqlen_q + 3) / 4, p.num_heads_q, p.batch), 128, 0, stream>>>(a, delta);
-  SdpaDkDvKernel<T, kDim>
-      <<<dim3((p.seqlen_k + kN - 1) / kN, p.num_heads_kv, p.batch), kSdpaThreads, smem, stream>>>(
-          a, scale, delta);
-  SdpaDqKernel<T, kDim>
-      <<<dim3((p.seqlen_q + kM - 1) / kM, p.num_heads_q, p.batch), kSdpaThreads, smem, stream>>>(
-          a, scale, delta);
-  if (a.dbias.data != nullptr) {
-    const unsigned slices = (a.bias.batch_stride == 0 ? 1u : unsigned(p.batch)) *
-                            (a.bias.head_stride == 0 ? 1u : unsigned(p.num_heads_q));
-    const unsigned row_tiles = a.bias.row_stride == 0 ? 1u : unsigned((p.seqlen_q + kM - 1) / kM);
-    SdpaDbiasKernel<T, kDim>
-        <<<dim3((p.seqlen_k + kN - 1) / kN, row_tiles, slices), kSdpaThreads, bias_smem, stream>>>(
-            a, scale, delta);
+  if (Check c =
+          LaunchKernelWithSmem(dkdv_opt_in, "SDPA backward dK/dV launch", SdpaDkDvKernel<T, kDim>,
+                               dim3((p.seqlen_k + kN - 1) / kN, p.num_heads_kv, p.batch), block,
+                               smem, stream, a, scale, delta);
+      !c.ok()) {
+    return c;
   }
-  return CudaCheck(cudaGetLastError(), "SDPA backward launch");
+  if (Check c = LaunchKernelWithSmem(dq_opt_in, "SDPA backward dQ launch", SdpaDqKernel<T, kDim>,
+                                     dim3((p.seqlen_q + kM - 1) / kM, p.num_heads_q, p.batch),
+                                     block, smem, stream, a, scale, delta);
+      !c.ok() || a.dbias.data == nullptr) {
+    return c;
+  }
+  const unsigned slices = (a.bias.batch_stride == 0 ? 1u : unsigned(p.batch)) *
+                          (a.bias.head_stride == 0 ? 1u : unsigned(p.num_heads_q));
+  const unsigned row_tiles = a.bias.row_stride == 0 ? 1u : unsigned((p.seqlen_q + kM - 1) / kM);
+  return LaunchKernelWithSmem(dbias_opt_in, "SDPA backward dBias launch", SdpaDbiasKernel<T, kDim>,
+                              dim3((p.seqlen_k + kN - 1) / kN, row_tiles, slices), block,
+                              SdpaBiasGradSmemBytes(kDim), stream, a, scale, delta);
 }
 
 }  // namespace
@@ -352,14 +354,13 @@ Check LaunchSdpaBackward(const spillway_attention_sdpa_backward_args_t& a, float
                          void* workspace, void* stream) {
   using kernels::Launch;
   const auto s = static_cast<cudaStream_t>(stream);
-  float* delta = static_cast<float*>(workspace);
   const bool bf16 = a.problem.dtype == SPILLWAY_ATTENTION_BF16;
   if (a.problem.head_dim == 64) {
-    return bf16 ? Launch<__nv_bfloat16, 64>(a, scale, delta, s)
-                : Launch<__half, 64>(a, scale, delta, s);
+    return bf16 ? Launch<__nv_bfloat16, 64>(a, scale, workspace, s)
+                : Launch<__half, 64>(a, scale, workspace, s);
   }
-  return bf16 ? Launch<__nv_bfloat16, 128>(a, scale, delta, s)
-              : Launch<__half, 128>(a, scale, delta, s);
+  return bf16 ? Launch<__nv_bfloat16, 128>(a, scale, workspace, s)
+              : Launch<__half, 128>(a, scale, workspace, s);
 }
 
 }  // namespace spillway::attention::detail

@@ -124,18 +124,15 @@ __global__ void __launch_bounds__(kSdpaThreads)
 }
 
 template <typename T, int kDim>
-Check Launch(const spillway_attention_sdpa_forward_args_t& a, float scale, cudaStream_t stream) {
-  const auto kernel = SdpaForwardKernel<T, kDim>;
-  const int smem = static_cast<int>(SdpaForwardSmemBytes(kDim));
-  if (Check c =
-          CudaCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
-                    "cudaFuncSetAttribute(SDPA forward)");
-      !c.ok()) {
-    return c;
+Check Launch(const spillway_attention_sdpa_forward_args_t& a, float scale, void* workspace,
+             cudaStream_t stream) {
+  static SmemOptIn opt_in;
+  if (a.problem.cu_seqlens_q != nullptr) {
+    if (Check c = LaunchVarlenCheck(a.problem, workspace, stream); !c.ok()) return c;
   }
   const dim3 grid((a.problem.seqlen_q + kM - 1) / kM, a.problem.num_heads_q, a.problem.batch);
-  kernel<<<grid, kSdpaThreads, smem, stream>>>(a, scale);
-  return CudaCheck(cudaGetLastError(), "SDPA forward launch");
+  return LaunchKernelWithSmem(opt_in, "SDPA forward launch", SdpaForwardKernel<T, kDim>, grid,
+                              dim3(kSdpaThreads), SdpaForwardSmemBytes(kDim), stream, a, scale);
 }
 
 }  // namespace
@@ -146,14 +143,16 @@ namespace spillway::attention::detail {
 bool KernelsAvailable() { return true; }
 
 Check LaunchSdpaForward(const spillway_attention_sdpa_forward_args_t& a, float scale,
-                        void* stream) {
+                        void* workspace, void* stream) {
   using kernels::Launch;
   const auto s = static_cast<cudaStream_t>(stream);
   const bool bf16 = a.problem.dtype == SPILLWAY_ATTENTION_BF16;
   if (a.problem.head_dim == 64) {
-    return bf16 ? Launch<__nv_bfloat16, 64>(a, scale, s) : Launch<__half, 64>(a, scale, s);
+    return bf16 ? Launch<__nv_bfloat16, 64>(a, scale, workspace, s)
+                : Launch<__half, 64>(a, scale, workspace, s);
   }
-  return bf16 ? Launch<__nv_bfloat16, 128>(a, scale, s) : Launch<__half, 128>(a, scale, s);
+  return bf16 ? Launch<__nv_bfloat16, 128>(a, scale, workspace, s)
+              : Launch<__half, 128>(a, scale, workspace, s);
 }
 
 }  // namespace spillway::attention::detail

@@ -83,7 +83,8 @@ __device__ __forceinline__ void StoreAccumulatorRows(Accumulator (&acc)[kDim / 1
 }
 
 // Loads per-row log-sum-exp (as log2, +inf for a row that sees nothing, so its probabilities are
-// 0) and D for query rows [m0, m0+64) of head h. Threads 0..63 each load one row.
+// 0) and D for query rows [m0, m0+64) of head h. Threads 0..63 each load one row. lse is indexed
+// by token, D by padded row (workspace.h).
 __device__ __forceinline__ void LoadRowStats(const float* lse, const float* delta,
                                              const Sequence& seq, int num_heads_q, int h, int m0,
                                              float* s_lse, float* s_delta) {
@@ -92,10 +93,9 @@ __device__ __forceinline__ void LoadRowStats(const float* lse, const float* delt
   const int i = m0 + r;
   float l = INFINITY, d = 0.0f;
   if (i < seq.len_q) {
-    const int64_t index = (seq.token_q + i) * num_heads_q + h;
-    l = lse[index];
+    l = lse[(seq.token_q + i) * num_heads_q + h];
     l = l == -INFINITY ? INFINITY : l * kLog2e;
-    d = delta[index];
+    d = delta[(seq.row_q + i) * num_heads_q + h];
   }
   s_lse[r] = l;
   s_delta[r] = d;

@@ -314,12 +314,6 @@ float ResolvedSoftmaxScale(const spillway_attention_sdpa_problem_t& p) {
              : static_cast<float>(1.0 / std::sqrt(static_cast<double>(p.head_dim)));
 }
 
-std::size_t SdpaBackwardWorkspaceBytes(const spillway_attention_sdpa_problem_t& p) {
-  return AlignWorkspace(std::size_t{4} * static_cast<std::size_t>(p.batch) *
-                        static_cast<std::size_t>(p.seqlen_q) *
-                        static_cast<std::size_t>(p.num_heads_q));
-}
-
 std::size_t AdditiveDeltaBytes(const spillway_attention_additive_problem_t& p) {
   return AlignWorkspace(std::size_t{4} * static_cast<std::size_t>(p.batch) *
                         static_cast<std::size_t>(p.target_len));
@@ -346,6 +340,39 @@ Check ValidateWorkspace(std::size_t needed, const void* workspace, std::size_t b
     return Fail(SPILLWAY_ATTENTION_ERROR_MISALIGNED, "workspace is not 256-byte aligned");
   }
   return {};
+}
+
+Check DescribeVarlenStatus(const spillway_attention_varlen_status_t& status) {
+  if (status.errors == 0) return {};
+  std::string message = "varlen";
+  const struct {
+    uint32_t bit;
+    const char* what;
+  } kErrors[] = {
+      {SPILLWAY_ATTENTION_VARLEN_Q_OFFSETS,
+       "cu_seqlens_q is negative, decreasing or past cu_seqlens_q[batch]"},
+      {SPILLWAY_ATTENTION_VARLEN_Q_TOO_LONG, "a query length exceeds seqlen_q"},
+      {SPILLWAY_ATTENTION_VARLEN_K_OFFSETS,
+       "cu_seqlens_k is negative, decreasing or past cu_seqlens_k[batch]"},
+      {SPILLWAY_ATTENTION_VARLEN_K_TOO_LONG, "a key length exceeds seqlen_k"},
+  };
+  const char* separator = ": ";
+  uint32_t known = 0;
+  for (const auto& e : kErrors) {
+    known |= e.bit;
+    if ((status.errors & e.bit) == 0) continue;
+    message += separator;
+    message += e.what;
+    separator = "; ";
+  }
+  if ((status.errors & ~known) != 0) {
+    message += separator;
+    message += "unknown error bits " + Num(status.errors & ~known) + " (not a status block?)";
+  }
+  message += " (first at sequence " + Num(status.first_bad_sequence) +
+             "); those sequences were not computed: declare the true maximum lengths or fix the "
+             "offsets";
+  return Fail(SPILLWAY_ATTENTION_ERROR_INVALID_SHAPE, std::move(message));
 }
 
 }  // namespace spillway::attention

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <string>
 
+#include "attention_kernels/src/workspace.h"
 #include "spillway/attention.h"
 
 namespace spillway::attention {
@@ -25,14 +26,7 @@ Check ValidateAdditiveBackward(const spillway_attention_additive_backward_args_t
 // softmax_scale, or 1/sqrt(head_dim) when it is 0.
 float ResolvedSoftmaxScale(const spillway_attention_sdpa_problem_t& problem);
 
-// Workspace layouts. REQUIRES: the args passed validation.
-inline constexpr std::size_t kWorkspaceAlignment = 256;
-constexpr std::size_t AlignWorkspace(std::size_t bytes) {
-  return (bytes + kWorkspaceAlignment - 1) / kWorkspaceAlignment * kWorkspaceAlignment;
-}
-// SDPA backward: D = rowsum(dO * O), fp32, indexed like lse (token * num_heads_q + head) with
-// tokens bounded by batch * seqlen_q (seqlen_q is the largest length when varlen).
-std::size_t SdpaBackwardWorkspaceBytes(const spillway_attention_sdpa_problem_t& problem);
+// Workspace layouts (the SDPA ones are in workspace.h). REQUIRES: the args passed validation.
 // Additive backward: D per target row, fp32 [batch * target_len], then per-(batch, target tile)
 // partial sums of d_attention_v, fp32 [batch * target_tiles * units].
 std::size_t AdditiveDeltaBytes(const spillway_attention_additive_problem_t& problem);
@@ -40,6 +34,10 @@ std::size_t AdditiveBackwardWorkspaceBytes(const spillway_attention_additive_pro
 
 // Checks that a caller's workspace is large enough, non-NULL when needed and aligned.
 Check ValidateWorkspace(std::size_t needed, const void* workspace, std::size_t bytes);
+
+// SUCCESS for a varlen status without errors; otherwise INVALID_SHAPE naming the first offending
+// sequence and each error bit set.
+Check DescribeVarlenStatus(const spillway_attention_varlen_status_t& status);
 
 }  // namespace spillway::attention
 

@@ -36,7 +36,7 @@ def load_extension(arch, verbose):
         sources=[os.path.join(os.path.dirname(__file__), "torch_binding.cpp"),
                  os.path.join(src, "api.cc"), os.path.join(src, "validate.cc"),
                  os.path.join(src, "sdpa_forward.cu"), os.path.join(src, "sdpa_backward.cu"),
-                 os.path.join(src, "additive.cu")],
+                 os.path.join(src, "additive.cu"), os.path.join(src, "varlen_check.cu")],
         extra_include_paths=[ROOT, os.path.join(ROOT, "attention_kernels", "include")],
         extra_cflags=["-O2", "-std=c++17"],
         extra_cuda_cflags=["-O3", "-std=c++17", "--expt-relaxed-constexpr"],

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/size.h"
 #include "policy/synthetic_workloads.h"
+#include "policy/trace_workload.h"
 
 namespace spillway::policy {
 namespace {
@@ -90,10 +91,7 @@ absl::StatusOr<ToolArgs> ParseToolArgs(int argc, char** argv,
 
 absl::StatusOr<Workload> LoadWorkload(const ToolArgs& args) {
   if (!args.synthetic.empty()) return MakeSyntheticWorkload(args.synthetic);
-  return absl::UnimplementedError(
-      absl::StrCat(args.trace,
-                   ": reading recorded traces is not built in yet (profiler/trace_reader.h); use "
-                   "--synthetic NAME"));
+  return WorkloadFromTrace(args.trace);
 }
 
 absl::StatusOr<uint64_t> DeviceMemoryFor(const ToolArgs& args, const Workload& w) {

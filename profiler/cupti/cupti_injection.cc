@@ -13,11 +13,11 @@
 #include <mutex>
 #include <string>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "common/env.h"
 #include "profiler/cupti/cupti_recorder.h"
+#include "profiler/cupti/cupti_trace_sink.h"
 #include "profiler/trace/trace_writer.h"
 
 namespace spillway::cupti {
@@ -55,74 +55,9 @@ std::string CommandLine() {
   return line;
 }
 
-// Writes what the recorder delivers. Kernels become a launch record (name, grid, block, CUPTI's
-// stream id, at the kernel's start) followed by its kernel-time record, joined by CUPTI's
-// correlation id; allocations get ids of their own.
-class TraceSink : public CuptiSink {
- public:
-  explicit TraceSink(trace::TraceWriter* writer) : writer_(writer) {}
-
-  void OnKernelTime(const trace::KernelTimeRecord& record, const KernelDetails* details) override {
-    if (details != nullptr) {
-      trace::LaunchRecord launch;
-      launch.time_ns = record.start_ns;
-      launch.stream = record.stream;
-      launch.function_name = NameId(details->name);
-      for (int i = 0; i < 3; ++i) {
-        launch.grid[i] = static_cast<uint32_t>(details->grid[i]);
-        launch.block[i] = static_cast<uint32_t>(details->block[i]);
-      }
-      launch.shared_memory_bytes = details->shared_memory_bytes;
-      launch.correlation_id = record.correlation_id;
-      writer_->Write(launch);
-    }
-    writer_->Write(record);
-  }
-
-  void OnUvmCounter(const trace::UvmCounterRecord& record) override { writer_->Write(record); }
-
-  void OnMemory(const MemoryEvent& event) override {
-    if (event.allocation) {
-      trace::AllocRecord alloc;
-      alloc.time_ns = event.time_ns;
-      alloc.kind = event.kind;
-      alloc.address = event.address;
-      alloc.bytes = event.bytes;
-      alloc.stream = event.stream;
-      alloc.allocation_id = ++next_allocation_id_;
-      live_[event.address] = alloc.allocation_id;
-      writer_->Write(alloc);
-    } else {
-      trace::FreeRecord free;
-      free.time_ns = event.time_ns;
-      free.address = event.address;
-      free.stream = event.stream;
-      if (auto it = live_.find(event.address); it != live_.end()) {
-        free.allocation_id = it->second;
-        live_.erase(it);
-      }
-      writer_->Write(free);
-    }
-  }
-
- private:
-  trace::StringId NameId(const char* name) {
-    if (name == nullptr) return 0;
-    auto [it, inserted] = names_.try_emplace(name, 0);
-    if (inserted) it->second = writer_->InternString(name);
-    return it->second;
-  }
-
-  trace::TraceWriter* writer_;
-  // Only the buffer thread touches these (the sink is never called concurrently).
-  absl::flat_hash_map<std::string, trace::StringId> names_;
-  absl::flat_hash_map<uint64_t, uint64_t> live_;
-  uint64_t next_allocation_id_ = 0;
-};
-
 // Never destroyed: CUPTI may call the sink until the exit handler stopped the recorder.
 trace::TraceWriter* g_writer = nullptr;
-TraceSink* g_sink = nullptr;
+CuptiTraceSink* g_sink = nullptr;
 
 void StopAtExit() {
   (void)StopCuptiRecorder(absl::Seconds(2));
@@ -153,7 +88,7 @@ int Initialize() {
       return;
     }
     g_writer = writer->release();
-    g_sink = new TraceSink(g_writer);
+    g_sink = new CuptiTraceSink(g_writer, {.write_launches = true, .write_memory = true});
     CuptiRecorderOptions options;
     options.sink = g_sink;
     options.log = &Say;

@@ -6,8 +6,9 @@
 // once through the caller's log function and everything goes on without it.
 //
 // How the record side uses it (docs/profile-cupti.md):
-//   1. After the real cuInit succeeded: StartCuptiRecorder({.sink = &sink, .log = ...}); a non-OK
-//      status means "no CUPTI": time kernels with events instead.
+//   1. After the real cuInit succeeded: StartCuptiRecorder({.sink = &sink, .log = ...}) with a
+//      CuptiTraceSink (cupti_trace_sink.h) on the trace writer; a non-OK status means "no
+//      CUPTI": time kernels with events instead.
 //   2. Around each real launch / memcpy / memset call, with the id it writes in the
 //      LaunchRecord's (MemcpyRecord's, MemsetRecord's) correlation_id:
 //        { CuptiCorrelationScope scope(correlation_id); real_cuLaunchKernel(...); }

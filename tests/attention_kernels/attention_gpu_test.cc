@@ -169,9 +169,17 @@ TEST_P(SdpaGpuTest, ForwardAndBackwardMatchReference) {
   if (cfg.bias) f.bias = {dev_bias.get(), bb, bh, br};
   dev_o.Poison();
   dev_lse.Poison();
-  const Status fs = Launch(f, nullptr, 0, nullptr);
+  std::size_t fwd_ws_bytes = 0;  // the varlen status block, or nothing
+  ASSERT_TRUE(WorkspaceSize(f, &fwd_ws_bytes).ok()) << spillway_attention_last_error_message();
+  DeviceBuffer<unsigned char> fwd_ws(fwd_ws_bytes);
+  const Status fs = Launch(f, fwd_ws_bytes ? fwd_ws.get() : nullptr, fwd_ws_bytes, nullptr);
   ASSERT_TRUE(fs.ok()) << fs.ToString();
   CUDA_OK(cudaDeviceSynchronize());
+  if (!cfg.cu_q.empty()) {
+    EXPECT_EQ(spillway_attention_sdpa_varlen_status(fwd_ws.get(), nullptr, nullptr),
+              SPILLWAY_ATTENTION_SUCCESS)
+        << spillway_attention_last_error_message();
+  }
   const double tol = Tolerance(cfg.dtype);
   EXPECT_LT(RelativeError(Decode(dev_o.Download(), cfg.dtype), o_ref), tol) << "o";
   EXPECT_LT(RelativeError(dev_lse.Download(), lse_ref), 1e-3) << "lse";
@@ -202,6 +210,11 @@ TEST_P(SdpaGpuTest, ForwardAndBackwardMatchReference) {
     const Status bs = Launch(bw, ws.get(), ws_bytes, nullptr);
     ASSERT_TRUE(bs.ok()) << bs.ToString();
     CUDA_OK(cudaDeviceSynchronize());
+    if (!cfg.cu_q.empty()) {
+      EXPECT_EQ(spillway_attention_sdpa_varlen_status(ws.get(), nullptr, nullptr),
+                SPILLWAY_ATTENTION_SUCCESS)
+          << spillway_attention_last_error_message();
+    }
     const std::vector<float> dq = Decode(dev_dq.Download(), cfg.dtype);
     if (run == 1) {
       EXPECT_EQ(std::memcmp(dq.data(), first_dq.data(), dq.size() * 4), 0) << "nondeterministic";
@@ -238,6 +251,116 @@ std::vector<SdpaConfig> SdpaConfigs() {
 
 INSTANTIATE_TEST_SUITE_P(Sdpa, SdpaGpuTest, ::testing::ValuesIn(SdpaConfigs()),
                          [](const auto& info) { return info.param.Name(); });
+
+// Rows [first, last) of a token-major buffer of `width` elements per token.
+std::vector<float> TokenRows(const std::vector<float>& x, int first, int last, std::size_t width) {
+  return std::vector<float>(x.begin() + first * width, x.begin() + last * width);
+}
+bool AllNan(const std::vector<float>& x) {
+  for (float v : x) {
+    if (!std::isnan(v)) return false;
+  }
+  return !x.empty();
+}
+
+// Sequence 1 has 113 queries but seqlen_q says 100 (and D is sized for 100 rows a sequence): it
+// must be skipped and reported, with no fault and no write to its rows, while sequences 0 and 2
+// are computed as usual. (Before, its rows past 100 were silently dropped and the backward's D,
+// indexed by token, ran past the workspace.)
+TEST(SdpaVarlenGpuTest, ASequenceLongerThanDeclaredIsSkippedAndReported) {
+  const auto dtype = SPILLWAY_ATTENTION_BF16;
+  constexpr int kDim = 64, kHeads = 2;
+  std::mt19937 gen(std::random_device{}());
+  ref::SdpaShape shape;  // the truth, for the reference
+  shape.batch = 3;
+  shape.heads_q = shape.heads_kv = kHeads;
+  shape.seqlen_q = 113;
+  shape.seqlen_k = 170;
+  shape.head_dim = kDim;
+  shape.cu_seqlens_q = {0, 37, 150, 190};
+  shape.cu_seqlens_k = {0, 170, 200, 330};
+  const std::size_t width = std::size_t{kHeads} * kDim;
+  const std::size_t nq = shape.TokensQ() * width, nk = shape.TokensK() * width;
+  const std::vector<float> q = RandomInput(nq, gen, dtype), k = RandomInput(nk, gen, dtype),
+                           v = RandomInput(nk, gen, dtype), d_o = RandomInput(nq, gen, dtype);
+  std::vector<float> o_ref(nq), lse_ref(std::size_t(shape.TokensQ()) * kHeads);
+  ref::SdpaForward(shape, q.data(), k.data(), v.data(), {}, o_ref.data(), lse_ref.data());
+  std::vector<float> dq_ref(nq), dk_ref(nk), dv_ref(nk);
+  ref::SdpaBackward(shape, q.data(), k.data(), v.data(), {}, d_o.data(), dq_ref.data(),
+                    dk_ref.data(), dv_ref.data(), nullptr);
+
+  DeviceBuffer<uint16_t> dev_q(Encode(q, dtype)), dev_k(Encode(k, dtype)), dev_v(Encode(v, dtype)),
+      dev_do(Encode(d_o, dtype)), dev_o(nq), dev_dq(nq), dev_dk(nk), dev_dv(nk);
+  DeviceBuffer<float> dev_lse(lse_ref.size());
+  DeviceBuffer<int32_t> dev_cu_q(std::vector<int32_t>{0, 37, 150, 190}),
+      dev_cu_k(std::vector<int32_t>{0, 170, 200, 330});
+  spillway_attention_sdpa_forward_args_t f{};
+  f.problem = {dtype, 3, kHeads, kHeads, 100, 170, kDim, 0.0f, 0, dev_cu_q.get(), dev_cu_k.get()};
+  f.q = BshdTensor(dev_q.get(), 0, kHeads, kDim);
+  f.k = BshdTensor(dev_k.get(), 0, kHeads, kDim);
+  f.v = BshdTensor(dev_v.get(), 0, kHeads, kDim);
+  f.o = BshdTensor(dev_o.get(), 0, kHeads, kDim);
+  f.lse = dev_lse.get();
+  std::size_t fwd_bytes = 0;
+  ASSERT_TRUE(WorkspaceSize(f, &fwd_bytes).ok()) << spillway_attention_last_error_message();
+  DeviceBuffer<unsigned char> fwd_ws(fwd_bytes);
+  dev_o.Poison();
+  const Status fs = Launch(f, fwd_ws.get(), fwd_bytes, nullptr);
+  ASSERT_TRUE(fs.ok()) << fs.ToString();
+  CUDA_OK(cudaDeviceSynchronize());  // no fault
+  spillway_attention_varlen_status_t word{};
+  EXPECT_EQ(spillway_attention_sdpa_varlen_status(fwd_ws.get(), nullptr, &word),
+            SPILLWAY_ATTENTION_ERROR_INVALID_SHAPE);
+  EXPECT_EQ(word.errors, uint32_t{SPILLWAY_ATTENTION_VARLEN_Q_TOO_LONG});
+  EXPECT_EQ(word.first_bad_sequence, 1);
+  const std::vector<float> o = Decode(dev_o.Download(), dtype);
+  EXPECT_TRUE(AllNan(TokenRows(o, 37, 150, width))) << "sequence 1 was written";
+  for (auto [first, last] : {std::pair{0, 37}, {150, 190}}) {
+    EXPECT_LT(RelativeError(TokenRows(o, first, last, width), TokenRows(o_ref, first, last, width)),
+              Tolerance(dtype))
+        << "o rows " << first << ".." << last;
+  }
+
+  spillway_attention_sdpa_backward_args_t bw{};
+  bw.problem = f.problem;
+  bw.q = f.q;
+  bw.k = f.k;
+  bw.v = f.v;
+  bw.o = f.o;
+  bw.lse = f.lse;
+  bw.d_o = BshdTensor(dev_do.get(), 0, kHeads, kDim);
+  bw.dq = BshdTensor(dev_dq.get(), 0, kHeads, kDim);
+  bw.dk = BshdTensor(dev_dk.get(), 0, kHeads, kDim);
+  bw.dv = BshdTensor(dev_dv.get(), 0, kHeads, kDim);
+  std::size_t bwd_bytes = 0;
+  ASSERT_TRUE(WorkspaceSize(bw, &bwd_bytes).ok()) << spillway_attention_last_error_message();
+  DeviceBuffer<unsigned char> bwd_ws(bwd_bytes);
+  dev_dq.Poison();
+  dev_dk.Poison();
+  dev_dv.Poison();
+  const Status bs = Launch(bw, bwd_ws.get(), bwd_bytes, nullptr);
+  ASSERT_TRUE(bs.ok()) << bs.ToString();
+  CUDA_OK(cudaDeviceSynchronize());
+  EXPECT_EQ(spillway_attention_sdpa_varlen_status(bwd_ws.get(), nullptr, &word),
+            SPILLWAY_ATTENTION_ERROR_INVALID_SHAPE);
+  EXPECT_EQ(word.first_bad_sequence, 1);
+  const std::vector<float> dq = Decode(dev_dq.Download(), dtype);
+  const std::vector<float> dk = Decode(dev_dk.Download(), dtype);
+  EXPECT_TRUE(AllNan(TokenRows(dq, 37, 150, width))) << "sequence 1's dq was written";
+  EXPECT_TRUE(AllNan(TokenRows(dk, 170, 200, width))) << "sequence 1's dk was written";
+  for (auto [first, last] : {std::pair{0, 37}, {150, 190}}) {
+    EXPECT_LT(
+        RelativeError(TokenRows(dq, first, last, width), TokenRows(dq_ref, first, last, width)),
+        Tolerance(dtype))
+        << "dq rows " << first << ".." << last;
+  }
+  for (auto [first, last] : {std::pair{0, 170}, {200, 330}}) {
+    EXPECT_LT(
+        RelativeError(TokenRows(dk, first, last, width), TokenRows(dk_ref, first, last, width)),
+        Tolerance(dtype))
+        << "dk rows " << first << ".." << last;
+  }
+}
 
 struct AdditiveConfig {
   spillway_attention_dtype_t dtype;

@@ -183,7 +183,11 @@ TEST_F(ValidateTest, ForwardAcceptsBroadcastInputsVarlenAndBhsd) {
   a.problem.cu_seqlens_q = reinterpret_cast<const int32_t*>(At(0));
   a.problem.cu_seqlens_k = reinterpret_cast<const int32_t*>(At(64));
   a.q.batch_stride = 3;  // ignored when varlen
-  EXPECT_EQ(spillway_attention_sdpa_forward(&a, nullptr, 0, nullptr), SPILLWAY_ATTENTION_SUCCESS)
+  // A varlen forward needs the 256-byte status block.
+  EXPECT_EQ(spillway_attention_sdpa_forward(&a, nullptr, 0, nullptr),
+            SPILLWAY_ATTENTION_ERROR_WORKSPACE_TOO_SMALL);
+  EXPECT_PRED2(Contains, spillway_attention_last_error_message(), "needs 256");
+  EXPECT_EQ(spillway_attention_sdpa_forward(&a, At(256), 256, nullptr), SPILLWAY_ATTENTION_SUCCESS)
       << spillway_attention_last_error_message();
   a = ForwardArgs();
   a.q = BhsdTensor(At(0), 100, 8, 128);
@@ -205,6 +209,44 @@ TEST_F(ValidateTest, BackwardWorkspaceIsOneFloatPerQueryRowAndHead) {
   ASSERT_EQ(spillway_attention_sdpa_backward_workspace_size(&a, &bytes),
             SPILLWAY_ATTENTION_SUCCESS);
   EXPECT_EQ(bytes, 256u);  // 24 bytes, rounded up to the alignment
+}
+
+TEST_F(ValidateTest, VarlenWorkspacesStartWithTheStatusBlock) {
+  auto f = ForwardArgs();
+  auto b = BackwardArgs();
+  for (auto* p : {&f.problem, &b.problem}) {
+    p->cu_seqlens_q = reinterpret_cast<const int32_t*>(At(0));
+    p->cu_seqlens_k = reinterpret_cast<const int32_t*>(At(64));
+  }
+  std::size_t bytes = 0;
+  ASSERT_EQ(spillway_attention_sdpa_forward_workspace_size(&f, &bytes), SPILLWAY_ATTENTION_SUCCESS)
+      << spillway_attention_last_error_message();
+  EXPECT_EQ(bytes, 256u);
+  ASSERT_EQ(spillway_attention_sdpa_backward_workspace_size(&b, &bytes),
+            SPILLWAY_ATTENTION_SUCCESS);
+  EXPECT_EQ(bytes, 256u + 2 * 100 * 8 * 4);  // status block, then D per padded row and head
+  EXPECT_EQ(spillway_attention_sdpa_backward(&b, At(0), 6400, nullptr),
+            SPILLWAY_ATTENTION_ERROR_WORKSPACE_TOO_SMALL);
+  EXPECT_EQ(testing::LaunchCount(), 0);
+}
+
+// The status reader goes through the launch seam's device-to-host copy (host memory here).
+TEST_F(ValidateTest, VarlenStatusReadsTheWordAtTheStartOfTheWorkspace) {
+  alignas(256) spillway_attention_varlen_status_t word[64] = {};
+  word[0] = {SPILLWAY_ATTENTION_VARLEN_Q_TOO_LONG, 2};
+  spillway_attention_varlen_status_t read{};
+  EXPECT_EQ(spillway_attention_sdpa_varlen_status(word, nullptr, &read),
+            SPILLWAY_ATTENTION_ERROR_INVALID_SHAPE);
+  EXPECT_EQ(read.errors, uint32_t{SPILLWAY_ATTENTION_VARLEN_Q_TOO_LONG});
+  EXPECT_EQ(read.first_bad_sequence, 2);
+  EXPECT_PRED2(Contains, spillway_attention_last_error_message(),
+               "a query length exceeds seqlen_q (first at sequence 2)");
+  word[0] = {0, -1};
+  EXPECT_EQ(spillway_attention_sdpa_varlen_status(word, nullptr, nullptr),
+            SPILLWAY_ATTENTION_SUCCESS);
+  EXPECT_STREQ(spillway_attention_last_error_message(), "");
+  EXPECT_EQ(spillway_attention_sdpa_varlen_status(nullptr, nullptr, &read),
+            SPILLWAY_ATTENTION_ERROR_NULL_POINTER);
 }
 
 TEST_F(ValidateTest, BackwardChecksWorkspaceAndBiasGradient) {

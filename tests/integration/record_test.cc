@@ -284,7 +284,7 @@ TEST(Record, ForkedChildWritesItsOwnTrace) {
   ASSERT_EQ(forked.allocs.size(), 2u);
   EXPECT_EQ(forked.allocs[0].bytes, 2u << 20);
   EXPECT_EQ(forked.allocs[1].bytes, 3u << 20);
-  EXPECT_EQ(forked.frees.size(), 2u);
+  EXPECT_TRUE(forked.frees.empty());
   // The child's trace defines its own call sites and modules.
   EXPECT_TRUE(forked.problems.empty()) << forked.problems.front();
   for (const trace::AllocRecord& a : forked.allocs) EXPECT_TRUE(forked.sites.contains(a.call_site));

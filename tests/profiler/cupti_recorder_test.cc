@@ -263,6 +263,19 @@ TEST_F(CuptiRecorderTest, UvmCountersWaitForTheFirstContext) {
   EXPECT_TRUE(lines_.empty());
 }
 
+TEST_F(CuptiRecorderTest, UnsupportedUvmCountersAreSaidOnceAndKernelsGoOn) {
+  fake_.reset(5);
+  ASSERT_TRUE(StartCuptiRecorder(options_).ok());
+  EXPECT_FALSE(GetCuptiRecorderStats().uvm_enabled);
+  ASSERT_EQ(lines_.size(), 1u);
+  EXPECT_THAT(lines_[0], HasSubstr("unified-memory counters unavailable"));
+  fake_.context_created();  // no retry: the device cannot
+  EXPECT_EQ(lines_.size(), 1u);
+  fake_.queue_kernel(3, 10, 20, 0, "k");
+  ASSERT_TRUE(StopCuptiRecorder(absl::Seconds(5)).ok());
+  EXPECT_EQ(sink_.times.size(), 1u);
+}
+
 // Last: the fake's slow flush is still running in the background when the test ends.
 TEST_F(CuptiRecorderTest, ZzSlowFlushIsBounded) {
   fake_.reset(4);

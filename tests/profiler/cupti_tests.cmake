@@ -41,6 +41,15 @@ spillway_target_options(cupti_gpu_test)
 add_test(NAME cupti_gpu_test COMMAND cupti_gpu_test)
 set_tests_properties(cupti_gpu_test PROPERTIES LABELS gpu)
 
+# The sink that writes to a trace, read back with the reader.
+if(TARGET spillway_cupti_trace_sink AND TARGET spillway_trace_reader)
+  add_executable(cupti_trace_sink_test ${CMAKE_CURRENT_LIST_DIR}/cupti_trace_sink_test.cc)
+  target_link_libraries(cupti_trace_sink_test PRIVATE spillway_cupti_trace_sink
+                        spillway_trace_reader spillway_gtest_main)
+  spillway_target_options(cupti_trace_sink_test)
+  add_test(NAME cupti_trace_sink_test COMMAND cupti_trace_sink_test)
+endif()
+
 # The CUDA_INJECTION64_PATH library with the fake libcupti, and its exported symbols.
 if(TARGET spillway_cupti_injection AND TARGET spillway_trace_reader)
   add_executable(cupti_injection_test ${CMAKE_CURRENT_LIST_DIR}/cupti_injection_test.cc)

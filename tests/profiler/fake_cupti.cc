@@ -26,6 +26,7 @@ enum Mode : int {
   kOldVersion = 2,
   kUvmBeforeInit = 3,  // the first UVM configuration is refused with NOT_INITIALIZED
   kSlowFlush = 4,      // a forced flush takes 3 s
+  kNoUvm = 5,          // the device does not support UVM counters
 };
 
 struct Fake {
@@ -200,6 +201,7 @@ FAKE_EXPORT CUptiResult cuptiActivityGetNumDroppedRecords(CUcontext, uint32_t, s
 FAKE_EXPORT CUptiResult cuptiActivityConfigureUnifiedMemoryCounter(
     CUpti_ActivityUnifiedMemoryCounterConfig* config, uint32_t count) {
   std::lock_guard<std::mutex> lock(F().mu);
+  if (F().mode == kNoUvm) return CUPTI_ERROR_UM_PROFILING_NOT_SUPPORTED_ON_DEVICE;
   if (F().mode == kUvmBeforeInit && !F().uvm_refused_once) {
     F().uvm_refused_once = true;
     return CUPTI_ERROR_NOT_INITIALIZED;

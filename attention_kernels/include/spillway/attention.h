@@ -37,6 +37,26 @@ typedef enum spillway_attention_status {
   SPILLWAY_ATTENTION_STATUS_RESERVED_MAX_ = 0x7fffffff
 } spillway_attention_status_t;
 
+/* Bits of the varlen error word a variable-length SDPA call leaves in its workspace (see
+ * spillway_attention_sdpa_varlen_status). A sequence with any of them is not computed at all: the
+ * kernels neither read nor write its rows, so its outputs keep whatever they held. */
+typedef enum spillway_attention_varlen_error {
+  /* cu_seqlens_q[b] < 0, cu_seqlens_q[b+1] < cu_seqlens_q[b] or > cu_seqlens_q[batch] */
+  SPILLWAY_ATTENTION_VARLEN_Q_OFFSETS = 1,
+  /* cu_seqlens_q[b+1] - cu_seqlens_q[b] > seqlen_q: declare the true maximum */
+  SPILLWAY_ATTENTION_VARLEN_Q_TOO_LONG = 2,
+  SPILLWAY_ATTENTION_VARLEN_K_OFFSETS = 4, /* as above, for cu_seqlens_k */
+  SPILLWAY_ATTENTION_VARLEN_K_TOO_LONG = 8 /* as above, for seqlen_k */
+} spillway_attention_varlen_error_t;
+
+/* The varlen status at the start of a variable-length SDPA call's workspace once the call has
+ * run on its stream: `errors` is the OR of the bits above over all sequences, `first_bad_sequence`
+ * the lowest offending b (-1 when errors is 0). The next call on the workspace overwrites it. */
+typedef struct spillway_attention_varlen_status {
+  uint32_t errors;
+  int32_t first_bad_sequence;
+} spillway_attention_varlen_status_t;
+
 typedef enum spillway_attention_dtype {
   SPILLWAY_ATTENTION_FP16 = 0,
   SPILLWAY_ATTENTION_BF16 = 1,
@@ -79,7 +99,12 @@ typedef struct spillway_attention_sdpa_problem {
   float softmax_scale; /* 0: 1/sqrt(head_dim) */
   int32_t causal;      /* 1: key j is visible to query i when j <= i + (len_k - len_q) */
   /* Device arrays of batch+1 cumulative offsets (int32), both or neither. NULL: every
-   * sequence has seqlen_q queries and seqlen_k keys. */
+   * sequence has seqlen_q queries and seqlen_k keys. The host cannot read them, so the kernels
+   * check each sequence themselves: 0 <= cu[b] <= cu[b+1] <= cu[batch] and no length above
+   * seqlen_q / seqlen_k (declare the true maxima: longer sequences are not clipped). A sequence
+   * that breaks this is skipped, never read or written, so no offsets can make a kernel access
+   * tokens outside [0, cu_seqlens[batch]) or memory outside the workspace; it is reported in the
+   * workspace's varlen status: read it with spillway_attention_sdpa_varlen_status(). */
   const int32_t* cu_seqlens_q;
   const int32_t* cu_seqlens_k;
 } spillway_attention_sdpa_problem_t;
@@ -161,7 +186,10 @@ SPILLWAY_ATTENTION_API const char* spillway_attention_last_error_message(void);
 /* 1 when the library holds the CUDA kernels, 0 when it was built without nvcc. */
 SPILLWAY_ATTENTION_API int spillway_attention_kernels_available(void);
 
-/* Validate args and report in *bytes the device workspace the call needs (may be 0). */
+/* Validate args and report in *bytes the device workspace the call needs (may be 0). A
+ * variable-length SDPA call's workspace starts with 256 bytes for its varlen status (so the
+ * forward needs 256 bytes with cu_seqlens set, 0 without); the SDPA backward's then holds D, one
+ * fp32 per (batch * seqlen_q) padded query row and head. */
 SPILLWAY_ATTENTION_API spillway_attention_status_t spillway_attention_sdpa_forward_workspace_size(
     const spillway_attention_sdpa_forward_args_t* args, size_t* bytes);
 SPILLWAY_ATTENTION_API spillway_attention_status_t spillway_attention_sdpa_backward_workspace_size(
@@ -173,9 +201,16 @@ SPILLWAY_ATTENTION_API spillway_attention_status_t
 spillway_attention_additive_backward_workspace_size(
     const spillway_attention_additive_backward_args_t* args, size_t* bytes);
 
-/* Validate, then enqueue the kernels on `stream` (a cudaStream_t; NULL is the default stream).
- * `workspace` is device memory of at least the reported size, 256-byte aligned (NULL when the
- * size is 0). Returns once enqueued; kernel faults surface on the stream as usual. */
+/* Validate, then enqueue the kernels on `stream` (a cudaStream_t; NULL is the default stream) of
+ * the current device. `workspace` is device memory of at least the reported size, 256-byte
+ * aligned (NULL when the size is 0). Returns once enqueued; kernel faults surface on the stream as
+ * usual. SPILLWAY_ATTENTION_ERROR_CUDA reports this call's own failures only: each launch's error
+ * is the one cudaLaunchKernelEx returns for it, and the library never calls cudaGetLastError() or
+ * cudaPeekAtLastError(), so an earlier error of the caller's stays for the caller to read (a
+ * failed call of ours leaves its error there like any failing runtime call; a sticky error, i.e.
+ * a corrupted context, fails every call, ours included). The dynamic shared-memory opt-in
+ * (cudaFuncSetAttribute) is made once per kernel and device, not per call; after
+ * cudaDeviceReset() the first launch that fails redoes it and retries once. */
 SPILLWAY_ATTENTION_API spillway_attention_status_t
 spillway_attention_sdpa_forward(const spillway_attention_sdpa_forward_args_t* args, void* workspace,
                                 size_t workspace_bytes, void* stream);
@@ -188,6 +223,14 @@ spillway_attention_additive_forward(const spillway_attention_additive_forward_ar
 SPILLWAY_ATTENTION_API spillway_attention_status_t
 spillway_attention_additive_backward(const spillway_attention_additive_backward_args_t* args,
                                      void* workspace, size_t workspace_bytes, void* stream);
+
+/* Waits for `stream` and reads the varlen status (see spillway_attention_varlen_status_t) that a
+ * variable-length SDPA forward or backward call left at the start of `workspace`. SUCCESS when
+ * every sequence was valid; SPILLWAY_ATTENTION_ERROR_INVALID_SHAPE, with a message naming the
+ * first offending sequence and what was wrong, when some were skipped; `status` (may be NULL)
+ * receives the raw word. Only meaningful for calls with cu_seqlens set (others leave no status). */
+SPILLWAY_ATTENTION_API spillway_attention_status_t spillway_attention_sdpa_varlen_status(
+    const void* workspace, void* stream, spillway_attention_varlen_status_t* status);
 
 #ifdef __cplusplus
 } /* extern "C" */

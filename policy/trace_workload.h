@@ -1,0 +1,25 @@
+// From a recorded trace (docs/trace-format.md) to the workload model the planner and the
+// simulator read (policy/workload_model.h): finds the repeating training step in the trace's
+// allocations, frees and launches, and describes its last whole repetition. Allocations live at
+// the step's start are the persistent ones; each launch touches the 2 MiB chunks of the parts of
+// allocations its access set names, and takes its compute time from the trace's kernel times
+// (0 when the trace has none). Events are compared the way the engine recognises a step
+// (policy/step_signature.h), so a policy planned from the trace is one the engine can follow.
+#ifndef SPILLWAY_POLICY_TRACE_WORKLOAD_H_
+#define SPILLWAY_POLICY_TRACE_WORKLOAD_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "policy/workload_model.h"
+
+namespace spillway::policy {
+
+// Reads the trace at `path`. Errors name the file: it cannot be read, it has no repeating step
+// (at least two whole repetitions are needed), or the step found does not pair its allocations
+// and frees.
+absl::StatusOr<Workload> WorkloadFromTrace(const std::string& path);
+
+}  // namespace spillway::policy
+
+#endif  // SPILLWAY_POLICY_TRACE_WORKLOAD_H_

@@ -1,0 +1,159 @@
+// Trace -> workload: a trace written with the trace writer for a known training job (weights
+// filled at init, three identical steps, frees at exit) reads back as that job's step: the same
+// persistent allocations, events, chunk accesses, kernel names and compute times, so the same
+// fingerprint and step signature (a policy planned from the trace is one the engine follows).
+// A trace without a repeating step is one clear error naming the file.
+#include "policy/trace_workload.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "policy/step_signature.h"
+#include "profiler/trace/trace_writer.h"
+
+namespace spillway::policy {
+namespace {
+
+constexpr uint64_t kMiB = 1ull << 20;
+
+// Writes a job to a trace: `layers` weights (4 MiB each, launches touch their second chunk
+// through an interior pointer), then `steps` steps of: input, forward per layer, backward per
+// layer freeing activations; then everything freed.
+class TraceJob {
+ public:
+  TraceJob(const std::string& path, int layers) : layers_(layers) {
+    trace::HeaderRecord header;
+    header.job = "trace_workload_test";
+    writer_ = *trace::TraceWriter::Open(
+        path, header, trace::WriterOptions{.flush = trace::WriterOptions::Flush::kManual});
+    fwd_ = writer_->InternString("forward");
+    bwd_ = writer_->InternString("backward");
+  }
+  void Init() {
+    for (int l = 0; l < layers_; ++l) weights_.push_back(Alloc(4 * kMiB));
+  }
+  void Step() {
+    std::vector<uint64_t> act = {Alloc(2 * kMiB)};
+    for (int l = 0; l < layers_; ++l) {
+      act.push_back(Alloc(2 * kMiB));
+      Launch(fwd_, 2e-4, {{act[l], 0, 0}, {weights_[l], 2 * kMiB, 4096}, {act[l + 1], 0, 0}});
+    }
+    for (int l = layers_; l-- > 0;) {
+      Launch(bwd_, 4e-4, {{act[l + 1], 0, 0}, {weights_[l], 0, 0}});
+      Free(act[l + 1]);
+    }
+    Free(act[0]);
+  }
+  void Finish() {
+    for (const uint64_t w : weights_) Free(w);
+    ASSERT_TRUE(writer_->Close().ok());
+  }
+
+ private:
+  uint64_t Alloc(uint64_t bytes) {
+    trace::AllocRecord r;
+    r.kind = trace::AllocKind::kDevice;
+    r.address = next_address_;
+    next_address_ += bytes + kMiB;
+    r.bytes = bytes;
+    r.allocation_id = ++next_id_;
+    address_[r.allocation_id] = r.address;
+    writer_->Write(r);
+    return r.allocation_id;
+  }
+  void Free(uint64_t id) {
+    trace::FreeRecord r;
+    r.allocation_id = id;
+    r.address = address_[id];
+    writer_->Write(r);
+  }
+  void Launch(trace::StringId name, double seconds, std::vector<trace::AccessRecord> accesses) {
+    trace::LaunchRecord r;
+    r.function_name = name;
+    r.correlation_id = ++correlation_;
+    r.accesses = accesses;
+    writer_->Write(r);
+    trace::KernelTimeRecord t;
+    t.correlation_id = correlation_;
+    t.start_ns = 1000;
+    t.end_ns = 1000 + static_cast<uint64_t>(seconds * 1e9);
+    writer_->Write(t);
+  }
+
+  const int layers_;
+  std::unique_ptr<trace::TraceWriter> writer_;
+  trace::StringId fwd_ = 0, bwd_ = 0;
+  std::vector<uint64_t> weights_;
+  std::map<uint64_t, uint64_t> address_;
+  uint64_t next_address_ = 1ull << 40, next_id_ = 0, correlation_ = 0;
+};
+
+std::string TracePath(const std::string& name) {
+  return ::testing::TempDir() + "/" + name + "." + std::to_string(::getpid()) + ".trace";
+}
+
+TEST(TraceWorkload, ReadsTheRepeatingStep) {
+  const std::string path = TracePath("job");
+  {
+    TraceJob job(path, 3);
+    job.Init();
+    for (int i = 0; i < 3; ++i) job.Step();
+    job.Finish();
+  }
+  absl::StatusOr<Workload> w = WorkloadFromTrace(path);
+  ASSERT_TRUE(w.ok()) << w.status();
+  std::remove(path.c_str());
+  // 3 persistent weights, then per step 4 activations.
+  ASSERT_EQ(w->allocations.size(), 7u);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_TRUE(w->allocations[i].persistent);
+    EXPECT_EQ(w->allocations[i].bytes, 4 * kMiB);
+  }
+  EXPECT_FALSE(w->allocations[3].persistent);
+  EXPECT_EQ(w->num_launches(), 6u);
+  EXPECT_EQ(w->step.size(), 4u + 6u + 4u);
+  EXPECT_EQ(w->step.front().kind, StepEvent::Kind::kAlloc);  // the step starts with its input
+  EXPECT_NEAR(w->compute_seconds(), 3 * 2e-4 + 3 * 4e-4, 1e-9);
+  // The first forward: input (chunk 0), weight 1's second chunk only, activation 1.
+  const StepEvent& forward = w->step[2];
+  ASSERT_EQ(forward.kind, StepEvent::Kind::kLaunch);
+  EXPECT_EQ(forward.launch.kernel, "forward");
+  ASSERT_EQ(forward.launch.accesses.size(), 3u);
+  EXPECT_EQ(forward.launch.accesses[1].alloc_id, 1u);
+  EXPECT_EQ(forward.launch.accesses[1].first_chunk, 1u);
+  EXPECT_EQ(forward.launch.accesses[1].num_chunks, 1u);
+  EXPECT_TRUE(ValidateWorkload(*w).ok());
+  const StepSignature sig = ComputeStepSignature(*w);
+  EXPECT_NE(sig.signature, 0u);
+  EXPECT_EQ(sig.persistent, 3u);
+}
+
+TEST(TraceWorkload, ATraceWithoutARepeatingStepIsOneError) {
+  const std::string path = TracePath("once");
+  {
+    TraceJob job(path, 3);
+    job.Init();
+    job.Step();
+    job.Finish();
+  }
+  absl::StatusOr<Workload> w = WorkloadFromTrace(path);
+  std::remove(path.c_str());
+  ASSERT_FALSE(w.ok());
+  EXPECT_NE(std::string(w.status().message()).find(path + ": no repeating training step found"),
+            std::string::npos)
+      << w.status();
+}
+
+TEST(TraceWorkload, AMissingTraceNamesTheFile) {
+  absl::StatusOr<Workload> w = WorkloadFromTrace("/nonexistent.trace");
+  ASSERT_FALSE(w.ok());
+  EXPECT_NE(std::string(w.status().message()).find("/nonexistent.trace"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace spillway::policy
