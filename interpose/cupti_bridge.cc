@@ -44,7 +44,9 @@ CorrelationScope::CorrelationScope(uint64_t correlation_id) {
 }
 
 CorrelationScope::~CorrelationScope() {
-  if (active_) std::launder(reinterpret_cast<cupti::CuptiCorrelationScope*>(storage_))->~CuptiCorrelationScope();
+  if (active_)
+    std::launder(reinterpret_cast<cupti::CuptiCorrelationScope*>(storage_))
+        ->~CuptiCorrelationScope();
 }
 
 #else

@@ -12,14 +12,13 @@
 #include <cstdint>
 #include <optional>
 
+#include "interpose/cupti_bridge.h"
 #include "interpose/hook_table.h"
 #include "interpose/recorder.h"
 #include "interpose/runtime.h"
-#include "interpose/cupti_bridge.h"
 #include "policy/access_set.h"
 
 namespace spillway::interpose::record_hooks {
-
 
 // The access set the launch path resolved for this thread's current launch (filled by hooks.cc's
 // PrepareLaunch, read after the launch by the recorder). Keeps its capacity.
@@ -49,9 +48,10 @@ struct Record {
 inline void RecordRegistered(uint64_t address, uint64_t stream) {
   const std::optional<policy::Allocation> found = Allocations().Find(address);
   if (!found.has_value() || found->base != address) return;
-  const trace::AllocKind kind = found->stream_ordered                        ? trace::AllocKind::kAsync
-                                : found->backing == policy::Backing::kManaged ? trace::AllocKind::kManaged
-                                                                              : trace::AllocKind::kDevice;
+  const trace::AllocKind kind = found->stream_ordered ? trace::AllocKind::kAsync
+                                : found->backing == policy::Backing::kManaged
+                                    ? trace::AllocKind::kManaged
+                                    : trace::AllocKind::kDevice;
   RecordAlloc(address, found->size, kind, stream, found->id);
 }
 
@@ -138,8 +138,8 @@ struct RecordLaunch {
   static CUresult Run(Dispatch dispatch, CUfunction f, unsigned int gx, unsigned int gy,
                       unsigned int gz, unsigned int bx, unsigned int by, unsigned int bz,
                       unsigned int shared, CUstream stream, Params...) {
-    return Timed(dispatch, LaunchShape{f, {gx, gy, gz}, {bx, by, bz}, shared,
-                                       StreamOf<kPerThread>(stream)});
+    return Timed(dispatch,
+                 LaunchShape{f, {gx, gy, gz}, {bx, by, bz}, shared, StreamOf<kPerThread>(stream)});
   }
   template <typename Dispatch>
   static CUresult Run(Dispatch dispatch, const CUlaunchConfig* config, CUfunction f, void**,
@@ -226,23 +226,20 @@ struct Record<HookId::k_cuMemcpyDtoH_v2_ptds> : RecordCopy<CopyDirection::kDevic
 template <>
 struct Record<HookId::k_cuMemcpyDtoD_v2> : RecordCopy<CopyDirection::kDeviceToDevice, false> {};
 template <>
-struct Record<HookId::k_cuMemcpyDtoD_v2_ptds>
-    : RecordCopy<CopyDirection::kDeviceToDevice, true> {};
+struct Record<HookId::k_cuMemcpyDtoD_v2_ptds> : RecordCopy<CopyDirection::kDeviceToDevice, true> {};
 template <>
-struct Record<HookId::k_cuMemcpyHtoDAsync_v2>
-    : RecordCopy<CopyDirection::kHostToDevice, false> {};
+struct Record<HookId::k_cuMemcpyHtoDAsync_v2> : RecordCopy<CopyDirection::kHostToDevice, false> {};
 template <>
 struct Record<HookId::k_cuMemcpyHtoDAsync_v2_ptsz>
     : RecordCopy<CopyDirection::kHostToDevice, true> {};
 template <>
-struct Record<HookId::k_cuMemcpyDtoHAsync_v2>
-    : RecordCopy<CopyDirection::kDeviceToHost, false> {};
+struct Record<HookId::k_cuMemcpyDtoHAsync_v2> : RecordCopy<CopyDirection::kDeviceToHost, false> {};
 template <>
 struct Record<HookId::k_cuMemcpyDtoHAsync_v2_ptsz>
     : RecordCopy<CopyDirection::kDeviceToHost, true> {};
 template <>
-struct Record<HookId::k_cuMemcpyDtoDAsync_v2>
-    : RecordCopy<CopyDirection::kDeviceToDevice, false> {};
+struct Record<HookId::k_cuMemcpyDtoDAsync_v2> : RecordCopy<CopyDirection::kDeviceToDevice, false> {
+};
 template <>
 struct Record<HookId::k_cuMemcpyDtoDAsync_v2_ptsz>
     : RecordCopy<CopyDirection::kDeviceToDevice, true> {};

@@ -95,7 +95,8 @@ DeviceFacts AskDriver() {
   int version = 0;
   const auto get_version = Lookup<CUresult (*)(int*)>(g_driver_get_version);
   if (get_version != nullptr && get_version(&version) == CUDA_SUCCESS && version > 0) {
-    facts.driver_version = std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10);
+    facts.driver_version =
+        std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10);
   }
   size_t bytes = 0;
   using TotalMemFn = CUresult (*)(size_t*, CUdevice);
@@ -141,10 +142,11 @@ trace::TraceWriter* Writer() {
   header.start_ns = trace::TraceClockNs();
   timespec now;
   clock_gettime(CLOCK_REALTIME, &now);
-  header.start_unix_ns = static_cast<uint64_t>(now.tv_sec) * 1000000000u +
-                         static_cast<uint64_t>(now.tv_nsec);
+  header.start_unix_ns =
+      static_cast<uint64_t>(now.tv_sec) * 1000000000u + static_cast<uint64_t>(now.tv_nsec);
   header.pid = static_cast<uint32_t>(pid);
-  absl::StatusOr<std::unique_ptr<trace::TraceWriter>> opened = trace::TraceWriter::Open(path, header);
+  absl::StatusOr<std::unique_ptr<trace::TraceWriter>> opened =
+      trace::TraceWriter::Open(path, header);
   if (!opened.ok()) {
     g_open_state.store(kFailed, std::memory_order_release);
     g_recording.store(false, std::memory_order_relaxed);
@@ -221,8 +223,8 @@ trace::StringId FunctionName(trace::TraceWriter* writer, void* function) {
     } else {
       const char* name = nullptr;
       const auto get_name = Lookup<CUresult (*)(const char**, CUfunction)>(g_func_get_name);
-      if (get_name != nullptr && get_name(&name, static_cast<CUfunction>(function)) == CUDA_SUCCESS &&
-          name != nullptr) {
+      if (get_name != nullptr &&
+          get_name(&name, static_cast<CUfunction>(function)) == CUDA_SUCCESS && name != nullptr) {
         id = writer->InternString(name);
       }
       g_names->emplace(function, id);
@@ -267,8 +269,7 @@ CUevent TakeEvent(TimeState& times) {
 
 bool RecordEvent(CUevent event, uint64_t stream) {
   const auto record = Lookup<CUresult (*)(CUevent, CUstream)>(g_event_record);
-  return record != nullptr &&
-         record(event, reinterpret_cast<CUstream>(stream)) == CUDA_SUCCESS;
+  return record != nullptr && record(event, reinterpret_cast<CUstream>(stream)) == CUDA_SUCCESS;
 }
 
 // Writes the times of finished launches; leaves the rest pending. REQUIRES: g_time_mutex held.
@@ -349,6 +350,9 @@ std::string TracePathFor(const std::string& pattern, long pid, bool forked_child
 void StartRecording(const Config& config) {
   if (config.mode != Mode::kRecord) return;
   g_pattern = new std::string(config.trace_path);
+  // libunwind is loaded now, while the library initializes, rather than from the first
+  // allocation's hook, where dlopen would take the loader lock from inside a CUDA call.
+  callsite::UnwinderAvailable(SayNoStacks);
   pthread_atfork(BeforeFork, AfterForkInParent, AfterForkInChild);
   g_recording.store(true, std::memory_order_relaxed);
 }

@@ -13,8 +13,7 @@ constexpr int kMaxWalk = 96;  // frames walked: room for the skipped ones
 
 }  // namespace
 
-CallSiteTable::CallSiteTable(int max_frames)
-    : max_frames_(std::clamp(max_frames, 1, kMaxFrames)) {}
+CallSiteTable::CallSiteTable(int max_frames) : max_frames_(std::clamp(max_frames, 1, kMaxFrames)) {}
 
 uint64_t CallSiteTable::Capture(const void* skip_object_of, CallSiteSink* sink) {
   if (!UnwinderAvailable()) return kNoCallSite;

@@ -29,7 +29,8 @@ std::string BuildIdOf(const dl_phdr_info& info) {
       const size_t total = sizeof(nhdr) + name_size + desc_size;
       if (total > left) break;
       const unsigned char* name = note + sizeof(nhdr);
-      if (nhdr.n_type == NT_GNU_BUILD_ID && nhdr.n_namesz == 4 && std::memcmp(name, "GNU", 4) == 0) {
+      if (nhdr.n_type == NT_GNU_BUILD_ID && nhdr.n_namesz == 4 &&
+          std::memcmp(name, "GNU", 4) == 0) {
         const unsigned char* desc = name + name_size;
         std::string hex;
         hex.reserve(nhdr.n_descsz * 2);
@@ -125,8 +126,9 @@ std::shared_ptr<const ModuleMap::Snapshot> ModuleMap::Rescan(unsigned long long 
     }
     if (index == identities_.size()) {
       ModuleInfo info;
-      info.key = object.build_id.empty() ? HashBytes(object.path.data(), object.path.size())
-                                         : HashBytes(object.build_id.data(), object.build_id.size());
+      info.key = object.build_id.empty()
+                     ? HashBytes(object.path.data(), object.path.size())
+                     : HashBytes(object.build_id.data(), object.build_id.size());
       info.build_id = std::move(object.build_id);
       info.path = object.path;
       modules_.push_back(std::move(info));
@@ -156,9 +158,9 @@ std::shared_ptr<const ModuleMap::Snapshot> ModuleMap::Current() {
 }
 
 const ModuleMap::Range* ModuleMap::Find(const Snapshot& snapshot, uintptr_t address) {
-  const auto after = std::upper_bound(
-      snapshot.ranges.begin(), snapshot.ranges.end(), address,
-      [](uintptr_t value, const Range& range) { return value < range.begin; });
+  const auto after =
+      std::upper_bound(snapshot.ranges.begin(), snapshot.ranges.end(), address,
+                       [](uintptr_t value, const Range& range) { return value < range.begin; });
   if (after == snapshot.ranges.begin()) return nullptr;
   const Range& range = *(after - 1);
   return address < range.end ? &range : nullptr;

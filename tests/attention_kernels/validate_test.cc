@@ -247,6 +247,10 @@ TEST_F(ValidateTest, VarlenStatusReadsTheWordAtTheStartOfTheWorkspace) {
   EXPECT_STREQ(spillway_attention_last_error_message(), "");
   EXPECT_EQ(spillway_attention_sdpa_varlen_status(nullptr, nullptr, &read),
             SPILLWAY_ATTENTION_ERROR_NULL_POINTER);
+  word[0] = {SPILLWAY_ATTENTION_VARLEN_K_OFFSETS, 0};
+  const Status status = VarlenStatus(word, nullptr);  // the C++ wrapper
+  EXPECT_EQ(status.code(), SPILLWAY_ATTENTION_ERROR_INVALID_SHAPE);
+  EXPECT_PRED2(Contains, status.message(), "cu_seqlens_k is negative");
 }
 
 TEST_F(ValidateTest, BackwardChecksWorkspaceAndBiasGradient) {

@@ -148,8 +148,8 @@ std::map<std::string, std::string> RecordEnv(const std::string& trace_path) {
           {"SPILLWAY_TRACE", trace_path}};
 }
 
-const std::vector<std::string> kDemo = {kOut + "/oversubscribe", "--factor", "0.75", "--buffer",
-                                        "4MiB", "--passes", "2"};
+const std::vector<std::string> kDemo = {
+    kOut + "/oversubscribe", "--factor", "0.75", "--buffer", "4MiB", "--passes", "2"};
 
 TEST(Record, TraceAgreesWithTheSummaryAndSimgpu) {
   const std::string dir = TempDir("agree");

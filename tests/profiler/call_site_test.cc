@@ -57,9 +57,8 @@ TEST(UnwinderTest, WalksTheCallingStackThroughPrivateLibunwind) {
   ASSERT_GT(count, 2);
   Dl_info info;
   ASSERT_NE(dladdr(pcs[0], &info), 0);
-  EXPECT_EQ(info.dli_fbase, dladdr(reinterpret_cast<void*>(&SelfPath), &info) != 0
-                                ? info.dli_fbase
-                                : nullptr);
+  EXPECT_EQ(info.dli_fbase,
+            dladdr(reinterpret_cast<void*>(&SelfPath), &info) != 0 ? info.dli_fbase : nullptr);
   // Private: libunwind's symbols did not enter the global scope.
   EXPECT_EQ(dlsym(RTLD_DEFAULT, "unw_backtrace"), nullptr);
 }
@@ -191,7 +190,7 @@ TEST(CallSiteTableTest, ForkedChildDefinesEverythingAgain) {
   size_t sites[3];
   size_t modules[3];
   for (int round = 0; round < 3; ++round) {  // one call site for all three captures
-    if (round == 1) {  // a fork, seen from the parent: nothing changes
+    if (round == 1) {                        // a fork, seen from the parent: nothing changes
       table.LockForFork();
       table.UnlockInParent();
     } else if (round == 2) {  // as in the child: a new trace needs every definition again

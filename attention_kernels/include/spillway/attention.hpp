@@ -75,6 +75,13 @@ inline Status Launch(const spillway_attention_additive_backward_args_t& a, void*
   return Status(spillway_attention_additive_backward(&a, workspace, workspace_bytes, stream));
 }
 
+// The varlen status a variable-length SDPA call left at the start of `workspace`, after waiting
+// for `stream`; `word` (optional) receives the raw status.
+inline Status VarlenStatus(const void* workspace, void* stream,
+                           spillway_attention_varlen_status_t* word = nullptr) {
+  return Status(spillway_attention_sdpa_varlen_status(workspace, stream, word));
+}
+
 }  // namespace spillway::attention
 
 #endif  // SPILLWAY_ATTENTION_HPP_
