@@ -209,14 +209,40 @@ Peak FindPeak(const TraceModel& model) {
   return peak;
 }
 
+namespace {
+
+// One token per launch: the function and the sizes and offsets of what it touches, so a loop
+// of one kernel over different tensors is not mistaken for a one-launch step, while the fresh
+// allocations of each step (new ids, same sizes) still give the same tokens.
+std::vector<uint32_t> LaunchTokens(const TraceModel& model) {
+  absl::flat_hash_map<uint64_t, uint64_t> bytes_of;  // allocation id -> bytes
+  bytes_of.reserve(model.allocations.size());
+  for (const Allocation& a : model.allocations) bytes_of[a.id] = a.bytes;
+  absl::flat_hash_map<uint64_t, uint32_t> token_of;  // hash of a launch -> token
+  std::vector<uint32_t> tokens;
+  tokens.reserve(model.launches.size());
+  for (const Launch& launch : model.launches) {
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ launch.function;
+    for (const Access& access : launch.accesses) {
+      const auto it = bytes_of.find(access.alloc_id);
+      for (const uint64_t v : {it == bytes_of.end() ? 0 : it->second, access.offset}) {
+        h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+      }
+    }
+    tokens.push_back(token_of.try_emplace(h, static_cast<uint32_t>(token_of.size())).first->second);
+  }
+  return tokens;
+}
+
+}  // namespace
+
 Step FindStep(const TraceModel& model) {
   constexpr double kMinMatch = 0.9;
   constexpr size_t kTail = 50000;  // launches of the tail the period is checked over
   Step step;
   const size_t n = model.launches.size();
   if (n < 4) return step;
-  std::vector<uint32_t> seq(n);
-  for (size_t i = 0; i < n; ++i) seq[i] = model.launches[i].function;
+  const std::vector<uint32_t> seq = LaunchTokens(model);
 
   const size_t from = n > kTail ? n - kTail : 0;
   size_t period = 0;

@@ -32,8 +32,8 @@ struct Peak {
   std::vector<uint64_t> live;  // indices into TraceModel::allocations, largest first
 };
 
-// The repeating training step: the shortest period of the launch sequence (by function) that
-// holds over its tail.
+// The repeating training step: the shortest period of the launch sequence (by function and the
+// sizes and offsets of the allocations each launch touches) that holds over its tail.
 struct Step {
   bool found = false;
   uint64_t launches_per_step = 0;

@@ -75,6 +75,26 @@ TEST(AnalysisTest, FindsTheStepDespiteAStrayLaunch) {
   EXPECT_LT(step.in_steps_fraction, 0.5);
 }
 
+TEST(AnalysisTest, OneKernelOverDifferentTensorsIsNotAOneLaunchStep) {
+  // One kernel applied to three tensors of different sizes, then the same three again: the step
+  // is three launches, and each step's fresh allocations (new ids, same sizes) still match.
+  TraceModel m;
+  m.functions.push_back("scale");
+  uint64_t id = 0;
+  for (uint64_t s = 0; s < 10; ++s) {
+    for (const uint64_t mib : {1, 2, 3}) {
+      ++id;
+      m.allocations.push_back({id, id << 30, mib * kMiB, AllocKind::kDevice, 0, 0, id * 100,
+                               id * 100 + 50});
+      m.launches.push_back({id * 100 + 10, 0, 0, {{id, 0, mib * kMiB}}, kNoTime, kNoTime});
+    }
+  }
+  const Step step = FindStep(m);
+  ASSERT_TRUE(step.found);
+  EXPECT_EQ(step.launches_per_step, 3u);
+  EXPECT_EQ(step.steps, 10u);
+}
+
 TEST(AnalysisTest, NoStepInANonRepeatingSequence) {
   TraceModel m;
   for (uint32_t f = 0; f < 50; ++f) {
