@@ -2,7 +2,6 @@
 #include "policy/residency_engine.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <vector>
 
 namespace spillway::policy {
@@ -16,6 +15,12 @@ struct PlannedMove {
 };
 
 namespace {
+
+// Moves planned ahead leave alone what the last kRecentUseGuard launches used: a kernel launched
+// just after on another stream may still read it through a pointer stored in device memory (an
+// optimizer reading gradients from a pointer table), and the side streams are ordered only after
+// the launch stream.
+constexpr uint64_t kRecentUseGuard = 2;
 
 // Reused per thread, so a warm launch path does not allocate.
 thread_local std::vector<PlannedMove> t_moves;
@@ -135,7 +140,7 @@ uint64_t ResidencyEngine::PlanLookahead(uint64_t stamp, uint64_t access_bytes,
     it->second.used_by_launch = stamp;
   }
   const uint64_t batch = batches_ + 1;
-  const EvictableContext context{&tracked_, stamp, getenv("XXX_GUARD") ? strtoull(getenv("XXX_GUARD"), nullptr, 10) : 0};
+  const EvictableContext context{&tracked_, stamp, kRecentUseGuard};
   // Room for the allocations the next launches will make (fresh activations), so that their first
   // launch need not evict on its own stream: taken from what is needed after the window.
   const uint64_t window = static_cast<uint64_t>(options_.lookahead_launches);

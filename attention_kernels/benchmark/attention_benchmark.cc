@@ -165,6 +165,28 @@ std::string TimeForwardBackward(const std::function<sa::Status()>& forward,
 }
 
 // One measured SDPA row; `error` set when the configuration failed.
+// Sizes the backward's workspace, times the forward and backward of `call` and measures the
+// device memory used since `used_before`. False (with row->error set) when any of it failed.
+template <typename Call, typename Row>
+bool TimeCall(const Call& call, const sab::BenchmarkOptions& options, uint64_t used_before,
+              DeviceArena& arena, Row* row) {
+  if (sa::Status s = sa::WorkspaceSize(call.bwd, &row->workspace_bytes); !s.ok()) {
+    row->error = s.ToString();
+    return false;
+  }
+  void* workspace = arena.Allocate(row->workspace_bytes);
+  row->error = arena.error();
+  if (row->error.empty()) {
+    row->error = TimeForwardBackward(
+        [&] { return sa::Launch(call.fwd, nullptr, 0, nullptr); },
+        [&] { return sa::Launch(call.bwd, workspace, row->workspace_bytes, nullptr); }, options,
+        &row->fwd_ms, &row->bwd_ms);
+  }
+  if (!row->error.empty()) return false;
+  row->measured_bytes = UsedSince(used_before);
+  return true;
+}
+
 struct SdpaRow {
   sab::SdpaConfig config;
   double fwd_ms = 0, bwd_ms = 0;
@@ -245,21 +267,7 @@ SdpaRow MeasureSdpa(const sab::SdpaConfig& c, const sab::BenchmarkOptions& optio
   if (!row.error.empty()) return row;
   for (int i = 4; i < 8; ++i) cudaMemset(t[i], 0xFF, n * 2);  // NaN: unwritten outputs show
 
-  const SdpaCall call = MakeSdpaCall(c, t, lse);
-  if (sa::Status s = sa::WorkspaceSize(call.bwd, &row.workspace_bytes); !s.ok()) {
-    row.error = s.ToString();
-    return row;
-  }
-  void* workspace = arena.Allocate(row.workspace_bytes);
-  row.error = arena.error();
-  if (row.error.empty()) {
-    row.error = TimeForwardBackward(
-        [&] { return sa::Launch(call.fwd, nullptr, 0, nullptr); },
-        [&] { return sa::Launch(call.bwd, workspace, row.workspace_bytes, nullptr); }, options,
-        &row.fwd_ms, &row.bwd_ms);
-  }
-  if (!row.error.empty()) return row;
-  row.measured_bytes = UsedSince(used_before);
+  if (!TimeCall(MakeSdpaCall(c, t, lse), options, used_before, arena, &row)) return row;
   for (int i = 4; i < 8 && row.non_finite >= 0; ++i) {
     const int64_t bad = CountNonFinite(t[i], n, c.dtype);
     row.non_finite = bad < 0 ? bad : row.non_finite + bad;
@@ -353,21 +361,7 @@ AdditiveRow MeasureAdditive(const sab::AdditiveConfig& c, const sab::BenchmarkOp
   cudaMemcpy(m.v, host_v.data(), host_v.size() * 4, cudaMemcpyHostToDevice);
   for (int i = 4; i < 8; ++i) cudaMemset(*halves[i].first, 0xFF, halves[i].second * 2);  // NaN
 
-  const AdditiveCall call = MakeAdditiveCall(c, m);
-  if (sa::Status s = sa::WorkspaceSize(call.bwd, &row.workspace_bytes); !s.ok()) {
-    row.error = s.ToString();
-    return row;
-  }
-  void* workspace = arena.Allocate(row.workspace_bytes);
-  row.error = arena.error();
-  if (row.error.empty()) {
-    row.error = TimeForwardBackward(
-        [&] { return sa::Launch(call.fwd, nullptr, 0, nullptr); },
-        [&] { return sa::Launch(call.bwd, workspace, row.workspace_bytes, nullptr); }, options,
-        &row.fwd_ms, &row.bwd_ms);
-  }
-  if (!row.error.empty()) return row;
-  row.measured_bytes = UsedSince(used_before);
+  if (!TimeCall(MakeAdditiveCall(c, m), options, used_before, arena, &row)) return row;
   for (int i = 4; i < 8 && row.non_finite >= 0; ++i) {  // the outputs
     const int64_t bad = CountNonFinite(*halves[i].first, halves[i].second, c.dtype);
     row.non_finite = bad < 0 ? bad : row.non_finite + bad;

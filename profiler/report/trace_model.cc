@@ -5,22 +5,6 @@
 
 namespace spillway::report {
 
-const char* AllocKindName(AllocKind kind) {
-  switch (kind) {
-    case AllocKind::kDevice:
-      return "device";
-    case AllocKind::kManaged:
-      return "managed";
-    case AllocKind::kAsync:
-      return "async";
-    case AllocKind::kHost:
-      return "host";
-    case AllocKind::kOther:
-      break;
-  }
-  return "other";
-}
-
 uint64_t TraceModel::EndTime() const {
   if (header.end_ns != 0) return header.end_ns;
   uint64_t end = header.start_ns;

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "profiler/trace/trace_records.h"
+
 namespace spillway::report {
 
 // A time that was never recorded (an allocation never freed, a kernel with no timing).
@@ -45,8 +47,9 @@ struct CallSite {
   std::vector<Frame> frames;
 };
 
-enum class AllocKind { kDevice, kManaged, kAsync, kHost, kOther };
-const char* AllocKindName(AllocKind kind);
+// The trace's allocation kinds (profiler/trace/trace_records.h), and their names.
+using trace::AllocKind;
+using trace::AllocKindName;
 
 struct Allocation {
   uint64_t id = 0;  // unique in the trace
