@@ -44,7 +44,7 @@ struct Config {
   std::string eviction = "learned";
   // SPILLWAY_LOOKAHEAD: how many launches ahead a detected step's access sets are prefetched on a
   // side stream; 0 = none (every move on the launch stream just before the kernel).
-  int lookahead = 2;
+  int lookahead = 4;
   // SPILLWAY_POLICY: a policy file (docs/policy.md) the engine follows; empty: none. It is read
   // when an engine starts; a file that cannot be used gives one line and the learned policy.
   std::string policy_file;

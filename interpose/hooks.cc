@@ -409,7 +409,8 @@ void PrepareLaunch(CUfunction function, CUstream stream, void** kernel_params, v
   if (per_thread && stream == nullptr) stream = CU_STREAM_PER_THREAD;
   policy::AccessSet& access = record_hooks::LaunchAccessSet();  // no allocation once warm
   access.clear();
-  thread_local std::vector<uint64_t> words;  // the pointer words, for arenas (per 2 MiB chunk)
+  // The pointer words, for arenas (per 2 MiB chunk) and record mode's access offsets.
+  std::vector<uint64_t>& words = record_hooks::LaunchWords();
   words.clear();
   bool resolved = false;
   if (kernel_params != nullptr) {

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "interpose/cupti_bridge.h"
 #include "interpose/hook_table.h"
@@ -25,6 +26,11 @@ namespace spillway::interpose::record_hooks {
 inline policy::AccessSet& LaunchAccessSet() {
   thread_local policy::AccessSet access;
   return access;
+}
+// The candidate pointer words the resolver looked up for that launch, in parameter order.
+inline std::vector<uint64_t>& LaunchWords() {
+  thread_local std::vector<uint64_t> words;
+  return words;
 }
 
 inline uint64_t Address(CUdeviceptr address) { return address; }
@@ -126,12 +132,13 @@ struct RecordLaunch {
   static CUresult Timed(Dispatch dispatch, const LaunchShape& shape) {
     const uint64_t correlation = BeginLaunch(shape.stream);
     LaunchAccessSet().clear();
+    LaunchWords().clear();
     CUresult result;
     {
       CorrelationScope scope(correlation);
       result = dispatch();
     }
-    EndLaunch(correlation, result == CUDA_SUCCESS, shape, LaunchAccessSet());
+    EndLaunch(correlation, result == CUDA_SUCCESS, shape, LaunchAccessSet(), LaunchWords());
     return result;
   }
   template <typename Dispatch, typename... Params>
@@ -181,6 +188,24 @@ template <>
 struct Record<HookId::k_cuGraphLaunch> : RecordGraph<false> {};
 template <>
 struct Record<HookId::k_cuGraphLaunch_ptsz> : RecordGraph<true> {};
+
+// ---- module loads ----
+
+struct RecordLoad {
+  static constexpr bool kActive = true;
+  template <typename Dispatch, typename Handle, typename... Rest>
+  static CUresult Run(Dispatch dispatch, Handle* handle, const char* name, Rest...) {
+    const CUresult result = dispatch();
+    if (result == CUDA_SUCCESS && handle != nullptr) {
+      RecordModuleLoad(reinterpret_cast<uintptr_t>(*handle), name);
+    }
+    return result;
+  }
+};
+template <>
+struct Record<HookId::k_cuModuleLoad> : RecordLoad {};
+template <>
+struct Record<HookId::k_cuLibraryLoadFromFile> : RecordLoad {};
 
 // ---- copies and fills ----
 

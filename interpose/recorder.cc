@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -44,6 +45,8 @@ constinit std::string* g_pattern = nullptr;  // SPILLWAY_TRACE; set once, never 
 constinit std::atomic<int> g_open_state{kNotOpen};
 constinit std::atomic<trace::TraceWriter*> g_writer{nullptr};  // never destroyed (closed at exit)
 constinit std::atomic<bool> g_forked_child{false};
+// A forked child's parent writer, kept reachable (never freed; an atomic so the store stays).
+constinit std::atomic<trace::TraceWriter*> g_abandoned_writer{nullptr};
 constinit std::atomic<bool> g_cupti_times{false};
 constinit std::atomic<uint64_t> g_correlation{0};
 std::mutex g_open_mutex;
@@ -323,6 +326,7 @@ void AfterForkInChild() {
   CallSites().ResetInChild();
   if (trace::TraceWriter* writer = g_writer.load(std::memory_order_acquire)) {
     writer->AbandonInChild();  // the parent's file; the object is left alone (never freed)
+    g_abandoned_writer.store(writer, std::memory_order_relaxed);
   }
   g_writer.store(nullptr, std::memory_order_release);
   g_forked_child.store(true, std::memory_order_relaxed);
@@ -433,7 +437,7 @@ uint64_t BeginLaunch(uint64_t stream) {
 }
 
 void EndLaunch(uint64_t correlation_id, bool launched, const LaunchShape& shape,
-               const policy::AccessSet& accesses) {
+               const policy::AccessSet& accesses, const std::vector<uint64_t>& words) {
   trace::TraceWriter* writer = g_writer.load(std::memory_order_acquire);
   CUevent start = t_launch_start;
   t_launch_start = nullptr;
@@ -452,7 +456,14 @@ void EndLaunch(uint64_t correlation_id, bool launched, const LaunchShape& shape,
   thread_local std::vector<trace::AccessRecord> access_records;  // keeps its capacity
   access_records.clear();
   for (const policy::Allocation& allocation : accesses) {
-    access_records.push_back(trace::AccessRecord{allocation.id, 0, 0});
+    uint64_t offset = allocation.size;
+    for (const uint64_t word : words) {
+      if (allocation.Contains(word)) offset = std::min(offset, word - allocation.base);
+    }
+    access_records.push_back(
+        offset < allocation.size
+            ? trace::AccessRecord{allocation.id, offset, allocation.size - offset}
+            : trace::AccessRecord{allocation.id, 0, 0});
   }
   trace::LaunchRecord record;
   record.time_ns = trace::TraceClockNs();
@@ -524,6 +535,17 @@ void RecordGraphLaunch(uint64_t graph_exec, uint64_t stream) {
   record.thread = trace::TraceThreadId();
   record.graph_exec = graph_exec;
   record.stream = stream;
+  writer->Write(record);
+}
+
+void RecordModuleLoad(uint64_t handle, const char* name) {
+  trace::TraceWriter* writer = Writer();
+  if (writer == nullptr) return;
+  trace::ModuleLoadRecord record;
+  record.time_ns = trace::TraceClockNs();
+  record.thread = trace::TraceThreadId();
+  record.module = handle;
+  record.name = name != nullptr ? name : "<image>";
   writer->Write(record);
 }
 

@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <vector>
 
 #include "interpose/config.h"
 #include "policy/access_set.h"
@@ -51,8 +52,10 @@ struct LaunchShape {
   uint64_t stream = 0;
 };
 uint64_t BeginLaunch(uint64_t stream);
+// `words`: the pointer words of the launch's parameters; each access is written from the lowest
+// word pointing into its allocation to the allocation's end (the whole allocation without one).
 void EndLaunch(uint64_t correlation_id, bool launched, const LaunchShape& shape,
-               const policy::AccessSet& accesses);
+               const policy::AccessSet& accesses, const std::vector<uint64_t>& words);
 
 void RecordMemcpy(trace::CopyDirection direction, bool async, uint64_t dst, uint64_t src,
                   uint64_t bytes, uint64_t stream);
@@ -62,6 +65,8 @@ void RecordMemset(bool async, uint64_t dst, uint64_t bytes, uint32_t value, uint
 // kernel times that are known now.
 void RecordSynchronize(trace::SyncWhat what, uint64_t handle, uint64_t start_ns);
 void RecordGraphLaunch(uint64_t graph_exec, uint64_t stream);
+// A CUDA module or library loaded from `name` (a file path), with its handle.
+void RecordModuleLoad(uint64_t handle, const char* name);
 
 // The trace clock (CLOCK_MONOTONIC ns).
 uint64_t RecordClockNs();

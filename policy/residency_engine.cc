@@ -304,12 +304,12 @@ int ResidencyEngine::OnLaunch(const AccessSet& access, const std::vector<uint64_
     if (side && !scheduled) batch = PlanLookahead(stamp, access_bytes, &side_moves);
   }
   int failures = 0;
-  if (wait_evicted != 0 &&
-      device_->StreamWaitEvent(stream, BatchEvent(wait_evicted, 1)) != kDeviceOk) {
-    ++failures;
-  }
   if (wait_batch != 0 &&
       device_->StreamWaitEvent(stream, BatchEvent(wait_batch, 2)) != kDeviceOk) {
+    ++failures;
+  }
+  if (wait_evicted != 0 &&
+      device_->StreamWaitEvent(stream, BatchEvent(wait_evicted, 1)) != kDeviceOk) {
     ++failures;
   }
   failures += Issue(moves, stream, false);

@@ -35,7 +35,7 @@ struct PlannedMove;  // residency_engine.cc
 struct EngineOptions {
   // How many launches ahead the access sets are prefetched on the side stream (when the policy
   // predicts them); 0: no lookahead, every move on the launch stream just before the kernel.
-  int lookahead_launches = 2;
+  int lookahead_launches = 4;
   // The device's residency granule: a managed allocation counts against the budget as the whole
   // granules it spans (nvidia-uvm and simgpu move and evict 2 MiB chunks). 1: its size in bytes.
   uint64_t residency_granule = 1;

@@ -18,8 +18,12 @@ ResidencyEngine::Arena& ResidencyEngine::MakeArena(uint64_t id) {
   const uint64_t chunks = (whole.size + kArenaChunkBytes - 1) / kArenaChunkBytes;
   for (uint64_t c = 0; c < chunks; ++c) {
     const uint64_t offset = c * kArenaChunkBytes;
-    Tracked piece{whole.base + offset, std::min(kArenaChunkBytes, whole.size - offset),
-                  whole.resident, 0, whole.resident ? whole.pending_batch : 0, 0};
+    Tracked piece{whole.base + offset,
+                  std::min(kArenaChunkBytes, whole.size - offset),
+                  whole.resident,
+                  0,
+                  whole.resident ? whole.pending_batch : 0,
+                  0};
     piece.footprint = Footprint(piece.base, piece.size);
     if (piece.resident) resident_bytes_ += piece.footprint;
     tracked_[PieceId(id, c)] = piece;

@@ -111,40 +111,13 @@ std::pair<size_t, size_t> PeriodicRun(const std::vector<Event>& ev, size_t r, si
   return {a, b};
 }
 
-}  // namespace
-
-absl::StatusOr<Workload> WorkloadFromTrace(const std::string& path) {
-  absl::StatusOr<TraceEvents> read = ReadEvents(path);
-  if (!read.ok()) return read.status();
-  const std::vector<Event>& ev = read->events;
+// The workload of the step with `period` events whose repetitions end at event `b` (the run
+// of repeats starts at `a`); an error when that step does not pair its allocations and frees.
+absl::StatusOr<Workload> BuildStep(const std::string& path, const TraceEvents& read, size_t period,
+                                   size_t a, size_t b) {
+  const std::vector<Event>& ev = read.events;
   const size_t n = ev.size();
-  // The period: the one whose repetition covers the most events, found from candidate distances
-  // to earlier events with the same token as a few reference events.
-  size_t best_period = 0, best_a = 0, best_b = 0;
-  for (const size_t r : {n / 2, (2 * n) / 3, (3 * n) / 4, n > 0 ? n - 1 : 0}) {
-    if (r == 0 || r >= n) continue;
-    size_t candidates = 0;
-    for (size_t j = r; j-- > 0 && candidates < 4096;) {
-      if (ev[j].token != ev[r].token) continue;
-      ++candidates;
-      const size_t period = r - j;
-      if (ev[r].token != ev[r - period].token) continue;
-      const auto [a, b] = PeriodicRun(ev, r, period);
-      if (b - a < period) continue;  // fewer than two whole repetitions
-      if (b - a > best_b - best_a || (b - a == best_b - best_a && period < best_period)) {
-        best_period = period;
-        best_a = a;
-        best_b = b;
-      }
-    }
-  }
-  if (best_period == 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": no repeating training step found in its ", n,
-                     " allocations, frees and launches (record at least two whole steps)"));
-  }
-  const size_t period = best_period;
-  // The repetitions cover [best_a - period, best_b). The step boundary: the fewest live
+  // The repetitions cover [a - period, b). The step boundary: the fewest live
   // allocations, among the starts of the last whole repetition's rotations.
   std::vector<uint64_t> live_at(n + 1, 0);
   {
@@ -162,9 +135,8 @@ absl::StatusOr<Workload> WorkloadFromTrace(const std::string& path) {
     }
     live_at[n] = live;
   }
-  const size_t last_start = best_b - period;
-  const size_t first_start =
-      std::max(best_a - period, best_b >= 2 * period ? best_b - 2 * period : 0);
+  const size_t last_start = b - period;
+  const size_t first_start = std::max(a - period, b >= 2 * period ? b - 2 * period : 0);
   size_t start = last_start;
   for (size_t s = last_start + 1; s-- > first_start;) {
     if (live_at[s] < live_at[start]) start = s;
@@ -175,7 +147,7 @@ absl::StatusOr<Workload> WorkloadFromTrace(const std::string& path) {
   w.description = absl::StrCat("recorded trace ", path, ": a step of ", period, " events");
   std::unordered_map<uint64_t, uint64_t> id_of;  // trace allocation id -> workload id
   auto add = [&](uint64_t trace_id, bool persistent) {
-    const TraceAllocation& t = read->allocations.at(trace_id);
+    const TraceAllocation& t = read.allocations.at(trace_id);
     WorkloadAllocation a;
     a.id = w.allocations.size() + 1;
     a.bytes = t.bytes;
@@ -213,8 +185,8 @@ absl::StatusOr<Workload> WorkloadFromTrace(const std::string& path) {
       s.alloc_id = found->second;
     } else {
       s.launch.kernel = e.kernel;
-      const auto time = read->kernel_seconds.find(e.correlation);
-      s.launch.compute_seconds = time != read->kernel_seconds.end() ? time->second : 0;
+      const auto time = read.kernel_seconds.find(e.correlation);
+      s.launch.compute_seconds = time != read.kernel_seconds.end() ? time->second : 0;
       for (const Access& x : e.accesses) {
         const auto found = id_of.find(x.alloc);
         if (found == id_of.end()) continue;
@@ -236,6 +208,51 @@ absl::StatusOr<Workload> WorkloadFromTrace(const std::string& path) {
                      " events) is not a whole training step: ", status.message()));
   }
   return w;
+}
+
+}  // namespace
+
+absl::StatusOr<Workload> WorkloadFromTrace(const std::string& path) {
+  absl::StatusOr<TraceEvents> read = ReadEvents(path);
+  if (!read.ok()) return read.status();
+  const std::vector<Event>& ev = read->events;
+  const size_t n = ev.size();
+  // The period: the repetition covering the most events (ties: the shorter period) that makes a
+  // whole step, found from candidate distances to earlier events with the same token as a few
+  // reference events.
+  struct Candidate {
+    size_t period, a, b;
+  };
+  std::vector<Candidate> candidates;
+  for (const size_t r : {n / 2, (2 * n) / 3, (3 * n) / 4, n > 0 ? n - 1 : 0}) {
+    if (r == 0 || r >= n) continue;
+    size_t tried = 0;
+    for (size_t j = r; j-- > 0 && tried < 1024;) {
+      if (ev[j].token != ev[r].token) continue;
+      ++tried;
+      const size_t period = r - j;
+      const auto [a, b] = PeriodicRun(ev, r, period);
+      if (b - a < period) continue;  // fewer than two whole repetitions
+      bool launches = false;
+      for (size_t i = b - period; i < b && !launches; ++i) {
+        launches = ev[i].kind == StepEvent::Kind::kLaunch;
+      }
+      if (launches) candidates.push_back(Candidate{period, a, b});
+    }
+  }
+  std::sort(candidates.begin(), candidates.end(), [](const Candidate& x, const Candidate& y) {
+    if (x.b - x.a != y.b - y.a) return x.b - x.a > y.b - y.a;
+    return x.period < y.period;
+  });
+  // The best few that make a whole step (each try reads the events once).
+  for (size_t i = 0; i < candidates.size() && i < 32; ++i) {
+    const Candidate& c = candidates[i];
+    absl::StatusOr<Workload> w = BuildStep(path, *read, c.period, c.a, c.b);
+    if (w.ok()) return w;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat(path, ": no repeating training step found in its ", n,
+                   " allocations, frees and launches (record at least two whole steps)"));
 }
 
 }  // namespace spillway::policy

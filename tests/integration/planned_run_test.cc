@@ -18,6 +18,7 @@
 #include "gtest/gtest.h"
 #include "policy/planner.h"
 #include "policy/simulator.h"
+#include "policy/trace_workload.h"
 #include "tests/integration/subprocess.h"
 
 namespace spillway::testing {
@@ -114,7 +115,8 @@ struct JobRun {
   std::string summary, stats;
 };
 
-JobRun RunProgram(int steps, const std::map<std::string, std::string>& extra_env, bool shim) {
+JobRun RunProgram(int steps, const std::map<std::string, std::string>& extra_env, bool shim,
+                  bool constrained = true) {
   const std::string summary = TempPath("planned_summary.json");
   const std::string stats = TempPath("planned_stats.json");
   std::map<std::string, std::string> env = {{"LD_LIBRARY_PATH", kOut + "/simgpu"},
@@ -123,7 +125,7 @@ JobRun RunProgram(int steps, const std::map<std::string, std::string>& extra_env
     env["LD_PRELOAD"] = kOut + "/libspillway.so";
     env["SPILLWAY_SUMMARY"] = summary;
     env["SPILLWAY_DEVICE_MEMORY"] = std::to_string(kBudget);
-    env["SIMGPU_MEMORY"] = kSimgpuMemory;
+    env["SIMGPU_MEMORY"] = constrained ? kSimgpuMemory : "1GiB";
   } else {
     env["SIMGPU_MEMORY"] = "1GiB";
   }
@@ -240,6 +242,41 @@ TEST_F(PlannedRunTest, FallbacksGiveOneLineAndTheLearnedPolicy) {
   }
   std::remove(other_path.c_str());
   std::remove(bad_path.c_str());
+}
+
+// From a recorded trace (SPILLWAY_MODE=record) instead of a hand-written model: the workload
+// read from the trace is the same step, and the engine follows the policy planned from it with
+// the simulator's bytes.
+TEST_F(PlannedRunTest, PolicyPlannedFromARecordedTraceIsFollowed) {
+  const std::string trace = TempPath("planned_step.trace");
+  const JobRun recorded =
+      RunProgram(3, {{"SPILLWAY_MODE", "record"}, {"SPILLWAY_TRACE", trace}}, true, false);
+  ASSERT_EQ(recorded.result.exit_code, 0) << recorded.result.output;
+  absl::StatusOr<Workload> from_trace = policy::WorkloadFromTrace(trace);
+  std::remove(trace.c_str());
+  ASSERT_TRUE(from_trace.ok()) << from_trace.status();
+  EXPECT_EQ(from_trace->allocations.size(), workload_.allocations.size());
+  EXPECT_EQ(from_trace->step.size(), workload_.step.size());
+  policy::PlanOptions options;
+  options.sim.device_memory = kBudget;
+  options.place_on_host = false;
+  absl::StatusOr<policy::PolicyFile> plan = policy::PlanPolicy(*from_trace, options);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->step_signature, plan_.step_signature);  // the engine sees the same step
+  std::ofstream(path_) << policy::FormatPolicyFile(*plan);
+  std::map<int, JobRun> runs;
+  for (const int steps : {3, 6}) {
+    runs[steps] = RunProgram(steps, {{"SPILLWAY_POLICY", path_}}, true);
+    ASSERT_EQ(runs[steps].result.exit_code, 0) << runs[steps].result.output;
+    EXPECT_EQ(Field(runs[steps].summary, "steps_followed", "policy_file"), steps - 1)
+        << runs[steps].summary;
+  }
+  EXPECT_EQ(Checksum(runs[3].result.output), Checksum(RunProgram(3, {}, false).result.output));
+  policy::SimOptions sim;
+  sim.device_memory = kBudget;
+  const policy::SimResult predicted = policy::SimulatePlanned(*from_trace, *plan, sim);
+  const double per_step = static_cast<double>(Moved(runs[6]) - Moved(runs[3])) / 3;
+  EXPECT_NEAR(per_step / static_cast<double>(predicted.h2d_bytes + predicted.d2h_bytes), 1.0, 0.05);
 }
 
 }  // namespace

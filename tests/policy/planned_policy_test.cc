@@ -83,8 +83,9 @@ PolicyFile Plan(const Workload& w, uint64_t device_memory) {
 // Replays a workload against an engine: persistent allocations first, then whole steps.
 class Replay {
  public:
-  Replay(const Workload& w, std::unique_ptr<EvictionPolicy> policy, uint64_t budget)
-      : engine_(&device_, std::move(policy), budget), w_(w) {}
+  Replay(const Workload& w, std::unique_ptr<EvictionPolicy> policy, uint64_t budget,
+         EngineOptions options = {})
+      : engine_(&device_, std::move(policy), budget, options), w_(w) {}
 
   void Init() {
     for (const WorkloadAllocation& a : w_.allocations) {
@@ -240,6 +241,24 @@ TEST(PlannedPolicy, FollowsTheScheduleAfterOneStep) {
   EXPECT_EQ(after3.moves_issued, after3.moves_planned);
   EXPECT_EQ(after3.mismatches, 0u);
   EXPECT_TRUE(after3.fallback_reason.empty());
+}
+
+// Without a side stream (SPILLWAY_LOOKAHEAD=0) the schedule's moves go on the launch stream.
+TEST(PlannedPolicy, WithoutLookaheadMovesGoOnTheLaunchStream) {
+  const Workload w = SmallStep();
+  const uint64_t budget = 6 * kMiB;
+  Replay replay(w, MakePlannedPolicy(Plan(w, budget), "small.toml", budget, nullptr), budget,
+                EngineOptions{.lookahead_launches = 0});
+  replay.Init();
+  for (int i = 0; i < 3; ++i) replay.Step();
+  EXPECT_EQ(replay.Adherence().steps_followed, 2u);
+  EXPECT_GT(replay.Adherence().moves_issued, 0u);
+  EXPECT_TRUE(replay.device_.Calls("stream").empty());
+  for (const DeviceCall& call : replay.device_.calls) {
+    if (call.what == "to_device" || call.what == "to_host" || call.what == "populate") {
+      EXPECT_EQ(call.stream, kStream) << call.what;
+    }
+  }
 }
 
 // On a synthetic training step: the engine's bytes per followed step are the simulator's.

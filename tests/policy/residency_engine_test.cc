@@ -185,7 +185,8 @@ TEST(LookaheadTest, PrefetchesTheNextLaunchesOnASideStreamOrderedByEvents) {
     all.push_back(registry.Insert(address, 2 * kMiB, Backing::kManaged, false, true));
     engine.OnAllocated(all.back());
   }
-  Stream side = nullptr;  // made on the first launch
+  Stream side = nullptr;   // prefetches ahead; made on the first launch
+  Stream evict = nullptr;  // evictions ahead; made on the first launch
   std::set<Event> side_done;  // events recorded on the side stream
   uint64_t side_prefetches = 0, waited_launches = 0;
   std::map<uint64_t, Event> pending;  // address prefetched ahead -> its batch's done event
@@ -195,6 +196,7 @@ TEST(LookaheadTest, PrefetchesTheNextLaunchesOnASideStreamOrderedByEvents) {
     const size_t begin = device.calls.size();
     ASSERT_EQ(engine.OnLaunch(AccessSet{now}, kStream), 0);
     if (side == nullptr) side = device.Calls("stream").at(0).stream;
+    if (evict == nullptr) evict = device.Calls("stream").at(1).stream;
     std::vector<DeviceCall> range(device.calls.begin() + begin, device.calls.end());
     // A launch whose data came ahead waits for the side stream first.
     if (pending.contains(now.base)) {
@@ -205,7 +207,8 @@ TEST(LookaheadTest, PrefetchesTheNextLaunchesOnASideStreamOrderedByEvents) {
       ++waited_launches;
       pending.erase(now.base);
     }
-    Event launch_point = nullptr;
+    Event launch_point = nullptr, evicted = nullptr;
+    bool evict_waited = false;
     for (size_t c = 0; c < range.size(); ++c) {
       const DeviceCall& call = range[c];
       if (call.what == "to_host") {
@@ -214,9 +217,25 @@ TEST(LookaheadTest, PrefetchesTheNextLaunchesOnASideStreamOrderedByEvents) {
         pending.erase(call.address);
       }
       if (call.what == "record" && call.stream == kStream) launch_point = call.event;
+      if (call.stream == evict) {
+        // Evictions ahead run after the launch stream's work so far (the victims' last uses).
+        if (call.what == "wait") {
+          EXPECT_EQ(call.event, launch_point);
+          evict_waited = true;
+        }
+        if (call.what == "to_host") {
+          EXPECT_TRUE(evict_waited) << "eviction before the launch point";
+        }
+        if (call.what == "to_device") {
+          ADD_FAILURE() << "a prefetch on the evict stream";
+        }
+        if (call.what == "record") evicted = call.event;
+        continue;
+      }
       if (call.stream != side) continue;
       if (call.what == "wait") {
-        EXPECT_EQ(call.event, launch_point);  // after the launch stream
+        // After the batch's evictions (the room), or after the launch stream.
+        EXPECT_TRUE(call.event == launch_point || (evicted != nullptr && call.event == evicted));
       }
       if (call.what == "to_device" || call.what == "to_host") {
         EXPECT_NE(launch_point, nullptr) << "side-stream move before the launch stream's event";

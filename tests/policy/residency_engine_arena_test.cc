@@ -1,0 +1,152 @@
+// The residency engine's finer-grained accounting: arenas (large allocations reached through
+// interior pointers) move per 2 MiB chunk, allocations count as the granules they span, and the
+// learned policy predicts the sizes of the allocations the next launches will make.
+#include <algorithm>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "policy/residency_engine.h"
+#include "tests/policy/fake_device.h"
+
+namespace spillway::policy {
+namespace {
+
+using testing::DeviceCall;
+using testing::FakeDevice;
+
+constexpr uint64_t kMiB = 1ull << 20;
+Stream const kStream = reinterpret_cast<Stream>(0x5);
+
+class ArenaTest : public ::testing::Test {
+ protected:
+  ArenaTest() : engine_(&device_, MakeLruPolicy(), 64 * kMiB, EngineOptions{0}) {}
+
+  Allocation Managed(uint64_t bytes) {
+    uint64_t address = 0;
+    device_.AllocateManaged(&address, bytes);
+    const Allocation allocation = registry_.Insert(address, bytes, Backing::kManaged, false, true);
+    engine_.OnAllocated(allocation);
+    return allocation;
+  }
+  // A launch whose parameters hold `pointers`; returns the ranges it prefetched.
+  std::vector<std::pair<uint64_t, uint64_t>> Launch(const std::vector<uint64_t>& pointers) {
+    AccessSet access;
+    registry_.FindAll(pointers.data(), pointers.size(), &access);
+    const size_t before = device_.calls.size();
+    EXPECT_EQ(engine_.OnLaunch(access, pointers, kStream), 0);
+    std::vector<std::pair<uint64_t, uint64_t>> ranges;
+    for (size_t c = before; c < device_.calls.size(); ++c) {
+      const DeviceCall& call = device_.calls[c];
+      if (call.what == "to_device") ranges.emplace_back(call.address, call.bytes);
+    }
+    return ranges;
+  }
+  using Ranges = std::vector<std::pair<uint64_t, uint64_t>>;
+
+  FakeDevice device_;
+  AllocationRegistry registry_;
+  ResidencyEngine engine_;
+};
+
+TEST_F(ArenaTest, AnInteriorPointerMovesOnlyTheChunksUpToTheNextOffsetSeen) {
+  const Allocation arena = Managed(32 * kMiB);
+  // The first pointer names the arena from its offset to the end: chunks 12..15.
+  EXPECT_EQ(Launch({arena.base + 24 * kMiB}), (Ranges{{arena.base + 24 * kMiB, 2 * kMiB},
+                                                      {arena.base + 26 * kMiB, 2 * kMiB},
+                                                      {arena.base + 28 * kMiB, 2 * kMiB},
+                                                      {arena.base + 30 * kMiB, 2 * kMiB}}));
+  EXPECT_EQ(engine_.resident_estimate(), 8 * kMiB);
+  // A pointer at 17 MiB names chunks 8..11 (up to 24 MiB, the next offset seen).
+  EXPECT_EQ(Launch({arena.base + 17 * kMiB}), (Ranges{{arena.base + 16 * kMiB, 2 * kMiB},
+                                                      {arena.base + 18 * kMiB, 2 * kMiB},
+                                                      {arena.base + 20 * kMiB, 2 * kMiB},
+                                                      {arena.base + 22 * kMiB, 2 * kMiB}}));
+  // Its base pointer now names chunks 0..8 (up to 17 MiB); chunk 8 is resident already.
+  const Ranges base = Launch({arena.base});
+  ASSERT_EQ(base.size(), 8u);
+  EXPECT_EQ(base.front(), std::make_pair(arena.base, 2 * kMiB));
+  EXPECT_EQ(base.back(), std::make_pair(arena.base + 14 * kMiB, 2 * kMiB));
+  EXPECT_EQ(engine_.resident_estimate(), 32 * kMiB);
+  // Freed: every chunk forgotten, the whole allocation discarded.
+  EXPECT_EQ(engine_.OnFree(arena, kStream), 0);
+  EXPECT_EQ(engine_.resident_estimate(), 0u);
+  ASSERT_EQ(device_.Calls("discard").size(), 1u);
+  EXPECT_EQ(device_.Calls("discard")[0].bytes, 32 * kMiB);
+}
+
+TEST_F(ArenaTest, ChunksOfAnArenaAreEvictedOneByOne) {
+  const Allocation arena = Managed(48 * kMiB);
+  const Allocation other = Managed(32 * kMiB);
+  Launch({arena.base + 8 * kMiB});  // chunks 4..23: 40 MiB
+  Launch({arena.base});             // chunks 0..3: 8 MiB, 48 MiB resident
+  Launch({other.base});             // 32 MiB more: 16 MiB of the arena must go, not all of it
+  uint64_t evicted = 0;
+  for (const DeviceCall& call : device_.Calls("to_host")) {
+    EXPECT_EQ(call.bytes, 2 * kMiB);
+    EXPECT_TRUE(arena.Contains(call.address));
+    evicted += call.bytes;
+  }
+  EXPECT_EQ(evicted, 16 * kMiB);
+  EXPECT_LE(engine_.resident_estimate(), engine_.budget_bytes());
+}
+
+TEST_F(ArenaTest, SmallOrBasePointerOnlyAllocationsStayWhole) {
+  const Allocation small = Managed(8 * kMiB);   // below kArenaMinBytes: interior pointer or not
+  const Allocation large = Managed(16 * kMiB);  // only ever reached through its base
+  EXPECT_EQ(Launch({small.base + 6 * kMiB}), (Ranges{{small.base, 8 * kMiB}}));
+  EXPECT_EQ(Launch({large.base}), (Ranges{{large.base, 16 * kMiB}}));
+}
+
+TEST(FootprintTest, AllocationsCountAsTheGranulesTheySpan) {
+  FakeDevice device;
+  AllocationRegistry registry;
+  ResidencyEngine engine(&device, MakeLruPolicy(), 64 * kMiB, EngineOptions{0, 2 * kMiB});
+  uint64_t address = 0;
+  device.AllocateManaged(&address, 1);
+  const Allocation tiny = registry.Insert(address, 1, Backing::kManaged, false, true);
+  engine.OnAllocated(tiny);
+  ASSERT_EQ(engine.OnLaunch(AccessSet{tiny}, kStream), 0);
+  EXPECT_EQ(engine.resident_estimate(), 2 * kMiB);
+  // Moves are still of the allocation's own bytes.
+  ASSERT_EQ(device.Calls("to_device").size(), 1u);
+  EXPECT_EQ(device.Calls("to_device")[0].bytes, 1u);
+  // 2 MiB starting 1 MiB into a granule spans two.
+  const uint64_t unaligned = (address / (2 * kMiB) + 4) * (2 * kMiB) + kMiB;
+  const Allocation straddling =
+      registry.Insert(unaligned, 2 * kMiB, Backing::kManaged, false, true);
+  engine.OnAllocated(straddling);
+  ASSERT_EQ(engine.OnLaunch(AccessSet{straddling}, kStream), 0);
+  EXPECT_EQ(engine.resident_estimate(), 6 * kMiB);
+}
+
+TEST(PredictUnallocatedTest, TheLearnedPolicyNamesTheSizesOfAllocationsNotMadeYet) {
+  std::unique_ptr<EvictionPolicy> policy = MakeLearnedPolicy();
+  uint64_t next_id = 1000;
+  // Each step: weight 1 (1 MiB) with a fresh 3 MiB activation, then weight 2 (2 MiB) alone.
+  const auto step = [&] {
+    const uint64_t activation = next_id++;
+    const uint64_t ids[] = {1, activation}, sizes[] = {kMiB, 3 * kMiB};
+    policy->ObserveLaunch(LaunchView{7, ids, sizes, 2});
+    for (const uint64_t id : ids) policy->Touch(id);
+    const uint64_t ids2[] = {2}, sizes2[] = {2 * kMiB};
+    policy->ObserveLaunch(LaunchView{8, ids2, sizes2, 1});
+    policy->Touch(2);
+    policy->Forget(activation);
+  };
+  std::vector<uint64_t> sizes;
+  policy->PredictUnallocated(2, &sizes);
+  EXPECT_TRUE(sizes.empty());  // no step known yet
+  for (int i = 0; i < 40; ++i) step();
+  ASSERT_NE(policy->step_length(), 0u);
+  policy->PredictUnallocated(1, &sizes);  // next: weight 1 and an activation not made yet
+  EXPECT_EQ(sizes, (std::vector<uint64_t>{3 * kMiB}));
+  policy->PredictUnallocated(2, &sizes);
+  EXPECT_EQ(sizes, (std::vector<uint64_t>{3 * kMiB}));
+  // lru predicts nothing.
+  std::unique_ptr<EvictionPolicy> lru = MakeLruPolicy();
+  lru->PredictUnallocated(2, &sizes);
+  EXPECT_TRUE(sizes.empty());
+}
+
+}  // namespace
+}  // namespace spillway::policy
