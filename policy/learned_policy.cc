@@ -254,7 +254,7 @@ class LearnedPolicy final : public EvictionPolicy {
   std::unordered_map<uint64_t, uint64_t> next_use_;
   bool next_use_valid_ = false;
   std::vector<uint64_t> unallocated_seen_;  // scratch of PredictUnallocated
-  RecencyOrder order_;  // the lru fallback, and the tie-break
+  RecencyOrder order_;                      // the lru fallback, and the tie-break
 };
 
 }  // namespace

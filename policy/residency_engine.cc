@@ -72,8 +72,8 @@ void ResidencyEngine::OnAllocated(const Allocation& allocation) {
     fixed_bytes_ += allocation.size;
     return;
   }
-  tracked_[allocation.id] = Tracked{allocation.base, allocation.size, false, 0, 0,
-                                    Footprint(allocation.base, allocation.size)};
+  tracked_[allocation.id] = Tracked{
+      allocation.base, allocation.size, false, 0, 0, Footprint(allocation.base, allocation.size)};
   policy_->ObserveAllocated(allocation.id, allocation.size);
 }
 
@@ -104,7 +104,8 @@ bool ResidencyEngine::Evictable(const void* context, uint64_t id) {
   const auto* c = static_cast<const EvictableContext*>(context);
   const auto& tracked = *static_cast<const std::unordered_map<uint64_t, Tracked>*>(c->tracked);
   const auto it = tracked.find(id);
-  return it != tracked.end() && it->second.resident && it->second.used_by_launch + c->guard < c->stamp;
+  return it != tracked.end() && it->second.resident &&
+         it->second.used_by_launch + c->guard < c->stamp;
 }
 
 bool ResidencyEngine::SideStreamReady() {
@@ -304,8 +305,7 @@ int ResidencyEngine::OnLaunch(const AccessSet& access, const std::vector<uint64_
     if (side && !scheduled) batch = PlanLookahead(stamp, access_bytes, &side_moves);
   }
   int failures = 0;
-  if (wait_batch != 0 &&
-      device_->StreamWaitEvent(stream, BatchEvent(wait_batch, 2)) != kDeviceOk) {
+  if (wait_batch != 0 && device_->StreamWaitEvent(stream, BatchEvent(wait_batch, 2)) != kDeviceOk) {
     ++failures;
   }
   if (wait_evicted != 0 &&

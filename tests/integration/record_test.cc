@@ -185,6 +185,8 @@ TEST(Record, TraceAgreesWithTheSummaryAndSimgpu) {
   EXPECT_EQ(static_cast<long long>(PeakLiveBytes(trace)), Field(stats, "managed_alloc_bytes_peak"))
       << stats;
   std::set<uint64_t> ids;
+  std::map<uint64_t, uint64_t> bytes_of;
+  for (const trace::AllocRecord& a : trace.allocs) bytes_of[a.allocation_id] = a.bytes;
   for (const trace::AllocRecord& a : trace.allocs) {
     EXPECT_EQ(a.kind, trace::AllocKind::kManaged);  // run mode's backing
     EXPECT_NE(a.call_site, 0u);
@@ -200,6 +202,9 @@ TEST(Record, TraceAgreesWithTheSummaryAndSimgpu) {
     EXPECT_FALSE(trace.accesses[i].empty()) << "launch " << i;
     for (const trace::AccessRecord& access : trace.accesses[i]) {
       EXPECT_TRUE(ids.contains(access.allocation_id));
+      // The demo passes each buffer's base address: from offset 0 to the end.
+      EXPECT_EQ(access.offset, 0u);
+      EXPECT_EQ(access.bytes, bytes_of[access.allocation_id]);
     }
     EXPECT_FALSE(trace.strings.at(trace.launches[i].function_name).empty());
     EXPECT_EQ(trace.launches[i].grid[0], 1024u);
@@ -232,6 +237,23 @@ TEST(Record, TraceAgreesWithTheSummaryAndSimgpu) {
     const std::string& innermost = trace.module_paths.at(frames[0].module);
     EXPECT_NE(innermost.find("oversubscribe"), std::string::npos) << innermost;
   }
+}
+
+TEST(Record, AccessStartsAtThePointerTheKernelGot) {
+  const std::string dir = TempDir("interior");
+  const std::string path = dir + "/run.trace";
+  const ProcessResult run =
+      RunProcess({kOut + "/record_interior_program", KERNEL_LIBRARY}, RecordEnv(path));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const Trace trace = Load(path);
+  ASSERT_EQ(trace.allocs.size(), 1u);
+  ASSERT_EQ(trace.launches.size(), 1u);
+  ASSERT_EQ(trace.accesses[0].size(), 1u);
+  const trace::AccessRecord& access = trace.accesses[0][0];
+  EXPECT_EQ(access.allocation_id, trace.allocs[0].allocation_id);
+  EXPECT_EQ(access.offset, 4096u);
+  EXPECT_EQ(access.bytes, (64u << 10) - 4096u);
+  EXPECT_EQ(trace.strings.at(trace.launches[0].function_name), "store");
 }
 
 TEST(Record, CallSiteIdsAreTheSameInTwoRuns) {

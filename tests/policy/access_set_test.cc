@@ -38,6 +38,28 @@ TEST_F(AccessSetTest, KernelParamsFormFindsPointersIncludingInteriorOnes) {
   EXPECT_EQ(Ids(set), (std::vector<uint64_t>{a_.id, b_.id, c_.id}));
 }
 
+TEST_F(AccessSetTest, HandsBackThePointerWordsForArenas) {
+  uint64_t x = 0x10000, y = 0x30010;
+  uint32_t n = 7, pad = 0;
+  void* params[] = {&x, &n, &pad, &y};
+  const std::vector<ParamInfo> layout = {{0, 8}, {8, 4}, {12, 4}, {16, 8}};
+  AccessSet set;
+  std::vector<uint64_t> words = {99};  // cleared first
+  ResolveFromKernelParams(registry_, layout, params, &set, &words);
+  EXPECT_EQ(words, (std::vector<uint64_t>{0x10000, 0x30010}));  // 4-byte parameters form none
+  // The extra form: the packed buffer's words.
+  struct {
+    uint64_t p;
+    uint64_t q;
+  } buffer = {0x20008, 0};
+  size_t size = sizeof(buffer);
+  void* extra[] = {reinterpret_cast<void*>(1), &buffer, reinterpret_cast<void*>(2), &size, nullptr};
+  set.clear();
+  EXPECT_TRUE(ResolveFromExtra(registry_, extra, &set, &words));
+  EXPECT_EQ(words, (std::vector<uint64_t>{0x20008}));
+  EXPECT_EQ(Ids(set), (std::vector<uint64_t>{b_.id}));
+}
+
 TEST_F(AccessSetTest, NonPointersAreIgnored) {
   uint64_t small = 42, past_end = 0x11000, zero = 0;
   double real = 3.5;
