@@ -80,9 +80,35 @@ std::string CommandLine() {
 // The header's device fields, from the real driver (best effort: "" / 0 when it cannot tell).
 struct DeviceFacts {
   std::string name;
-  std::string driver_version;
+  std::string cuda_version;    // the CUDA version the driver supports (cuDriverGetVersion), "13.0"
+  std::string driver_version;  // the NVIDIA kernel driver's release, "580.65.06"; see below
   uint64_t memory = 0;
 };
+
+// The NVIDIA kernel module's release from /proc/driver/nvidia/version ("NVRM version: NVIDIA UNIX
+// ... Kernel Module  580.65.06  ..."): the first token after "Module" that starts with a digit and
+// has a dot. "" when the file is missing or says something else.
+std::string KernelDriverRelease() {
+  const int fd = ::open("/proc/driver/nvidia/version", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  char buffer[512];
+  const ssize_t n = ::read(fd, buffer, sizeof(buffer) - 1);
+  ::close(fd);
+  if (n <= 0) return "";
+  const std::string text(buffer, static_cast<size_t>(n));
+  const std::string line = text.substr(0, text.find('\n'));
+  size_t at = line.find("Module");
+  if (at == std::string::npos) return "";
+  while (at < line.size()) {
+    const size_t begin = line.find_first_not_of(' ', at);
+    if (begin == std::string::npos) break;
+    const size_t end = std::min(line.find(' ', begin), line.size());
+    const std::string token = line.substr(begin, end - begin);
+    if (token[0] >= '0' && token[0] <= '9' && token.find('.') != std::string::npos) return token;
+    at = end;
+  }
+  return "";
+}
 
 DeviceFacts AskDriver() {
   DeviceFacts facts;
@@ -98,9 +124,12 @@ DeviceFacts AskDriver() {
   int version = 0;
   const auto get_version = Lookup<CUresult (*)(int*)>(g_driver_get_version);
   if (get_version != nullptr && get_version(&version) == CUDA_SUCCESS && version > 0) {
-    facts.driver_version =
+    facts.cuda_version =
         std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10);
   }
+  // simgpu has no kernel driver; elsewhere the kernel module's release, else the CUDA version.
+  facts.driver_version = facts.name.rfind("simgpu", 0) == 0 ? "simgpu" : KernelDriverRelease();
+  if (facts.driver_version.empty()) facts.driver_version = facts.cuda_version;
   size_t bytes = 0;
   using TotalMemFn = CUresult (*)(size_t*, CUdevice);
   const auto total =
@@ -139,6 +168,7 @@ trace::TraceWriter* Writer() {
   trace::HeaderRecord header;
   header.job = job;
   header.device_name = facts.name;
+  header.cuda_version = facts.cuda_version;
   header.driver_version = facts.driver_version;
   header.spillway_version = SPILLWAY_VERSION;
   header.device_memory_bytes = facts.memory;

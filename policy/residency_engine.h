@@ -3,11 +3,14 @@
 // allocations to the host when the access set plus what is resident would exceed the budget, and
 // prefetches the access set to the device, all on the launch stream (an eviction runs after the
 // victim's last use there, a prefetch before the kernel). When the policy predicts the next
-// launches (a detected training step), it also prefetches their access sets ahead, on a side
-// stream: the side stream first waits for an event recorded on the launch stream (so a victim's
-// earlier uses have completed), evicts only allocations needed later than what it brings in, and
-// records an event that the launch needing the data waits on. Frees of managed memory are
-// discarded first, so dead data never moves. See docs/engine.md.
+// launches (a detected training step), it also prefetches their access sets ahead, on side
+// streams: evictions on an evict stream that first waits for an event recorded on the launch
+// stream (so a victim's earlier uses have completed), prefetches on a prefetch stream that waits
+// for those evictions (the room), evicting only allocations needed later than what comes in and
+// leaving room for the allocations the next launches will make; the launch needing the data waits
+// for an event recorded after its prefetch. Large allocations reached through interior pointers
+// (arenas) are tracked per 2 MiB chunk. Frees of managed memory are discarded first, so dead data
+// never moves. See docs/engine.md.
 //
 // Thread-safe. Decisions are made under the engine's lock; device calls are made after it is
 // released (never a lock across a driver call).

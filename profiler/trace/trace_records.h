@@ -53,8 +53,8 @@ using CallSiteId = uint64_t;
 struct HeaderRecord {
   absl::string_view job;               // command line or program name
   absl::string_view device_name;       // e.g. "NVIDIA H100 80GB HBM3", "simgpu"
-  absl::string_view cuda_version;      // runtime/toolkit version, e.g. "12.4"; "" if unknown
-  absl::string_view driver_version;    // cuDriverGetVersion as "12.4", or "simgpu"; "" if unknown
+  absl::string_view cuda_version;      // CUDA version the driver supports, e.g. "12.4"; "" unknown
+  absl::string_view driver_version;    // kernel driver release "550.54.15", "simgpu"; "" unknown
   absl::string_view spillway_version;  // e.g. "0.1.0"
   uint64_t device_memory_bytes = 0;    // 0 = unknown
   uint64_t start_ns = 0;               // CLOCK_MONOTONIC when recording started

@@ -1,11 +1,14 @@
 // A job whose kernel gets a pointer into the middle of an allocation: `store` (from the shim's
 // noop kernel library, given as argv[1]) writes a value 4096 bytes into a 64 KiB buffer. For
 // record mode's test that a launch's access carries the offset of the pointer it was given.
+// With --launch-at-exit it launches `store` once more after its last synchronization and exits
+// without synchronizing again (the recorder must still time that launch).
 #include <cuda.h>
 
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 namespace {
 
@@ -19,8 +22,9 @@ void Check(CUresult result, const char* what) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: record_interior_program KERNEL_LIBRARY\n");
+  const bool launch_at_exit = argc == 3 && std::strcmp(argv[2], "--launch-at-exit") == 0;
+  if (argc != 2 && !launch_at_exit) {
+    std::fprintf(stderr, "usage: record_interior_program KERNEL_LIBRARY [--launch-at-exit]\n");
     return 2;
   }
   Check(cuInit(0), "cuInit");
@@ -42,7 +46,11 @@ int main(int argc, char** argv) {
   uint32_t back = 0;
   Check(cuMemcpyDtoH(&back, buffer + 4096, sizeof(back)), "cuMemcpyDtoH");
   Check(cuCtxSynchronize(), "cuCtxSynchronize");
-  Check(cuMemFree(buffer), "cuMemFree");
   std::printf("stored %u\n", back);
+  if (launch_at_exit) {  // never synchronized, never freed: exit right after the launch
+    Check(cuLaunchKernel(store, 1, 1, 1, 1, 1, 1, 0, nullptr, params, nullptr), "cuLaunchKernel");
+    return back == 42 ? 0 : 1;
+  }
+  Check(cuMemFree(buffer), "cuMemFree");
   return back == 42 ? 0 : 1;
 }

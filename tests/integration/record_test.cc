@@ -2,6 +2,7 @@
 // with the trace reader, agrees with the exit summary and with simgpu's own stats; call-site ids
 // are the same in two runs of the same program; a trace that cannot be written costs the job
 // nothing but one log line; a forked child writes its own trace.
+#include <cuda.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -39,6 +40,7 @@ long long Field(const std::string& json, const std::string& key) {
 // What a test needs from a trace, copied out of the reader's views.
 struct Trace {
   std::string device_name;
+  std::string cuda_version;
   std::string driver_version;
   std::string spillway_version;
   uint64_t device_memory = 0;
@@ -68,6 +70,7 @@ Trace Load(const std::string& path) {
   }
   const trace::HeaderRecord& header = (*reader)->header();
   out.device_name = std::string(header.device_name);
+  out.cuda_version = std::string(header.cuda_version);
   out.driver_version = std::string(header.driver_version);
   out.spillway_version = std::string(header.spillway_version);
   out.device_memory = header.device_memory_bytes;
@@ -172,7 +175,10 @@ TEST(Record, TraceAgreesWithTheSummaryAndSimgpu) {
   const Trace trace = Load(dir + "/run.trace");
   EXPECT_TRUE(trace.problems.empty()) << trace.problems.front();
   EXPECT_EQ(trace.device_name.rfind("simgpu", 0), 0u) << trace.device_name;
-  EXPECT_FALSE(trace.driver_version.empty());
+  // cuDriverGetVersion (simgpu answers the CUDA_VERSION it was built with) as "major.minor".
+  EXPECT_EQ(trace.cuda_version,
+            std::to_string(CUDA_VERSION / 1000) + "." + std::to_string(CUDA_VERSION % 1000 / 10));
+  EXPECT_EQ(trace.driver_version, "simgpu");
   EXPECT_FALSE(trace.spillway_version.empty());
   EXPECT_EQ(trace.device_memory, 64u << 20);
   EXPECT_EQ(trace.dropped, 0u);
@@ -254,6 +260,25 @@ TEST(Record, AccessStartsAtThePointerTheKernelGot) {
   EXPECT_EQ(access.offset, 4096u);
   EXPECT_EQ(access.bytes, (64u << 10) - 4096u);
   EXPECT_EQ(trace.strings.at(trace.launches[0].function_name), "store");
+}
+
+// Events are read at synchronizations; a launch after the last one is read at exit.
+TEST(Record, LaunchAfterTheLastSynchronizationIsTimedAtExit) {
+  const std::string dir = TempDir("unsynced");
+  const std::string path = dir + "/run.trace";
+  const ProcessResult run = RunProcess(
+      {kOut + "/record_interior_program", KERNEL_LIBRARY, "--launch-at-exit"}, RecordEnv(path));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const Trace trace = Load(path);
+  ASSERT_EQ(trace.launches.size(), 2u);
+  ASSERT_EQ(trace.kernel_times.size(), 2u);
+  std::set<uint64_t> timed;
+  for (const trace::KernelTimeRecord& k : trace.kernel_times) {
+    timed.insert(k.correlation_id);
+    EXPECT_LE(k.start_ns, k.end_ns);
+    EXPECT_EQ(k.source, trace::KernelTimeRecord::kEvents);
+  }
+  for (const trace::LaunchRecord& l : trace.launches) EXPECT_TRUE(timed.contains(l.correlation_id));
 }
 
 TEST(Record, CallSiteIdsAreTheSameInTwoRuns) {
