@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -151,6 +152,8 @@ void StartCupti(trace::TraceWriter* writer, const std::string& device_name) {
   if (cupti) Log(LogLevel::kInfo, "record mode: kernel times from CUPTI");
 }
 
+void CollectTimesAtExit();  // below, with the kernel times
+
 // The writer, opened on first use. Null when recording is off or the file cannot be written.
 trace::TraceWriter* Writer() {
   trace::TraceWriter* writer = g_writer.load(std::memory_order_acquire);
@@ -193,6 +196,8 @@ trace::TraceWriter* Writer() {
   g_writer.store(writer, std::memory_order_release);
   g_open_state.store(kOpen, std::memory_order_release);
   Log(LogLevel::kInfo, "recording to %s", path.c_str());
+  // Once per process (a forked child inherits the handler, which then reads the child's events).
+  if (!g_exit_handler.exchange(true)) std::atexit(CollectTimesAtExit);
   if (!g_forked_child.load()) StartCupti(writer, facts.name);
   return writer;
 }
@@ -334,6 +339,42 @@ void CollectTimes(TimeState& times, trace::TraceWriter* writer) {
     times.free_events.push_back(pending.end);
   }
   times.pending.resize(kept);
+}
+
+// ---- kernel times at exit ----
+
+constexpr uint64_t kExitWaitNs = 1000000000;  // how long exit waits for unfinished launches
+constinit std::atomic<bool> g_exit_handler{false};
+
+// Reads the events of the launches no synchronization collected (those after the job's last one),
+// waiting at most kExitWaitNs for them to finish; what is still running then stays untimed (said
+// once). Runs from an atexit handler registered when the trace opened, after cuInit and the CUDA
+// runtime registered their own exit handlers, so it runs before those tear the context down; when
+// the context is gone anyway, the queries fail and those launches are dropped without waiting.
+void CollectTimesAtExit() {
+  trace::TraceWriter* writer = g_writer.load(std::memory_order_acquire);
+  if (writer == nullptr || g_cupti_times.load(std::memory_order_relaxed)) return;
+  ReentrancyGuard guard;
+  const uint64_t deadline = trace::TraceClockNs() + kExitWaitNs;
+  size_t left = 0;
+  for (;;) {
+    {
+      std::unique_lock lock(g_time_mutex, std::try_to_lock);  // never block on a stuck thread
+      if (lock.owns_lock()) {
+        if (g_times == nullptr || g_times->pending.empty()) return;
+        CollectTimes(*g_times, writer);
+        left = g_times->pending.size();
+        if (left == 0) return;
+      }
+    }
+    if (trace::TraceClockNs() >= deadline) break;
+    const timespec pause{0, 1000000};
+    nanosleep(&pause, nullptr);
+  }
+  if (left > 0) {
+    Log(LogLevel::kInfo, "record mode: %zu launch(es) still running at exit have no kernel time",
+        left);
+  }
 }
 
 // ---- fork ----
