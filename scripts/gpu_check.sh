@@ -555,8 +555,10 @@ step_oversubscription() {
   else
     note "plain managed memory: train_like --managed without spillway (oversubscribe has no such mode)"
   fi
-  if "${spillway[@]}" --help 2>/dev/null | grep -q '^  plan'; then
-    note "planned policy: \`spillway plan\` exists but the record + plan flow is not wired into this script yet (rows skipped)"
+  local can_plan=0
+  if [[ $dry -eq 1 ]] || "${spillway[@]}" --help 2>/dev/null | grep -q '^  plan'; then
+    can_plan=1
+    note "planned policy: the job recorded once at the budget (\`--mode record\`), \`spillway plan\` on its trace, then run with \`--policy\`; the summary's policy_file section says whether the run followed it"
   else
     note "planned policy: no \`spillway plan\` in this build (rows skipped)"
   fi
@@ -612,7 +614,24 @@ step_oversubscription() {
               say "  $kind ${factor}x plain managed: $(fmt "$job_ms") ms/step"
             fi
             continue ;;
-          planned) continue ;;
+          planned)
+            ((can_plan)) || continue
+            # Record the job at this budget, plan for the budget, then follow the plan.
+            local trace="$work/$kind-$factor.trace" plan_file="$work/$kind-$factor.policy.toml"
+            local plan_budget=${budget:-$SIMGPU_MEMORY}
+            rm -f "$trace"
+            local saved_env=("${job_env[@]}")
+            job_env=(env "SPILLWAY_TRACE=$trace" "${saved_env[@]:1}")
+            job "$kind-$factor-record" "$kind" "$batch" "${opts[@]}" --mode record || {
+              note "$kind at ${factor}x, recording for the plan: exit $job_rc"; fail=1; }
+            job_env=("${saved_env[@]}")
+            if ! runc "$kind-$factor-plan" "${spillway[@]}" plan "$trace" --device-memory \
+                "$plan_budget" -o "$plan_file"; then
+              note "$kind at ${factor}x: spillway plan failed (see $kind-$factor-plan in the log)"
+              fail=1
+              continue
+            fi
+            popts=(--policy "$plan_file") ;;
           *) popts=(--eviction "$policy") ;;
         esac
         job "$kind-$factor-$policy" "$kind" "$batch" "${opts[@]}" "${popts[@]}" || {
