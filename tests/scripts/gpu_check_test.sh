@@ -38,6 +38,9 @@ for pattern in '^== info' '^== bundle' '^== doctor' '^== gpu-tests' '^== bandwid
                'PYTORCH_CUDA_ALLOC_CONF=backend:native bash [^ ]*/spillway run .*--framework-allocator' \
                'PYTORCH_CUDA_ALLOC_CONF=backend:native [^ ]*python[0-9]* [^ ]*/train_resnet.py' \
                'scripts/gpu_bandwidth.py' "bash $src/scripts/spillway doctor" \
+               'SPILLWAY_TRACE=[^ ]*/resnet-2.trace .*/spillway run .*--mode record' \
+               'spillway plan [^ ]*/resnet-2.trace --device-memory [^ ]+ -o [^ ]*/resnet-2.policy.toml' \
+               'spillway run .* --policy [^ ]*/resnet-2.policy.toml --' \
                "^    \\\$ $out/attention_benchmark\$" \
                "^    \\\$ [^ ]*python[0-9]* $src/attention_kernels/benchmark/torch_compare.py\$"; do
   grep -Eq -- "$pattern" "$tmp/out" || fail "--dry-run lacks /$pattern/"
@@ -55,6 +58,8 @@ else
   ls "$tmp"/r/gpu-check-simgpu-*.log >/dev/null 2>&1 || fail "--simgpu kept no log"
   grep -q '^| oversubscribe | 2 | lru | [0-9.]* | 0\.[0-9]* | [0-9.]* | [0-9.]* | [0-9]* MiB |$' \
     "$results" || fail "no oversubscribe lru row: $(grep '^|' "$results")"
+  grep -q '^| oversubscribe | 2 | planned | [0-9.]* | 0\.[0-9]* | [0-9.]* | [0-9.]* | [0-9]* MiB |$' \
+    "$results" || fail "no oversubscribe planned row: $(grep '^|' "$results")"
   grep -q '^## doctor' "$results" || fail "results lack the doctor section"
   grep -q 'hooks active *yes' "$results" || fail "doctor: hooks not active: $(cat "$results")"
 fi
