@@ -1,4 +1,6 @@
-// ListedCallerModule: code ranges of listed modules from dl_iterate_phdr, frames from backtrace().
+// ListedCallerModule: code ranges of listed modules from dl_iterate_phdr; frames from libunwind's
+// unw_backtrace (profiler/callsite/unwinder.h, loaded privately) when it loaded, else glibc's
+// backtrace() (about 20 times slower, docs/benchmarks.md).
 #include "interpose/caller_module.h"
 
 #include <execinfo.h>
@@ -8,6 +10,8 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+
+#include "profiler/callsite/unwinder.h"
 
 namespace spillway::interpose {
 namespace {
@@ -95,6 +99,8 @@ std::shared_ptr<const Ranges> ListedRangesFor(const std::vector<std::string>& pa
 
 }  // namespace
 
+bool PrepareCallerWalk() { return callsite::UnwinderAvailable(); }
+
 bool ModuleListed(std::string_view path, const std::vector<std::string>& parts) {
   for (const std::string& part : parts) {
     if (!part.empty() && path.find(part) != std::string_view::npos) return true;
@@ -107,7 +113,8 @@ std::optional<std::string> ListedCallerModule(const std::vector<std::string>& pa
   const std::shared_ptr<const Ranges> ranges = ListedRangesFor(parts);
   if (ranges->empty()) return std::nullopt;
   void* frames[kCallerFrames + 1];
-  const int count = backtrace(frames, kCallerFrames + 1);
+  int count = callsite::Backtrace(frames, kCallerFrames + 1);  // 0 without libunwind
+  if (count == 0) count = backtrace(frames, kCallerFrames + 1);
   for (int i = 1; i < count; ++i) {  // frame 0 is this function
     const auto address = reinterpret_cast<uintptr_t>(frames[i]);
     for (const Range& range : *ranges) {

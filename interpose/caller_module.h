@@ -15,6 +15,11 @@ namespace spillway::interpose {
 // True when `path` contains one of `parts` (plain substring match).
 bool ModuleListed(std::string_view path, const std::vector<std::string>& parts);
 
+// Loads the fast stack walk (libunwind, privately: profiler/callsite/unwinder.h) if it can; without
+// it ListedCallerModule walks with glibc's backtrace(). Call while the library initializes, not
+// from a hook (dlopen takes the loader lock). True when the fast walk is available.
+bool PrepareCallerWalk();
+
 // How many frames above the caller are checked: deep enough for a library that calls the driver
 // through its own wrapper or cudart (NCCL links cudart statically), shallow enough to stay cheap.
 inline constexpr int kCallerFrames = 16;

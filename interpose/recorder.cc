@@ -50,6 +50,7 @@ constinit std::atomic<bool> g_forked_child{false};
 constinit std::atomic<trace::TraceWriter*> g_abandoned_writer{nullptr};
 constinit std::atomic<bool> g_cupti_times{false};
 constinit std::atomic<uint64_t> g_correlation{0};
+constinit std::atomic<bool> g_exit_handler{false};  // CollectTimesAtExit registered
 std::mutex g_open_mutex;
 
 constinit UnhookedFunction g_device_get{"cuDeviceGet"};
@@ -344,7 +345,6 @@ void CollectTimes(TimeState& times, trace::TraceWriter* writer) {
 // ---- kernel times at exit ----
 
 constexpr uint64_t kExitWaitNs = 1000000000;  // how long exit waits for unfinished launches
-constinit std::atomic<bool> g_exit_handler{false};
 
 // Reads the events of the launches no synchronization collected (those after the job's last one),
 // waiting at most kExitWaitNs for them to finish; what is still running then stays untimed (said

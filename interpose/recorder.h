@@ -3,7 +3,8 @@
 // recorded event (the driver is initialized by then, so the header can name the device), closed
 // at exit, and started anew under the child's pid in a forked child. Allocations carry call-site
 // stacks (profiler/callsite/). Kernel times come from events recorded around each launch and read
-// at synchronization points, unless CUPTI supplies them (SetKernelTimesFromCupti).
+// at synchronization points (and, for launches after the last one, at exit, waiting at most 1 s),
+// unless CUPTI supplies them (SetKernelTimesFromCupti).
 //
 // Any failure to open or write the trace is said once and recording stops; the job goes on as in
 // run mode. Outside record mode each hook pays one predictable branch: Recording().

@@ -19,6 +19,7 @@
 #include "common/cost_model.h"
 #include "common/json_writer.h"
 #include "interpose/backing.h"
+#include "interpose/caller_module.h"
 #include "interpose/driver_device.h"
 #include "interpose/log.h"
 #include "interpose/real_driver.h"
@@ -128,7 +129,9 @@ void Configure() {
   Log(LogLevel::kInfo, "mode %s, version %s", std::string(ModeName(g_config->mode)).c_str(),
       SPILLWAY_VERSION);
   pthread_atfork(BeforeFork, AfterForkInParent, AfterForkInChild);
-  StartRecording(*g_config);
+  StartRecording(*g_config);  // first: it says once if libunwind is missing in record mode
+  // The caller-module check walks with libunwind when it loads (silently glibc's walk otherwise).
+  if (g_config->mode != Mode::kOff && !g_config->device_modules.empty()) PrepareCallerWalk();
 }
 
 bool MadeAnyCall() {

@@ -77,18 +77,17 @@ int ResidencyEngine::IssueScheduled(Stream stream) {
   for (const ResolvedMove& move : t_resolved) {
     DeviceResult result = kDeviceOk;
     switch (move.kind) {
+      // A plan's discard (dead data) and populate (not yet written) are decided from the kernels
+      // alone: a host copy or fill the plan does not see (cuMemcpy*, cuMemset* on the job's
+      // streams) may still read or have written the data, and dropping it would change the job's
+      // results. So they are executed as a write-back and a plain prefetch; on a page that holds
+      // no data the prefetch populates it on the device without a copy, as a populate would.
       case ScheduledMove::Kind::kEvict:
+      case ScheduledMove::Kind::kDiscard:
         result = device_->PrefetchToHost(move.address, move.bytes, stream);
         if (result == kDeviceOk) evict_bytes_.fetch_add(move.bytes, std::memory_order_relaxed);
         break;
-      case ScheduledMove::Kind::kDiscard:
-        result = device_->Discard(move.address, move.bytes, stream);
-        if (result == kDeviceOk) discard_bytes_.fetch_add(move.bytes, std::memory_order_relaxed);
-        break;
       case ScheduledMove::Kind::kPopulate:
-        result = device_->DiscardAndPrefetch(move.address, move.bytes, stream);
-        if (result == kDeviceOk) break;
-        [[fallthrough]];  // the driver cannot: copy it in instead
       case ScheduledMove::Kind::kPrefetch:
         result = device_->PrefetchToDevice(move.address, move.bytes, stream);
         if (result == kDeviceOk) prefetch_bytes_.fetch_add(move.bytes, std::memory_order_relaxed);

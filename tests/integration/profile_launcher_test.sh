@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `spillway profile` on simgpu: one process -> the trace is at -o TRACE and reads back; a job that
-# forks a recording child -> one trace per process (TRACE.<pid>), listed; bad -o and --mode are
-# usage errors. Usage: profile_launcher_test.sh OUT_DIR (with simgpu, oversubscribe and
+# forks a recording child -> one trace per process (TRACE.<pid>), listed; --progress prints the
+# progress line on a stderr that is not a terminal, without it there is none, and the job's exit
+# status comes back either way; bad -o and --mode are usage errors. Usage: profile_launcher_test.sh OUT_DIR (with simgpu, oversubscribe and
 # record_fork_program built there).
 set -euo pipefail
 out=$1
@@ -24,6 +25,27 @@ ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" SIMGPU_MEMORY=64MiB \
 count=$(find "$tmp" -name 'fork.trace.*' | wc -l)
 [[ $count -eq 2 ]] || { cat "$tmp/log"; ls "$tmp"; fail "expected 2 traces, found $count"; }
 grep -q "2 traces written, one per process" "$tmp/log" || { cat "$tmp/log"; fail "traces not listed"; }
+
+# --progress: a line every 2 s; the job records, then outlives its trace by more than 2 s, so one
+# line counts the whole trace.
+status=0
+SIMGPU_MEMORY=64MiB "$out/spillway" profile --progress --simgpu -o "$tmp/slow.trace" -- sh -c \
+  "'$out/oversubscribe' --factor 0.5 --buffer 4MiB --passes 1 >/dev/null; sleep 2.5; exit 3" \
+  >"$tmp/log" 2>&1 || status=$?
+[[ $status -eq 3 ]] || { cat "$tmp/log"; fail "--progress: exit status $status, not the job's 3"; }
+grep -Eq '^spillway profile: [0-9]+s, [1-9][0-9]* (B|kB|MB) recorded$' "$tmp/log" ||
+  { cat "$tmp/log"; fail "--progress printed no progress line with the trace's bytes"; }
+# Not a terminal and no --progress: no progress line.
+status=0
+SIMGPU_MEMORY=64MiB "$out/spillway" profile --simgpu -o "$tmp/plain.trace" -- sh -c \
+  "'$out/oversubscribe' --factor 0.5 --buffer 4MiB --passes 1 >/dev/null; sleep 2.5; exit 4" \
+  >"$tmp/log" 2>&1 || status=$?
+[[ $status -eq 4 ]] || { cat "$tmp/log"; fail "exit status $status, not the job's 4"; }
+[[ -s "$tmp/plain.trace" ]] || { cat "$tmp/log"; fail "no trace without --progress"; }
+if grep -q "spillway profile: .* recorded" "$tmp/log"; then
+  cat "$tmp/log"
+  fail "a progress line on a stderr that is not a terminal, without --progress"
+fi
 
 if "$out/spillway" profile --mode run -- true 2>"$tmp/err"; then fail "--mode accepted"; fi
 grep -q "always record" "$tmp/err" || fail "--mode error unclear: $(cat "$tmp/err")"

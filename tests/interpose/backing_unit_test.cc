@@ -11,6 +11,7 @@
 #include "interpose/capture_state.h"
 #include "interpose/config.h"
 #include "interpose/summary.h"
+#include "profiler/callsite/unwinder.h"
 
 namespace spillway::interpose {
 namespace {
@@ -84,18 +85,29 @@ int CompareAndLook(const void* a, const void* b) {
   return *static_cast<const int*>(a) - *static_cast<const int*>(b);
 }
 
-TEST(CallerModuleTest, FindsALoadedListedModuleAmongTheCallers) {
+void ExpectLibcFoundAndStdcxxNot() {
   int values[] = {3, 1, 2};
   g_found_from_libc.reset();
   std::qsort(values, 3, sizeof(int), CompareAndLook);
   ASSERT_TRUE(g_found_from_libc.has_value());
   EXPECT_NE(g_found_from_libc->find("libc.so"), std::string::npos) << *g_found_from_libc;
-}
-
-TEST(CallerModuleTest, NoListedModuleAmongTheCallers) {
   EXPECT_FALSE(ListedCallerModule({"libnccl"}).has_value());    // not loaded
   EXPECT_FALSE(ListedCallerModule({}).has_value());             // nothing listed
   EXPECT_FALSE(ListedCallerModule({"libstdc++"}).has_value());  // loaded, not calling
+}
+
+// Both walks: libunwind's (loaded privately) and glibc's backtrace(), used when libunwind is not.
+TEST(CallerModuleTest, FindsAListedCallerWithLibunwind) {
+  callsite::ResetUnwinderForTesting("libunwind.so.8");
+  if (!PrepareCallerWalk()) GTEST_SKIP() << "libunwind.so.8 is not installed";
+  ExpectLibcFoundAndStdcxxNot();
+}
+
+TEST(CallerModuleTest, FindsAListedCallerWithoutLibunwind) {
+  callsite::ResetUnwinderForTesting("libspillway-no-such-unwinder.so");
+  EXPECT_FALSE(PrepareCallerWalk());
+  ExpectLibcFoundAndStdcxxNot();
+  callsite::ResetUnwinderForTesting("libunwind.so.8");
 }
 
 TEST(BackingSettingsTest, DefaultsKeepNcclOnDeviceMemoryAndNoBallast) {
