@@ -126,8 +126,7 @@ DeviceFacts AskDriver() {
   int version = 0;
   const auto get_version = Lookup<CUresult (*)(int*)>(g_driver_get_version);
   if (get_version != nullptr && get_version(&version) == CUDA_SUCCESS && version > 0) {
-    facts.cuda_version =
-        std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10);
+    facts.cuda_version = std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10);
   }
   // simgpu has no kernel driver; elsewhere the kernel module's release, else the CUDA version.
   facts.driver_version = facts.name.rfind("simgpu", 0) == 0 ? "simgpu" : KernelDriverRelease();

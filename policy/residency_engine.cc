@@ -253,7 +253,7 @@ int ResidencyEngine::OnLaunch(const AccessSet& access, const std::vector<uint64_
   ids.clear();
   sizes.clear();
   const bool side = SideStreamReady();
-  uint64_t wait_batch = 0, batch = 0, wait_evicted = 0;
+  uint64_t wait_batch = 0, batch = 0, wait_evicted = 0, wait_evicted_by_prefetches = 0;
   bool scheduled = false, wait_now = false;
   {
     std::lock_guard lock(mutex_);
@@ -275,7 +275,9 @@ int ResidencyEngine::OnLaunch(const AccessSet& access, const std::vector<uint64_
       }
     }
     // A policy file's schedule decides this launch's moves (residency_engine_schedule.cc).
-    scheduled = PlanScheduled(ids, side, &batch, &wait_now);
+    uint64_t scheduled_wait_evicted = 0;
+    scheduled = PlanScheduled(ids, side, &batch, &wait_now, &scheduled_wait_evicted);
+    if (scheduled) wait_evicted_by_prefetches = scheduled_wait_evicted;
     // Evict until the access set fits beside what stays, or nothing else can go.
     const EvictableContext context{&tracked_, stamp, 0};
     while (!scheduled && fixed_bytes_ + resident_bytes_ + needed > budget_bytes_) {
@@ -322,13 +324,22 @@ int ResidencyEngine::OnLaunch(const AccessSet& access, const std::vector<uint64_
       failures += IssueLookahead(side_moves, batch, !moves.empty());
     } else {
       const Event done = BatchEvent(batch, 2);
-      if (device_->StreamWaitEvent(side_stream_, after_launch_stream) != kDeviceOk) ++failures;
-      failures += IssueScheduled(side_stream_);
+      if (wait_evicted_by_prefetches == batch) {  // this batch has evictions
+        if (device_->StreamWaitEvent(evict_stream_, after_launch_stream) != kDeviceOk) ++failures;
+        failures += IssueScheduled(evict_stream_, MoveSet::kOutgoing);
+        if (device_->RecordEvent(BatchEvent(batch, 1), evict_stream_) != kDeviceOk) ++failures;
+      }
+      if (wait_evicted_by_prefetches != 0 &&
+          device_->StreamWaitEvent(side_stream_, BatchEvent(wait_evicted_by_prefetches, 1)) !=
+              kDeviceOk) {
+        ++failures;
+      }
+      failures += IssueScheduled(side_stream_, MoveSet::kIncoming);
       if (device_->RecordEvent(done, side_stream_) != kDeviceOk) ++failures;
       if (wait_now && device_->StreamWaitEvent(stream, done) != kDeviceOk) ++failures;
     }
   } else if (scheduled) {
-    failures += IssueScheduled(stream);  // no side stream: before the kernel, in order
+    failures += IssueScheduled(stream, MoveSet::kAll);  // no side stream: before the kernel
   }
   return failures;
 }

@@ -149,12 +149,15 @@ class ResidencyEngine {
   int Issue(const std::vector<PlannedMove>& moves, Stream stream, bool ahead);
   // REQUIRES: mutex_ held. When the policy's schedule decides the launch being planned (`ids`:
   // its access set), takes its moves and updates residency; with the side stream, assigns them
-  // a lookahead batch (*batch) and sets *wait_now when the launch itself needs what they bring.
-  // residency_engine_schedule.cc.
-  bool PlanScheduled(const std::vector<uint64_t>& ids, bool side, uint64_t* batch,
-                     bool* wait_now);
-  // Issues the moves PlanScheduled took, on `stream`; returns the failures.
-  int IssueScheduled(Stream stream);
+  // a lookahead batch (*batch) and sets *wait_now when the launch itself needs what they bring;
+  // *wait_evicted is the newest batch with evictions (this one's when it has some), which the
+  // batch's prefetches wait for. residency_engine_schedule.cc.
+  bool PlanScheduled(const std::vector<uint64_t>& ids, bool side, uint64_t* batch, bool* wait_now,
+                     uint64_t* wait_evicted);
+  // Which of the moves PlanScheduled took IssueScheduled issues.
+  enum class MoveSet { kAll, kOutgoing, kIncoming };
+  // Issues the moves PlanScheduled took (those of `set`), on `stream`; returns the failures.
+  int IssueScheduled(Stream stream, MoveSet set);
 
   Device* const device_;
   const uint64_t budget_bytes_;

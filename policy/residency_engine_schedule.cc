@@ -1,9 +1,10 @@
 // The residency engine's side of planned schedules (policy files, policy/planned_policy.h): when
 // the policy's schedule decides a launch, its moves replace the engine's own eviction, prefetch
-// and lookahead for that launch. They go on the side stream (after what the launch stream has
-// issued so far, so an eviction follows the victim's last use) when there is one, else on the
-// launch stream before the kernel; a launch that uses a chunk range prefetched on the side stream
-// waits for it.
+// and lookahead for that launch. With side streams, evictions go on the evict stream after what
+// the launch stream has issued so far (so an eviction follows the victim's last use), and
+// prefetches on the side stream after the newest evictions (the room they need), not after the
+// launch stream, so they overlap the kernels; a launch that uses a chunk range prefetched on the
+// side stream waits for it. Without side streams, all go on the launch stream before the kernel.
 #include <algorithm>
 #include <vector>
 
@@ -18,6 +19,11 @@ struct ResolvedMove {
   uint64_t address;
   uint64_t bytes;
 };
+
+// Moves that bring data to the device; the others (evict, discard) send it away.
+bool IsIncoming(ScheduledMove::Kind kind) {
+  return kind == ScheduledMove::Kind::kPrefetch || kind == ScheduledMove::Kind::kPopulate;
+}
 
 // Reused per thread, so a warm launch path does not allocate.
 thread_local std::vector<ScheduledMove> t_scheduled;
@@ -34,7 +40,7 @@ bool ResidencyEngine::adherence(ScheduleAdherence* out) const {
 }
 
 bool ResidencyEngine::PlanScheduled(const std::vector<uint64_t>& ids, bool side, uint64_t* batch,
-                                    bool* wait_now) {
+                                    bool* wait_now, uint64_t* wait_evicted) {
   std::vector<ResolvedMove>& resolved = t_resolved;
   resolved.clear();
   if (!policy_->ScheduledMoves(&t_scheduled)) return false;
@@ -59,8 +65,8 @@ bool ResidencyEngine::PlanScheduled(const std::vector<uint64_t>& ids, bool side,
   if (resolved.empty() || !side) return true;
   *batch = ++batches_;
   for (const ResolvedMove& move : resolved) {
-    if (move.kind != ScheduledMove::Kind::kPrefetch &&
-        move.kind != ScheduledMove::Kind::kPopulate) {
+    if (!IsIncoming(move.kind)) {
+      last_evict_batch_ = *batch;  // its evictions go on the evict stream
       continue;
     }
     if (std::find(ids.begin(), ids.end(), move.id) != ids.end()) {
@@ -69,12 +75,17 @@ bool ResidencyEngine::PlanScheduled(const std::vector<uint64_t>& ids, bool side,
       tracked_.at(move.id).pending_batch = *batch;  // the launch that uses it waits
     }
   }
+  *wait_evicted = last_evict_batch_;
   return true;
 }
 
-int ResidencyEngine::IssueScheduled(Stream stream) {
+int ResidencyEngine::IssueScheduled(Stream stream, MoveSet set) {
   int failures = 0;
   for (const ResolvedMove& move : t_resolved) {
+    if ((set == MoveSet::kOutgoing && IsIncoming(move.kind)) ||
+        (set == MoveSet::kIncoming && !IsIncoming(move.kind))) {
+      continue;
+    }
     DeviceResult result = kDeviceOk;
     switch (move.kind) {
       // A plan's discard (dead data) and populate (not yet written) are decided from the kernels
