@@ -9,24 +9,7 @@ set -uo pipefail
 out=$(cd "$1" && pwd)
 with_simgpu=${2:-}
 spillway="$out/spillway"
-failures=0
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-
-# expect RC PATTERN -- COMMAND...: runs COMMAND, checks its status and that stdout+stderr match.
-expect() {
-  local want_rc=$1 pattern=$2
-  shift 3
-  local got_rc=0
-  "$@" >"$tmp/out" 2>&1 || got_rc=$?
-  if [[ $got_rc -ne $want_rc ]]; then
-    fail "$* -> exit $got_rc, want $want_rc; output: $(head -c 400 "$tmp/out")"
-  elif [[ -n "$pattern" ]] && ! grep -Eq -- "$pattern" "$tmp/out"; then
-    fail "$* -> output lacks /$pattern/: $(head -c 400 "$tmp/out")"
-  fi
-}
+source "$(dirname "${BASH_SOURCE[0]}")/../scripts/check_lib.sh"
 
 expect 0 '^usage: spillway' -- "$spillway" --help
 expect 0 '^spillway [0-9]+\.[0-9]+' -- "$spillway" --version
@@ -164,8 +147,4 @@ if [[ "$with_simgpu" == simgpu ]]; then
   grep -q '^spillway' "$tmp/out" && fail "--quiet printed a summary: $(cat "$tmp/out")"
 fi
 
-if [[ $failures -ne 0 ]]; then
-  echo "$failures launcher check(s) failed"
-  exit 1
-fi
-echo "all launcher checks passed"
+finish "launcher"

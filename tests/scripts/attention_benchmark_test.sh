@@ -9,21 +9,7 @@ src=$(cd "$1" && pwd)
 out=$(cd "$2" && pwd)
 compare="$src/attention_kernels/benchmark/torch_compare.py"
 python=$(command -v python3 || command -v python)
-failures=0
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-
-expect() {  # expect RC PATTERN -- COMMAND...
-  local want_rc=$1 pattern=$2 rc=0
-  shift 3
-  "$@" >"$tmp/out" 2>&1 || rc=$?
-  if [[ $rc -ne $want_rc ]]; then
-    fail "$* -> exit $rc, want $want_rc: $(tail -c 600 "$tmp/out")"
-  elif ! grep -Eq -- "$pattern" "$tmp/out"; then
-    fail "$* -> output lacks /$pattern/: $(tail -c 600 "$tmp/out")"
-  fi
-}
+source "$(dirname "${BASH_SOURCE[0]}")/check_lib.sh"
 
 expect 0 '^usage: torch_compare.py' -- "$python" "$compare" --help
 expect 2 "unknown backend 'foo'" -- "$python" "$compare" --backends flash,foo
@@ -74,8 +60,4 @@ else
   echo "note: $bench not built (needs nvcc); its command-line checks skipped"
 fi
 
-if [[ $failures -ne 0 ]]; then
-  echo "$failures attention benchmark check(s) failed"
-  exit 1
-fi
-echo "all attention benchmark checks passed"
+finish "attention benchmark"

@@ -6,10 +6,7 @@
 set -uo pipefail
 src=$(cd "$1" && pwd)
 python=$(command -v python3 || command -v python)
-failures=0
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+source "$(dirname "${BASH_SOURCE[0]}")/check_lib.sh"
 
 "$python" - "$tmp" "$src"/examples/{pytorch,jax,tensorflow}/*.py "$src/scripts/gpu_bandwidth.py" <<'PY' ||
 import os, py_compile, sys
@@ -44,8 +41,4 @@ done
 "$python" "$src/scripts/gpu_bandwidth.py" --help | grep -q '^usage: gpu_bandwidth.py' ||
   fail "gpu_bandwidth.py --help"
 
-if [[ $failures -ne 0 ]]; then
-  echo "$failures example check(s) failed"
-  exit 1
-fi
-echo "all example checks passed"
+finish "example"

@@ -7,21 +7,7 @@ set -uo pipefail
 src=$(cd "$1" && pwd)
 out=$(cd "$2" && pwd)
 check="$src/scripts/gpu_check.sh"
-failures=0
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-
-expect() {  # expect RC PATTERN -- COMMAND...
-  local want_rc=$1 pattern=$2 rc=0
-  shift 3
-  "$@" >"$tmp/out" 2>&1 || rc=$?
-  if [[ $rc -ne $want_rc ]]; then
-    fail "$* -> exit $rc, want $want_rc: $(tail -c 600 "$tmp/out")"
-  elif ! grep -Eq -- "$pattern" "$tmp/out"; then
-    fail "$* -> output lacks /$pattern/: $(tail -c 600 "$tmp/out")"
-  fi
-}
+source "$(dirname "${BASH_SOURCE[0]}")/check_lib.sh"
 
 expect 0 '^usage: scripts/gpu_check.sh --prepare' -- "$check" --help
 expect 2 "^gpu_check.sh: unknown option '--frob'" -- "$check" --frob
@@ -72,8 +58,4 @@ SIMGPU_MEMORY=32MiB expect 1 '^doctor +FAILED' -- \
   "$check" --simgpu --bundle "$tmp/broken" --only doctor,bandwidth --results-dir "$tmp/r2"
 grep -Eq '^bandwidth +passed' "$tmp/out" || fail "the check stopped after a failing step"
 
-if [[ $failures -ne 0 ]]; then
-  echo "$failures gpu_check check(s) failed"
-  exit 1
-fi
-echo "all gpu_check checks passed"
+finish "gpu_check"
