@@ -1,7 +1,8 @@
 // Which module an allocation comes from, for SPILLWAY_DEVICE_MODULES: the calling frames (a
-// shallow walk) checked against the code ranges of the loaded modules whose file name contains a
-// listed part. Cheap when no listed module is loaded (no walk at all): the ranges are recomputed
-// only when the set of loaded objects changes.
+// shallow walk) looked up in the module map (profiler/callsite/module_map.h, the same scan of
+// loaded objects that call-site stacks use) and checked against the loaded modules whose path
+// contains a listed part. Cheap when no listed module is loaded (no walk at all): which modules
+// match is recomputed only when the set of loaded objects (or the list) changes.
 #ifndef SPILLWAY_INTERPOSE_CALLER_MODULE_H_
 #define SPILLWAY_INTERPOSE_CALLER_MODULE_H_
 

@@ -11,6 +11,7 @@ void CaptureTracker::OnBegin(const void* stream, int mode) {
     it->second = Capture{mode, pthread_self()};
   }
   if (mode != kRelaxed) counted_.fetch_add(1, std::memory_order_relaxed);
+  if (inserted) all_.fetch_add(1, std::memory_order_relaxed);
 }
 
 void CaptureTracker::OnEnd(const void* stream) {
@@ -19,6 +20,13 @@ void CaptureTracker::OnEnd(const void* stream) {
   if (it == captures_.end()) return;
   if (it->second.mode != kRelaxed) counted_.fetch_sub(1, std::memory_order_relaxed);
   captures_.erase(it);
+  all_.fetch_sub(1, std::memory_order_relaxed);
+}
+
+bool CaptureTracker::IsCapturing(const void* stream) const {
+  if (all_.load(std::memory_order_relaxed) == 0) return false;
+  std::lock_guard lock(mutex_);
+  return captures_.count(stream) != 0;
 }
 
 bool CaptureTracker::ActiveForThisThread() const {

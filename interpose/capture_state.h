@@ -29,6 +29,9 @@ class CaptureTracker {
   // True when an allocation by the calling thread happens during a capture that would capture or
   // forbid it. Lock-free (one atomic load) while no capture is in progress.
   bool ActiveForThisThread() const;
+  // True while a capture of `stream` (any mode) is in progress: work on it is recorded, not run,
+  // so the engine must not move data for it. Lock-free while no capture is in progress.
+  bool IsCapturing(const void* stream) const;
 
  private:
   struct Capture {
@@ -38,6 +41,7 @@ class CaptureTracker {
   mutable std::mutex mutex_;
   std::unordered_map<const void*, Capture> captures_;  // guarded by mutex_
   std::atomic<int> counted_{0};  // global + thread-local captures in captures_
+  std::atomic<int> all_{0};      // every capture in captures_
 };
 
 }  // namespace spillway::interpose

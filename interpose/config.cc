@@ -130,19 +130,24 @@ void ApplyEvictionSetting(std::optional<std::string_view> eviction,
                                  "' (expected lru or learned); using " + config->eviction);
     }
   }
-  if (lookahead.has_value() && !lookahead->empty()) {
+  if (lookahead.has_value() && *lookahead == "auto") {
+    config->lookahead = Config::kMaxLookahead;
+    config->lookahead_auto = true;
+  } else if (lookahead.has_value() && !lookahead->empty()) {
     int value = 0;
     bool ok = lookahead->size() <= 2;
     for (const char c : *lookahead) {
       ok = ok && c >= '0' && c <= '9';
       value = value * 10 + (c - '0');
     }
-    if (ok && value <= 64) {
+    if (ok && value <= Config::kMaxLookahead) {
       config->lookahead = value;
+      config->lookahead_auto = false;
     } else {
-      config->problems.push_back("SPILLWAY_LOOKAHEAD: cannot use '" + std::string(*lookahead) +
-                                 "' (expected an integer from 0 to 64); using " +
-                                 std::to_string(config->lookahead));
+      config->problems.push_back(
+          "SPILLWAY_LOOKAHEAD: cannot use '" + std::string(*lookahead) +
+          "' (expected auto or an integer from 0 to 64); using " +
+          (config->lookahead_auto ? std::string("auto") : std::to_string(config->lookahead)));
     }
   }
 }

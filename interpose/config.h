@@ -43,8 +43,12 @@ struct Config {
   // SPILLWAY_EVICTION: the residency engine's eviction policy, "learned" (default) or "lru".
   std::string eviction = "learned";
   // SPILLWAY_LOOKAHEAD: how many launches ahead a detected step's access sets are prefetched on a
-  // side stream; 0 = none (every move on the launch stream just before the kernel).
-  int lookahead = 4;
+  // side stream; 0 = none (every move on the launch stream just before the kernel). With
+  // lookahead_auto ("auto", the default) the count is sized from observed kernel times and
+  // bandwidth, up to kMaxLookahead launches.
+  int lookahead = kMaxLookahead;
+  bool lookahead_auto = true;
+  static constexpr int kMaxLookahead = 64;
   // SPILLWAY_POLICY: a policy file (docs/policy.md) the engine follows; empty: none. It is read
   // when an engine starts; a file that cannot be used gives one line and the learned policy.
   std::string policy_file;
@@ -72,8 +76,8 @@ void ApplyBackingSettings(std::optional<std::string_view> device_modules,
 
 // Sets eviction from SPILLWAY_EVICTION (nullopt or empty = unset). A value other than lru/learned
 // adds a line to `problems` naming the variable and the value; the default (learned) stays.
-// Also sets lookahead from SPILLWAY_LOOKAHEAD (an integer 0..64; another value: a problem line,
-// default kept).
+// Also sets lookahead from SPILLWAY_LOOKAHEAD ("auto": sized from observed times, or an integer
+// 0..64: a fixed count; another value: a problem line, default kept).
 void ApplyEvictionSetting(std::optional<std::string_view> eviction,
                           std::optional<std::string_view> lookahead, Config* config);
 

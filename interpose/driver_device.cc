@@ -25,6 +25,8 @@ using StreamCreateFn = CUresult (*)(CUstream*, unsigned int);
 using EventCreateFn = CUresult (*)(CUevent*, unsigned int);
 using EventRecordFn = CUresult (*)(CUevent, CUstream);
 using StreamWaitEventFn = CUresult (*)(CUstream, CUevent, unsigned int);
+using EventQueryFn = CUresult (*)(CUevent);
+using EventElapsedFn = CUresult (*)(float*, CUevent, CUevent);
 
 constinit UnhookedFunction g_prefetch{"cuMemPrefetchAsync"};
 constinit UnhookedFunction g_discard{"cuMemDiscardBatchAsync"};
@@ -35,6 +37,8 @@ constinit UnhookedFunction g_stream_create{"cuStreamCreate"};
 constinit UnhookedFunction g_event_create{"cuEventCreate"};
 constinit UnhookedFunction g_event_record{"cuEventRecord"};
 constinit UnhookedFunction g_stream_wait_event{"cuStreamWaitEvent"};
+constinit UnhookedFunction g_event_query{"cuEventQuery"};
+constinit UnhookedFunction g_event_elapsed{"cuEventElapsedTime"};
 
 template <typename Fn>
 Fn Real(HookId id) {
@@ -156,6 +160,28 @@ policy::DeviceResult DriverDevice::CreateEvent(policy::Event* event) {
   const CUresult result = create(&created, CU_EVENT_DISABLE_TIMING);
   if (result == CUDA_SUCCESS) *event = created;
   return result;
+}
+
+policy::DeviceResult DriverDevice::CreateTimingEvent(policy::Event* event) {
+  const auto create = Lookup<EventCreateFn>(g_event_create);
+  if (create == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  CUevent created = nullptr;
+  const CUresult result = create(&created, CU_EVENT_DEFAULT);
+  if (result == CUDA_SUCCESS) *event = created;
+  return result;
+}
+
+policy::DeviceResult DriverDevice::QueryEvent(policy::Event event) {
+  const auto query = Lookup<EventQueryFn>(g_event_query);
+  if (query == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  return query(static_cast<CUevent>(event));
+}
+
+policy::DeviceResult DriverDevice::ElapsedMilliseconds(policy::Event start, policy::Event end,
+                                                       float* ms) {
+  const auto elapsed = Lookup<EventElapsedFn>(g_event_elapsed);
+  if (elapsed == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  return elapsed(ms, static_cast<CUevent>(start), static_cast<CUevent>(end));
 }
 
 policy::DeviceResult DriverDevice::RecordEvent(policy::Event event, policy::Stream stream) {

@@ -28,6 +28,10 @@ class DriverDevice final : public policy::Device {
   policy::DeviceResult MemoryInfo(uint64_t* free, uint64_t* total) override;
   policy::DeviceResult CreateSideStream(policy::Stream* stream) override;
   policy::DeviceResult CreateEvent(policy::Event* event) override;
+  policy::DeviceResult CreateTimingEvent(policy::Event* event) override;
+  policy::DeviceResult QueryEvent(policy::Event event) override;
+  policy::DeviceResult ElapsedMilliseconds(policy::Event start, policy::Event end,
+                                           float* ms) override;
   policy::DeviceResult RecordEvent(policy::Event event, policy::Stream stream) override;
   policy::DeviceResult StreamWaitEvent(policy::Stream stream, policy::Event event) override;
 };

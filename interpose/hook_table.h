@@ -20,6 +20,7 @@ enum class HookKind {
   kFree,
   kLaunch,
   kGraphLaunch,
+  kGraph,  // graphs instantiated, changed, destroyed (kernel-node access sets)
   kMemcpy,
   kMemset,
   kSync,

@@ -20,6 +20,7 @@
 
 #include "interpose/backing.h"
 #include "interpose/driver_device.h"
+#include "interpose/graph_hooks.h"
 #include "interpose/hook_table.h"
 #include "interpose/log.h"
 #include "interpose/real_driver.h"
@@ -143,6 +144,67 @@ template <>
 struct After<HookId::k_cuStreamEndCapture> : AfterEndCapture<false> {};
 template <>
 struct After<HookId::k_cuStreamEndCapture_ptsz> : AfterEndCapture<true> {};
+
+// Graphs: the kernel-node access sets of each instantiated graph (graph_hooks.cc).
+template <>
+struct After<HookId::k_cuGraphInstantiateWithFlags> {
+  static void Run(CUresult r, CUgraphExec* exec, CUgraph graph, unsigned long long) {
+    if (r == CUDA_SUCCESS && exec != nullptr) OnGraphInstantiated(*exec, graph);
+  }
+};
+struct AfterInstantiateWithParams {
+  static void Run(CUresult r, CUgraphExec* exec, CUgraph graph, CUDA_GRAPH_INSTANTIATE_PARAMS*) {
+    if (r == CUDA_SUCCESS && exec != nullptr) OnGraphInstantiated(*exec, graph);
+  }
+};
+template <>
+struct After<HookId::k_cuGraphInstantiateWithParams> : AfterInstantiateWithParams {};
+template <>
+struct After<HookId::k_cuGraphInstantiateWithParams_ptsz> : AfterInstantiateWithParams {};
+struct AfterLegacyInstantiate {
+  static void Run(CUresult r, CUgraphExec* exec, CUgraph graph, CUgraphNode*, char*, size_t) {
+    if (r == CUDA_SUCCESS && exec != nullptr) OnGraphInstantiated(*exec, graph);
+  }
+};
+template <>
+struct After<HookId::k_cuGraphInstantiate> : AfterLegacyInstantiate {};
+template <>
+struct After<HookId::k_cuGraphInstantiate_v2> : AfterLegacyInstantiate {};
+template <>
+struct After<HookId::k_cuGraphExecDestroy> {
+  static void Run(CUresult r, CUgraphExec exec) {
+    if (r == CUDA_SUCCESS) OnGraphExecDestroyed(exec);
+  }
+};
+template <>
+struct After<HookId::k_cuGraphExecUpdate_v2> {
+  static void Run(CUresult r, CUgraphExec exec, CUgraph graph, CUgraphExecUpdateResultInfo*) {
+    OnGraphExecUpdated(exec, graph, r == CUDA_SUCCESS);
+  }
+};
+template <>
+struct After<HookId::k_cuGraphExecUpdate> {
+  static void Run(CUresult r, CUgraphExec exec, CUgraph graph, CUgraphNode*,
+                  CUgraphExecUpdateResult*) {
+    OnGraphExecUpdated(exec, graph, r == CUDA_SUCCESS);
+  }
+};
+template <HookId id>
+struct AfterExecSetParams {
+  template <typename Params>
+  static void Run(CUresult r, CUgraphExec exec, CUgraphNode, Params) {
+    if (r == CUDA_SUCCESS) OnGraphExecParamsChanged(exec, HookName(id).data());
+  }
+};
+template <>
+struct After<HookId::k_cuGraphExecKernelNodeSetParams_v2>
+    : AfterExecSetParams<HookId::k_cuGraphExecKernelNodeSetParams_v2> {};
+template <>
+struct After<HookId::k_cuGraphExecKernelNodeSetParams>
+    : AfterExecSetParams<HookId::k_cuGraphExecKernelNodeSetParams> {};
+template <>
+struct After<HookId::k_cuGraphExecNodeSetParams>
+    : AfterExecSetParams<HookId::k_cuGraphExecNodeSetParams> {};
 
 // What a hook does instead of the plain forward in run/record mode, per function. Default: none.
 // Run(real, args...) makes the real call(s) itself and returns the result.
@@ -422,7 +484,8 @@ void PrepareLaunch(CUfunction function, CUstream stream, void** kernel_params, v
     resolved = policy::ResolveFromExtra(Allocations(), extra, &access, &words);
   }
   if (resolved) CountResolvedLaunch();
-  if (engine == nullptr) return;
+  // A launch on a capturing stream is recorded into a graph, not run: nothing to move now.
+  if (engine == nullptr || Captures().IsCapturing(stream)) return;
   if (engine->OnLaunch(access, words, stream, reinterpret_cast<uintptr_t>(function)) != 0) {
     SPILLWAY_REPORT_ONCE(reported,
                          "a prefetch or eviction before a launch failed; the launch "
@@ -466,6 +529,20 @@ template <>
 struct Replace<HookId::k_cuLaunchCooperativeKernel> : ReplaceLaunch<false> {};
 template <>
 struct Replace<HookId::k_cuLaunchCooperativeKernel_ptsz> : ReplaceLaunch<true> {};
+
+// Before a graph launch: the engine moves its kernel nodes' data (graph_hooks.cc).
+template <bool kPerThread>
+struct ReplaceGraphLaunch {
+  static constexpr bool kActive = true;
+  static CUresult Run(CUresult (*real)(CUgraphExec, CUstream), CUgraphExec exec, CUstream stream) {
+    PrepareGraphLaunch(exec, stream, kPerThread);
+    return real(exec, stream);
+  }
+};
+template <>
+struct Replace<HookId::k_cuGraphLaunch> : ReplaceGraphLaunch<false> {};
+template <>
+struct Replace<HookId::k_cuGraphLaunch_ptsz> : ReplaceGraphLaunch<true> {};
 
 // A hooked function the driver does not export: said once, then CUDA_ERROR_NOT_SUPPORTED.
 constinit std::atomic<bool> g_missing_reported[kNumHooks];

@@ -268,7 +268,8 @@ policy::ResidencyEngine* StartEngine(int ordinal) {
     // Managed allocations count as the 2 MiB chunks they span (nvidia-uvm's root chunk).
     engine = new policy::ResidencyEngine(
         device, std::move(eviction), budget,
-        policy::EngineOptions{g_config->lookahead, spillway::kChunkBytes});
+        policy::EngineOptions{g_config->lookahead, spillway::kChunkBytes,
+                              g_config->lookahead_auto});
     // Allocations made on this device before the engine started.
     for (const policy::Allocation& allocation : Registry().Snapshot()) {
       if (allocation.device == ordinal) engine->OnAllocated(allocation);

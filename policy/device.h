@@ -15,6 +15,7 @@ using Event = void*;   // a CUevent
 // The result of a device call: a CUresult value, 0 = success.
 using DeviceResult = int;
 inline constexpr DeviceResult kDeviceOk = 0;
+inline constexpr DeviceResult kDeviceNotReady = 600;  // CUDA_ERROR_NOT_READY
 
 class Device {
  public:
@@ -48,6 +49,21 @@ class Device {
   // @brief Creates an event without timing (for ordering only). It lives for the rest of the
   // process.
   virtual DeviceResult CreateEvent(Event* event) = 0;
+  // @brief Creates an event that records time (CUDA's default flags), for measuring kernel and
+  // transfer times. It lives for the rest of the process. A non-zero result when the device
+  // cannot time: the engine then sizes nothing from observed times.
+  virtual DeviceResult CreateTimingEvent(Event* /*event*/) {
+    return 801;  // CUDA_ERROR_NOT_SUPPORTED
+  }
+  // @brief Whether the work before `event`'s last recording has completed: kDeviceOk when it has,
+  // kDeviceNotReady when not yet, another result on error. Never blocks.
+  virtual DeviceResult QueryEvent(Event /*event*/) { return 801; }
+  // @brief The milliseconds between the recordings of two completed timing events (`end` minus
+  // `start`; may be negative when they were recorded on different streams). Never blocks: an
+  // incomplete event gives kDeviceNotReady.
+  virtual DeviceResult ElapsedMilliseconds(Event /*start*/, Event /*end*/, float* /*ms*/) {
+    return 801;
+  }
   // @brief Records `event` on `stream`: it completes when the work issued there so far has.
   virtual DeviceResult RecordEvent(Event event, Stream stream) = 0;
   // @brief Work issued to `stream` from now on waits for `event`'s last recording.

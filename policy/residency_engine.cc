@@ -2,6 +2,8 @@
 #include "policy/residency_engine.h"
 
 #include <algorithm>
+#include <cstdio>  // LA_DEBUG_TEMP
+#include <cstdlib>  // LA_DEBUG_TEMP
 #include <vector>
 
 namespace spillway::policy {
@@ -31,6 +33,8 @@ thread_local std::vector<uint64_t> t_ids;
 thread_local std::vector<uint64_t> t_sizes;
 thread_local std::vector<uint64_t> t_next;
 thread_local std::vector<uint64_t> t_unallocated;
+thread_local std::vector<uint64_t> t_needed;
+thread_local std::vector<LaunchTimer::Sample> t_samples;
 
 struct EvictableContext {
   const void* tracked;
@@ -49,7 +53,16 @@ uint64_t ResidencyEngine::Footprint(uint64_t base, uint64_t size) const {
 
 ResidencyEngine::ResidencyEngine(Device* device, std::unique_ptr<EvictionPolicy> policy,
                                  uint64_t budget_bytes, EngineOptions options)
-    : device_(device), budget_bytes_(budget_bytes), options_(options), policy_(std::move(policy)) {}
+    : device_(device),
+      budget_bytes_(budget_bytes),
+      options_(options),
+      policy_(std::move(policy)),
+      timer_(device) {}
+
+double ResidencyEngine::lookahead_bytes_per_second() const {
+  std::lock_guard lock(mutex_);
+  return sizer_.bytes_per_second();
+}
 
 uint64_t ResidencyEngine::resident_estimate() const {
   std::lock_guard lock(mutex_);
@@ -97,6 +110,7 @@ int ResidencyEngine::OnFree(const Allocation& allocation, Stream stream) {
   if (allocation.backing != Backing::kManaged) return 0;
   if (device_->Discard(allocation.base, allocation.size, stream) != kDeviceOk) return 1;
   discard_bytes_.fetch_add(allocation.size, std::memory_order_relaxed);
+  NoteFreeForSchedule(allocation.id, stream);  // residency_engine_schedule.cc
   return 0;
 }
 
@@ -121,10 +135,36 @@ bool ResidencyEngine::SideStreamReady() {
   return side_ready_.load(std::memory_order_acquire);
 }
 
+uint64_t ResidencyEngine::SizeLookahead(uint64_t stamp, std::vector<uint64_t>* next) {
+  const uint64_t limit = static_cast<uint64_t>(options_.lookahead_launches);
+  if (!options_.size_lookahead_from_time) return limit;
+  // The bytes each of the next launches needs that are not on the device yet, or are still in the
+  // prefetch stream's queue (a batch not seen complete).
+  std::vector<uint64_t>& needed = t_needed;
+  needed.assign(std::min<uint64_t>(limit, policy_->step_length()), 0);
+  for (const uint64_t id : *next) {
+    const auto it = tracked_.find(id);
+    if (it == tracked_.end()) continue;
+    if (it->second.resident && it->second.pending_batch <= done_batch_) continue;
+    const uint64_t distance = policy_->NextUse(id);
+    if (distance >= 1 && distance <= needed.size()) needed[distance - 1] += it->second.footprint;
+  }
+  const uint64_t window = sizer_.Window(stamp, policy_->step_length(), needed);
+  if (getenv("LA_DEBUG")) {  // LA_DEBUG_TEMP
+    uint64_t nb = 0; for (auto b : needed) nb += b;
+    fprintf(stderr, "LA %lu P %lu win %lu bw %.1f k0 %.1fus k1 %.1fus needed %.1fMB n %zu\n", (unsigned long)stamp, (unsigned long)policy_->step_length(), (unsigned long)window, sizer_.bytes_per_second()/1e9, sizer_.KernelSeconds(stamp, policy_->step_length())*1e6, sizer_.KernelSeconds(stamp+1, policy_->step_length())*1e6, nb/1e6, needed.size());
+  }
+  std::erase_if(*next, [&](uint64_t id) { return policy_->NextUse(id) > window; });
+  return window;
+}
+
 uint64_t ResidencyEngine::PlanLookahead(uint64_t stamp, uint64_t access_bytes,
                                         std::vector<PlannedMove>* side_moves) {
   std::vector<uint64_t>& next = t_next;
   policy_->PredictNextUses(options_.lookahead_launches, &next);
+  if (next.empty()) return 0;
+  const uint64_t window = SizeLookahead(stamp, &next);
+  lookahead_window_.store(window, std::memory_order_relaxed);
   if (next.empty()) return 0;
   // What the next launches need is protected like the current access set, nearest first, as far
   // as it fits in the budget beside the access set: what lies beyond cannot be brought in anyway,
@@ -144,14 +184,15 @@ uint64_t ResidencyEngine::PlanLookahead(uint64_t stamp, uint64_t access_bytes,
   const EvictableContext context{&tracked_, stamp, kRecentUseGuard};
   // Room for the allocations the next launches will make (fresh activations), so that their first
   // launch need not evict on its own stream: taken from what is needed after the window.
-  const uint64_t window = static_cast<uint64_t>(options_.lookahead_launches);
-  policy_->PredictUnallocated(window, &t_unallocated);
+  static const uint64_t kHeadroomWindow = getenv("LA_HEADROOM") ? atoi(getenv("LA_HEADROOM")) : 1000;  // LA_DEBUG_TEMP
+  const uint64_t headroom_window = std::min(window, kHeadroomWindow);
+  policy_->PredictUnallocated(headroom_window, &t_unallocated);
   uint64_t headroom = 0;
   for (const uint64_t size : t_unallocated) headroom += Footprint(0, size);
   while (headroom != 0 && fixed_bytes_ + resident_bytes_ + headroom > budget_bytes_) {
     const uint64_t victim = policy_->PickVictim(&Evictable, &context);
     const uint64_t distance = victim == 0 ? 0 : policy_->NextUse(victim);
-    if (victim == 0 || distance <= window) break;
+    if (victim == 0 || distance <= headroom_window) break;
     Tracked& tracked = tracked_.at(victim);
     tracked.resident = false;
     tracked.pending_batch = 0;
@@ -164,7 +205,8 @@ uint64_t ResidencyEngine::PlanLookahead(uint64_t stamp, uint64_t access_bytes,
     if (it == tracked_.end() || it->second.resident) continue;
     const uint64_t distance = policy_->NextUse(id);
     // Make room only from allocations needed later than this one (Belady); else stop.
-    while (fixed_bytes_ + resident_bytes_ + it->second.footprint > budget) {
+    static const uint64_t kExt = getenv("LA_EXT") ? atoi(getenv("LA_EXT")) : 1000;  // LA_DEBUG_TEMP
+    while (distance <= kExt && fixed_bytes_ + resident_bytes_ + it->second.footprint > budget) {
       const uint64_t victim = policy_->PickVictim(&Evictable, &context);
       if (victim == 0 || policy_->NextUse(victim) <= distance) break;
       Tracked& tracked = tracked_.at(victim);
@@ -181,10 +223,25 @@ uint64_t ResidencyEngine::PlanLookahead(uint64_t stamp, uint64_t access_bytes,
   }
   if (side_moves->empty()) return 0;
   batches_ = batch;
+  issued_batches_.store(batch, std::memory_order_release);
   for (const PlannedMove& move : *side_moves) {
     if (!move.to_device) last_evict_batch_ = batch;
   }
   return batch;
+}
+
+uint64_t ResidencyEngine::PollBatches() {
+  constexpr uint64_t kRingBatches = kEvents / 3;
+  const uint64_t issued = issued_batches_.load(std::memory_order_acquire);
+  uint64_t done = polled_batch_.load(std::memory_order_relaxed);
+  // A batch whose events were reused since is long done.
+  if (issued > done + kRingBatches - 1) done = issued - (kRingBatches - 1);
+  for (int query = 0; query < 8 && done < issued; ++query) {
+    if (device_->QueryEvent(BatchEvent(done + 1, 2)) != kDeviceOk) break;
+    ++done;
+  }
+  polled_batch_.store(done, std::memory_order_relaxed);
+  return done;
 }
 
 int ResidencyEngine::IssueLookahead(const std::vector<PlannedMove>& moves, uint64_t batch,
@@ -211,7 +268,15 @@ int ResidencyEngine::IssueLookahead(const std::vector<PlannedMove>& moves, uint6
       device_->StreamWaitEvent(side_stream_, BatchEvent(batch, 0)) != kDeviceOk) {
     ++failures;
   }
+  // The prefetches' time on the prefetch stream gives the bandwidth the lookahead is sized with.
+  const bool timed = options_.size_lookahead_from_time && !prefetches.empty();
+  const int transfer = timed ? timer_.BeginTransfer(side_stream_) : -1;
   failures += Issue(prefetches, side_stream_, true);
+  if (transfer >= 0) {
+    uint64_t bytes = 0;
+    for (const PlannedMove& move : prefetches) bytes += move.size;
+    timer_.EndTransfer(transfer, bytes, side_stream_);
+  }
   if (device_->RecordEvent(BatchEvent(batch, 2), side_stream_) != kDeviceOk) ++failures;
   return failures;
 }
@@ -253,11 +318,30 @@ int ResidencyEngine::OnLaunch(const AccessSet& access, const std::vector<uint64_
   ids.clear();
   sizes.clear();
   const bool side = SideStreamReady();
-  uint64_t wait_batch = 0, batch = 0, wait_evicted = 0, wait_evicted_by_prefetches = 0;
-  bool scheduled = false, wait_now = false;
+  // Observed times (read without waiting) size the lookahead.
+  const bool timing = side && options_.size_lookahead_from_time;
+  std::vector<LaunchTimer::Sample>& samples = t_samples;
+  samples.clear();
+  uint64_t done_batch = 0;
+  if (timing) {
+    timer_.Poll(&samples);
+    done_batch = PollBatches();
+  }
+  uint64_t wait_batch = 0, batch = 0, wait_evicted = 0;
+  uint64_t stamp = 0;
+  bool scheduled = false;
   {
     std::lock_guard lock(mutex_);
-    const uint64_t stamp = ++launch_stamp_;
+    stamp = ++launch_stamp_;
+    done_batch_ = std::max(done_batch_, done_batch);
+    for (const LaunchTimer::Sample& sample : samples) {
+      if (sample.kernel) {
+        sizer_.AddKernelTime(sample.key, sample.seconds);
+      } else {
+        sizer_.AddTransfer(sample.key, sample.seconds);
+        if (getenv("LA_DEBUG")) fprintf(stderr, "LT %lu bytes %.1f us\n", (unsigned long)sample.key, sample.seconds * 1e6);  // LA_DEBUG_TEMP
+      }
+    }
     ExpandAccess(access, words, &ids, &sizes);
     policy_->ObserveLaunch(LaunchView{function, ids.data(), sizes.data(), ids.size()});
     uint64_t needed = 0, access_bytes = 0;
@@ -275,9 +359,7 @@ int ResidencyEngine::OnLaunch(const AccessSet& access, const std::vector<uint64_
       }
     }
     // A policy file's schedule decides this launch's moves (residency_engine_schedule.cc).
-    uint64_t scheduled_wait_evicted = 0;
-    scheduled = PlanScheduled(ids, side, &batch, &wait_now, &scheduled_wait_evicted);
-    if (scheduled) wait_evicted_by_prefetches = scheduled_wait_evicted;
+    scheduled = PlanScheduled(ids, side, stream);
     // Evict until the access set fits beside what stays, or nothing else can go.
     const EvictableContext context{&tracked_, stamp, 0};
     while (!scheduled && fixed_bytes_ + resident_bytes_ + needed > budget_bytes_) {
@@ -307,6 +389,8 @@ int ResidencyEngine::OnLaunch(const AccessSet& access, const std::vector<uint64_
     if (side && !scheduled) batch = PlanLookahead(stamp, access_bytes, &side_moves);
   }
   int failures = 0;
+  // The previous launch's kernel interval ends here, before this launch's own waits and moves.
+  if (timing) timer_.LaunchArrived(stamp, stream);
   if (wait_batch != 0 && device_->StreamWaitEvent(stream, BatchEvent(wait_batch, 2)) != kDeviceOk) {
     ++failures;
   }
@@ -315,31 +399,15 @@ int ResidencyEngine::OnLaunch(const AccessSet& access, const std::vector<uint64_
     ++failures;
   }
   failures += Issue(moves, stream, false);
-  if (batch != 0) {
+  if (timing) timer_.KernelReady(stamp, stream);
+  if (scheduled) {
+    failures += IssueScheduled(stream);  // residency_engine_schedule.cc
+  } else if (batch != 0) {
     // The side streams start after what the launch stream has so far (the victims' last uses and
     // this launch's own moves), then signal the launches that need the prefetches.
     const Event after_launch_stream = BatchEvent(batch, 0);
     if (device_->RecordEvent(after_launch_stream, stream) != kDeviceOk) ++failures;
-    if (!scheduled) {
-      failures += IssueLookahead(side_moves, batch, !moves.empty());
-    } else {
-      const Event done = BatchEvent(batch, 2);
-      if (wait_evicted_by_prefetches == batch) {  // this batch has evictions
-        if (device_->StreamWaitEvent(evict_stream_, after_launch_stream) != kDeviceOk) ++failures;
-        failures += IssueScheduled(evict_stream_, MoveSet::kOutgoing);
-        if (device_->RecordEvent(BatchEvent(batch, 1), evict_stream_) != kDeviceOk) ++failures;
-      }
-      if (wait_evicted_by_prefetches != 0 &&
-          device_->StreamWaitEvent(side_stream_, BatchEvent(wait_evicted_by_prefetches, 1)) !=
-              kDeviceOk) {
-        ++failures;
-      }
-      failures += IssueScheduled(side_stream_, MoveSet::kIncoming);
-      if (device_->RecordEvent(done, side_stream_) != kDeviceOk) ++failures;
-      if (wait_now && device_->StreamWaitEvent(stream, done) != kDeviceOk) ++failures;
-    }
-  } else if (scheduled) {
-    failures += IssueScheduled(stream, MoveSet::kAll);  // no side stream: before the kernel
+    failures += IssueLookahead(side_moves, batch, !moves.empty());
   }
   return failures;
 }

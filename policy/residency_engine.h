@@ -30,6 +30,8 @@
 #include "policy/allocation_registry.h"
 #include "policy/device.h"
 #include "policy/eviction_policy.h"
+#include "policy/launch_timer.h"
+#include "policy/lookahead_sizer.h"
 
 namespace spillway::policy {
 
@@ -42,6 +44,10 @@ struct EngineOptions {
   // The device's residency granule: a managed allocation counts against the budget as the whole
   // granules it spans (nvidia-uvm and simgpu move and evict 2 MiB chunks). 1: its size in bytes.
   uint64_t residency_granule = 1;
+  // Size the lookahead from observed times (LookaheadSizer: kernel times and bandwidth measured
+  // with timing events) instead of a fixed count; lookahead_launches is then the most launches
+  // ahead it may reach.
+  bool size_lookahead_from_time = false;
 };
 
 class ResidencyEngine {
@@ -88,6 +94,10 @@ class ResidencyEngine {
   }
   uint64_t evict_bytes() const { return evict_bytes_.load(std::memory_order_relaxed); }
   uint64_t discard_bytes() const { return discard_bytes_.load(std::memory_order_relaxed); }
+  // The lookahead window chosen at the latest planned batch, in launches (the fixed count when the
+  // lookahead is not sized from time), and the bandwidth the sizing uses (bytes per second).
+  uint64_t lookahead_window() const { return lookahead_window_.load(std::memory_order_relaxed); }
+  double lookahead_bytes_per_second() const;
   // Launches the policy predicted correctly, and the step length it detected (0: none).
   uint64_t predicted_launches() const;
   uint64_t step_length() const;
@@ -134,6 +144,9 @@ class ResidencyEngine {
   // `access_bytes`: the footprint of the launch's own access set.
   uint64_t PlanLookahead(uint64_t stamp, uint64_t access_bytes,
                          std::vector<PlannedMove>* side_moves);
+  // Queries (without waiting) the prefetch events of the batches not yet seen complete, oldest
+  // first; returns the newest batch up to which all are complete. No lock held.
+  uint64_t PollBatches();
   // Creates the side stream and the events once; false when the device cannot.
   bool SideStreamReady();
   // Event `which` (0: after the launch stream, 1: evictions done, 2: prefetches done) of a batch.
@@ -145,19 +158,33 @@ class ResidencyEngine {
   // stream's earlier work is done, prefetches on the side stream once those evictions are done, so
   // one batch's evictions overlap the previous batch's prefetches. Returns the failures.
   int IssueLookahead(const std::vector<PlannedMove>& moves, uint64_t batch, bool after_launch);
+  // REQUIRES: mutex_ held. With the lookahead sized from time, keeps of `next` (predicted
+  // allocations, nearest first) those needed within the window LookaheadSizer gives after launch
+  // `stamp`; returns the window (options_.lookahead_launches when it is a fixed count).
+  uint64_t SizeLookahead(uint64_t stamp, std::vector<uint64_t>* next);
   // Issues `moves` on `stream`, counting bytes; returns the failures.
   int Issue(const std::vector<PlannedMove>& moves, Stream stream, bool ahead);
   // REQUIRES: mutex_ held. When the policy's schedule decides the launch being planned (`ids`:
-  // its access set), takes its moves and updates residency; with the side stream, assigns them
-  // a lookahead batch (*batch) and sets *wait_now when the launch itself needs what they bring;
-  // *wait_evicted is the newest batch with evictions (this one's when it has some), which the
-  // batch's prefetches wait for. residency_engine_schedule.cc.
-  bool PlanScheduled(const std::vector<uint64_t>& ids, bool side, uint64_t* batch, bool* wait_now,
-                     uint64_t* wait_evicted);
-  // Which of the moves PlanScheduled took IssueScheduled issues.
-  enum class MoveSet { kAll, kOutgoing, kIncoming };
-  // Issues the moves PlanScheduled took (those of `set`), on `stream`; returns the failures.
-  int IssueScheduled(Stream stream, MoveSet set);
+  // its access set), takes its moves, updates residency and plans the device calls that execute
+  // them (with side streams: chunk by chunk, ordered by the schedule's events).
+  // residency_engine_schedule.cc.
+  bool PlanScheduled(const std::vector<uint64_t>& ids, bool side, Stream stream);
+  // Issues the calls PlanScheduled planned (before the kernel on `stream`); returns the failures.
+  int IssueScheduled(Stream stream);
+  // A managed allocation was freed (its discard issued on `stream`): while a schedule is followed,
+  // the next position's incoming moves wait for that discard (the room the plan counted on).
+  void NoteFreeForSchedule(uint64_t id, Stream stream);
+  // The schedule's events, created once outside the lock; false when the device cannot.
+  bool ScheduleEventsReady();
+  static constexpr size_t kScheduleEvents = 2048;
+  Event ScheduleEvent(uint64_t seq) const { return schedule_events_[seq % kScheduleEvents]; }
+  // Per allocation while a schedule is followed: the event after its newest side-stream prefetch
+  // (0: none to wait for) and after its newest eviction.
+  struct ScheduleState {
+    uint64_t ready_seq = 0;
+    uint64_t evict_seq = 0;
+    Stream last_stream = nullptr;  // the stream of its newest use
+  };
 
   Device* const device_;
   const uint64_t budget_bytes_;
@@ -171,15 +198,30 @@ class ResidencyEngine {
   uint64_t launch_stamp_ = 0;                      // guarded by mutex_
   uint64_t batches_ = 0;                           // lookahead batches planned; guarded by mutex_
   uint64_t last_evict_batch_ = 0;  // the newest batch with evictions; guarded by mutex_
+  uint64_t done_batch_ = 0;        // batches up to this one were seen complete; guarded by mutex_
+  std::atomic<uint64_t> issued_batches_{0};  // batches_, read without the lock
+  std::atomic<uint64_t> polled_batch_{0};    // what PollBatches saw complete
   std::once_flag side_once_;
   std::atomic<bool> side_ready_{false};
   Stream side_stream_ = nullptr;         // lookahead prefetches; written once under side_once_
   Stream evict_stream_ = nullptr;        // lookahead evictions; written once under side_once_
   std::array<Event, kEvents> events_{};  // written once under side_once_
+  // The schedule's execution (residency_engine_schedule.cc); guarded by mutex_ unless noted.
+  bool schedule_active_ = false;           // the latest launch followed a schedule
+  uint64_t schedule_seq_ = 0;              // schedule events used
+  uint64_t schedule_last_evict_seq_ = 0;   // the event after the newest scheduled eviction
+  std::unordered_map<uint64_t, ScheduleState> schedule_state_;
+  std::vector<uint64_t> schedule_free_seqs_;  // events after frees since the last incoming moves
+  std::once_flag schedule_once_;
+  std::atomic<bool> schedule_ready_{false};
+  std::array<Event, kScheduleEvents> schedule_events_{};  // written once under schedule_once_
   std::atomic<uint64_t> prefetch_bytes_{0};
   std::atomic<uint64_t> lookahead_bytes_{0};
   std::atomic<uint64_t> evict_bytes_{0};
   std::atomic<uint64_t> discard_bytes_{0};
+  std::atomic<uint64_t> lookahead_window_{0};
+  LaunchTimer timer_;      // used when options_.size_lookahead_from_time; thread-safe itself
+  LookaheadSizer sizer_;   // guarded by mutex_
 };
 
 }  // namespace spillway::policy

@@ -1,10 +1,20 @@
 // The residency engine's side of planned schedules (policy files, policy/planned_policy.h): when
 // the policy's schedule decides a launch, its moves replace the engine's own eviction, prefetch
-// and lookahead for that launch. With side streams, evictions go on the evict stream after what
-// the launch stream has issued so far (so an eviction follows the victim's last use), and
-// prefetches on the side stream after the newest evictions (the room they need), not after the
-// launch stream, so they overlap the kernels; a launch that uses a chunk range prefetched on the
-// side stream waits for it. Without side streams, all go on the launch stream before the kernel.
+// and lookahead for that launch. With side streams they are executed the way the simulator prices
+// them (policy/simulator.cc, SimulatePlanned), one 2 MiB chunk at a time:
+//
+// - evictions go on the evict stream after what the launch stream has issued so far (so an
+//   eviction follows the victim's last use), one chunk per call, each followed by an event;
+// - the k-th chunk the position brings in waits for the k-th chunk it sends out (its device slot;
+//   when it sends out fewer, for the last one, or for the newest earlier eviction) and for any
+//   eviction of its own allocation still queued; before any of them, the stream waits for the
+//   frees issued since the previous position (their discards made room the plan counted on);
+// - prefetches go on the side stream, an event after each allocation's chunks; a populate (a
+//   fresh chunk, no copy) of an allocation this launch uses goes on the launch stream, so the
+//   kernel does not wait behind unrelated copies;
+// - a launch waits only for the side-stream event after the newest prefetch of what it uses.
+//
+// Without side streams, all go on the launch stream before the kernel.
 #include <algorithm>
 #include <vector>
 
@@ -20,14 +30,42 @@ struct ResolvedMove {
   uint64_t bytes;
 };
 
+// One device call of a position's execution, planned under the engine's lock.
+struct ScheduleOp {
+  enum class Type { kRecord, kWait, kToHost, kToDevice };
+  enum class On { kLaunch, kEvict, kSide, kOther };
+  Type type;
+  On on;
+  uint64_t seq = 0;  // kRecord / kWait: the schedule event
+  uint64_t id = 0;   // kToHost / kToDevice: the range moved
+  uint64_t address = 0;
+  uint64_t bytes = 0;
+  Stream other = nullptr;  // On::kOther: the stream
+};
+
+constexpr uint64_t kPieceBytes = uint64_t{2} << 20;  // simgpu's and nvidia-uvm's chunk
+
 // Moves that bring data to the device; the others (evict, discard) send it away.
 bool IsIncoming(ScheduledMove::Kind kind) {
   return kind == ScheduledMove::Kind::kPrefetch || kind == ScheduledMove::Kind::kPopulate;
 }
 
+// Calls `f(address, bytes)` for the 2 MiB-aligned pieces of [address, address + bytes).
+template <typename F>
+void ForEachPiece(uint64_t address, uint64_t bytes, F f) {
+  const uint64_t end = address + bytes;
+  while (address < end) {
+    const uint64_t piece_end = std::min(end, (address / kPieceBytes + 1) * kPieceBytes);
+    f(address, piece_end - address);
+    address = piece_end;
+  }
+}
+
 // Reused per thread, so a warm launch path does not allocate.
 thread_local std::vector<ScheduledMove> t_scheduled;
 thread_local std::vector<ResolvedMove> t_resolved;
+thread_local std::vector<ScheduleOp> t_ops;
+thread_local std::vector<uint64_t> t_evict_seqs;
 
 }  // namespace
 
@@ -39,11 +77,41 @@ bool ResidencyEngine::adherence(ScheduleAdherence* out) const {
   return true;
 }
 
-bool ResidencyEngine::PlanScheduled(const std::vector<uint64_t>& ids, bool side, uint64_t* batch,
-                                    bool* wait_now, uint64_t* wait_evicted) {
+bool ResidencyEngine::ScheduleEventsReady() {
+  std::call_once(schedule_once_, [this] {
+    for (Event& event : schedule_events_) {
+      if (device_->CreateEvent(&event) != kDeviceOk) return;
+    }
+    schedule_ready_.store(true, std::memory_order_release);
+  });
+  return schedule_ready_.load(std::memory_order_acquire);
+}
+
+void ResidencyEngine::NoteFreeForSchedule(uint64_t id, Stream stream) {
+  uint64_t seq = 0;
+  {
+    std::lock_guard lock(mutex_);
+    schedule_state_.erase(id);
+    if (!schedule_active_ || !schedule_ready_.load(std::memory_order_acquire)) return;
+    seq = ++schedule_seq_;
+    schedule_free_seqs_.push_back(seq);
+  }
+  // A failure only loses an ordering hint: the room is then made by the device's own eviction.
+  device_->RecordEvent(ScheduleEvent(seq), stream);
+}
+
+bool ResidencyEngine::PlanScheduled(const std::vector<uint64_t>& ids, bool side, Stream stream) {
   std::vector<ResolvedMove>& resolved = t_resolved;
+  std::vector<ScheduleOp>& ops = t_ops;
   resolved.clear();
-  if (!policy_->ScheduledMoves(&t_scheduled)) return false;
+  ops.clear();
+  if (!policy_->ScheduledMoves(&t_scheduled)) {
+    schedule_active_ = false;
+    schedule_free_seqs_.clear();
+    return false;
+  }
+  schedule_active_ = true;
+  for (const uint64_t id : ids) schedule_state_[id].last_stream = stream;
   for (const ScheduledMove& move : t_scheduled) {
     const auto it = tracked_.find(move.id);
     if (it == tracked_.end() || move.offset >= it->second.size) continue;
@@ -51,8 +119,7 @@ bool ResidencyEngine::PlanScheduled(const std::vector<uint64_t>& ids, bool side,
     const uint64_t bytes = std::min(move.bytes, tracked.size - move.offset);
     resolved.push_back(ResolvedMove{move.kind, move.id, tracked.base + move.offset, bytes});
     // Residency is tracked per allocation: any part gone counts as gone, any part in as in.
-    const bool in =
-        move.kind == ScheduledMove::Kind::kPrefetch || move.kind == ScheduledMove::Kind::kPopulate;
+    const bool in = IsIncoming(move.kind);
     if (!in && tracked.resident) {
       tracked.resident = false;
       tracked.pending_batch = 0;
@@ -62,54 +129,137 @@ bool ResidencyEngine::PlanScheduled(const std::vector<uint64_t>& ids, bool side,
       resident_bytes_ += tracked.footprint;
     }
   }
-  if (resolved.empty() || !side) return true;
-  *batch = ++batches_;
-  for (const ResolvedMove& move : resolved) {
-    if (!IsIncoming(move.kind)) {
-      last_evict_batch_ = *batch;  // its evictions go on the evict stream
-      continue;
+  using Type = ScheduleOp::Type;
+  using On = ScheduleOp::On;
+  if (!side || !schedule_ready_.load(std::memory_order_acquire)) {
+    for (const ResolvedMove& move : resolved) {  // in the file's order, before the kernel
+      ops.push_back(ScheduleOp{IsIncoming(move.kind) ? Type::kToDevice : Type::kToHost, On::kLaunch,
+                               0, move.id, move.address, move.bytes});
     }
-    if (std::find(ids.begin(), ids.end(), move.id) != ids.end()) {
-      *wait_now = true;  // this launch uses it: it waits for the batch right after issuing it
-    } else {
-      tracked_.at(move.id).pending_batch = *batch;  // the launch that uses it waits
+    return true;
+  }
+  // Evictions, a chunk at a time, after the launch stream's work so far.
+  std::vector<uint64_t>& evict_seqs = t_evict_seqs;
+  evict_seqs.clear();
+  const uint64_t earlier_evictions = schedule_last_evict_seq_;
+  for (const ResolvedMove& move : resolved) {
+    if (IsIncoming(move.kind)) continue;
+    if (evict_seqs.empty() && ops.empty()) {
+      const uint64_t after_launch = ++schedule_seq_;
+      ops.push_back(ScheduleOp{Type::kRecord, On::kLaunch, after_launch});
+      ops.push_back(ScheduleOp{Type::kWait, On::kEvict, after_launch});
+      // A victim last used on another stream (an optimizer's): after what that stream has so far.
+      for (const ResolvedMove& victim : resolved) {
+        if (IsIncoming(victim.kind)) continue;
+        const auto it = schedule_state_.find(victim.id);
+        const Stream last = it == schedule_state_.end() ? nullptr : it->second.last_stream;
+        if (last == nullptr || last == stream) continue;
+        bool seen = false;
+        for (const ScheduleOp& op : ops) seen |= op.on == On::kOther && op.other == last;
+        if (seen) continue;
+        const uint64_t after_last_use = ++schedule_seq_;
+        ops.push_back(ScheduleOp{Type::kRecord, On::kOther, after_last_use, 0, 0, 0, last});
+        ops.push_back(ScheduleOp{Type::kWait, On::kEvict, after_last_use});
+      }
+    }
+    ForEachPiece(move.address, move.bytes, [&](uint64_t address, uint64_t bytes) {
+      ops.push_back(ScheduleOp{Type::kToHost, On::kEvict, 0, move.id, address, bytes});
+      const uint64_t seq = ++schedule_seq_;
+      ops.push_back(ScheduleOp{Type::kRecord, On::kEvict, seq});
+      evict_seqs.push_back(seq);
+      schedule_state_[move.id].evict_seq = seq;
+    });
+  }
+  if (!evict_seqs.empty()) schedule_last_evict_seq_ = evict_seqs.back();
+  // Incoming chunks: prefetches first, then populates (the simulator's order of taking slots).
+  bool waited_frees[2] = {false, false};  // launch, side
+  uint64_t waited[2] = {0, 0};            // the newest evict-stream event each has waited for
+  size_t k = 0;
+  for (const ScheduledMove::Kind kind :
+       {ScheduledMove::Kind::kPrefetch, ScheduledMove::Kind::kPopulate}) {
+    for (const ResolvedMove& move : resolved) {
+      if (move.kind != kind) continue;
+      const bool own = kind == ScheduledMove::Kind::kPopulate &&
+                       std::find(ids.begin(), ids.end(), move.id) != ids.end();
+      const On on = own ? On::kLaunch : On::kSide;
+      const int s = own ? 0 : 1;
+      if (!waited_frees[s]) {
+        waited_frees[s] = true;
+        for (const uint64_t seq : schedule_free_seqs_) ops.push_back(ScheduleOp{Type::kWait, on, seq});
+      }
+      const uint64_t own_eviction = schedule_state_[move.id].evict_seq;
+      ForEachPiece(move.address, move.bytes, [&](uint64_t address, uint64_t bytes) {
+        const uint64_t room = k < evict_seqs.size()
+                                  ? evict_seqs[k]
+                                  : (evict_seqs.empty() ? earlier_evictions : evict_seqs.back());
+        const uint64_t wait = std::max(room, own_eviction);
+        if (wait > waited[s]) {
+          ops.push_back(ScheduleOp{Type::kWait, on, wait});
+          waited[s] = wait;
+        }
+        ops.push_back(ScheduleOp{Type::kToDevice, on, 0, move.id, address, bytes});
+        ++k;
+      });
+      if (!own) {
+        const uint64_t seq = ++schedule_seq_;
+        ops.push_back(ScheduleOp{Type::kRecord, On::kSide, seq});
+        schedule_state_[move.id].ready_seq = seq;
+      }
     }
   }
-  *wait_evicted = last_evict_batch_;
+  if (waited_frees[0] || waited_frees[1]) schedule_free_seqs_.clear();
+  // The launch waits for the newest side-stream prefetch of what it uses (the side stream being
+  // in order, that covers the earlier ones).
+  uint64_t ready = 0;
+  for (const uint64_t id : ids) {
+    const auto it = schedule_state_.find(id);
+    if (it == schedule_state_.end()) continue;
+    ready = std::max(ready, it->second.ready_seq);
+    it->second.ready_seq = 0;
+  }
+  if (ready != 0) ops.push_back(ScheduleOp{Type::kWait, On::kLaunch, ready});
   return true;
 }
 
-int ResidencyEngine::IssueScheduled(Stream stream, MoveSet set) {
+int ResidencyEngine::IssueScheduled(Stream stream) {
   int failures = 0;
-  for (const ResolvedMove& move : t_resolved) {
-    if ((set == MoveSet::kOutgoing && IsIncoming(move.kind)) ||
-        (set == MoveSet::kIncoming && !IsIncoming(move.kind))) {
-      continue;
-    }
+  bool side = false;
+  for (const ScheduleOp& op : t_ops) side |= op.on != ScheduleOp::On::kLaunch;
+  const Stream streams[3] = {stream, side ? evict_stream_ : stream, side ? side_stream_ : stream};
+  for (const ScheduleOp& op : t_ops) {
+    const Stream on =
+        op.on == ScheduleOp::On::kOther ? op.other : streams[static_cast<int>(op.on)];
     DeviceResult result = kDeviceOk;
-    switch (move.kind) {
+    switch (op.type) {
+      case ScheduleOp::Type::kRecord:
+        if (device_->RecordEvent(ScheduleEvent(op.seq), on) != kDeviceOk) ++failures;
+        continue;
+      case ScheduleOp::Type::kWait:
+        if (device_->StreamWaitEvent(on, ScheduleEvent(op.seq)) != kDeviceOk) ++failures;
+        continue;
       // A plan's discard (dead data) and populate (not yet written) are decided from the kernels
       // alone: a host copy or fill the plan does not see (cuMemcpy*, cuMemset* on the job's
       // streams) may still read or have written the data, and dropping it would change the job's
       // results. So they are executed as a write-back and a plain prefetch; on a page that holds
       // no data the prefetch populates it on the device without a copy, as a populate would.
-      case ScheduledMove::Kind::kEvict:
-      case ScheduledMove::Kind::kDiscard:
-        result = device_->PrefetchToHost(move.address, move.bytes, stream);
-        if (result == kDeviceOk) evict_bytes_.fetch_add(move.bytes, std::memory_order_relaxed);
+      case ScheduleOp::Type::kToHost:
+        result = device_->PrefetchToHost(op.address, op.bytes, on);
+        if (result == kDeviceOk) evict_bytes_.fetch_add(op.bytes, std::memory_order_relaxed);
         break;
-      case ScheduledMove::Kind::kPopulate:
-      case ScheduledMove::Kind::kPrefetch:
-        result = device_->PrefetchToDevice(move.address, move.bytes, stream);
-        if (result == kDeviceOk) prefetch_bytes_.fetch_add(move.bytes, std::memory_order_relaxed);
+      case ScheduleOp::Type::kToDevice:
+        result = device_->PrefetchToDevice(op.address, op.bytes, on);
+        if (result == kDeviceOk) prefetch_bytes_.fetch_add(op.bytes, std::memory_order_relaxed);
         break;
     }
     if (result != kDeviceOk) {
       // As in Issue: a move whose allocation was freed meanwhile lost nothing.
       std::lock_guard lock(mutex_);
-      if (tracked_.contains(move.id)) ++failures;
+      if (tracked_.contains(op.id)) ++failures;
     }
   }
+  // The schedule's events are created on the first scheduled launch with side streams; until
+  // then its moves go on the launch stream.
+  if (SideStreamReady()) ScheduleEventsReady();
   return failures;
 }
 

@@ -111,6 +111,26 @@ std::pair<size_t, size_t> PeriodicRun(const std::vector<Event>& ev, size_t r, si
   return {a, b};
 }
 
+// The kernel time of launch `i`: the least recorded for it and for the same kernel one, two, ...
+// periods earlier (back to event `first`). A recorded time runs from the kernel's start event to
+// its end event, so it also holds what the kernel waited for on the device (another stream's
+// kernel, its own demand faults); the least over the repetitions is the closest to the kernel's
+// own time. 0 when none was recorded.
+double KernelSeconds(const TraceEvents& read, size_t i, size_t period, size_t first) {
+  const std::vector<Event>& ev = read.events;
+  double best = 0;
+  for (size_t j = i;; j -= period) {
+    if (ev[j].kind == StepEvent::Kind::kLaunch && ev[j].kernel == ev[i].kernel) {
+      const auto time = read.kernel_seconds.find(ev[j].correlation);
+      if (time != read.kernel_seconds.end() && (best == 0 || time->second < best)) {
+        best = time->second;
+      }
+    }
+    if (j < first + period) break;
+  }
+  return best;
+}
+
 // The workload of the step with `period` events whose repetitions end at event `b` (the run
 // of repeats starts at `a`); an error when that step does not pair its allocations and frees.
 absl::StatusOr<Workload> BuildStep(const std::string& path, const TraceEvents& read, size_t period,
@@ -185,8 +205,7 @@ absl::StatusOr<Workload> BuildStep(const std::string& path, const TraceEvents& r
       s.alloc_id = found->second;
     } else {
       s.launch.kernel = e.kernel;
-      const auto time = read.kernel_seconds.find(e.correlation);
-      s.launch.compute_seconds = time != read.kernel_seconds.end() ? time->second : 0;
+      s.launch.compute_seconds = KernelSeconds(read, i, period, a - period);
       for (const Access& x : e.accesses) {
         const auto found = id_of.find(x.alloc);
         if (found == id_of.end()) continue;

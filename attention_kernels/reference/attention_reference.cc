@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstddef>
 #include <limits>
+#include <string>
 #include <vector>
 
 namespace spillway::attention::reference {
@@ -153,7 +154,37 @@ void SdpaBackward(const SdpaShape& s, const float* q, const float* k, const floa
 }
 
 int AdditiveShape::LenS(int b) const {
-  return source_lengths.empty() ? source_len : std::min(source_len, source_lengths[b]);
+  return source_lengths.empty() ? source_len : source_lengths[b];
+}
+
+std::string AdditiveShapeError(const AdditiveShape& sh) {
+  const struct {
+    const char* name;
+    int value;
+  } sizes[] = {{"batch", sh.batch},
+               {"target_len", sh.target_len},
+               {"source_len", sh.source_len},
+               {"units", sh.units},
+               {"value_dim", sh.value_dim}};
+  for (const auto& size : sizes) {
+    if (size.value < 1) {
+      return std::string(size.name) + " is " + std::to_string(size.value) +
+             "; it must be at least 1";
+    }
+  }
+  if (sh.source_lengths.empty()) return {};
+  if (sh.source_lengths.size() != static_cast<std::size_t>(sh.batch)) {
+    return "source_lengths has " + std::to_string(sh.source_lengths.size()) +
+           " entries; it must be empty or have batch (" + std::to_string(sh.batch) + ")";
+  }
+  for (int b = 0; b < sh.batch; ++b) {
+    const int length = sh.source_lengths[b];
+    if (length < 0 || length > sh.source_len) {
+      return "source_lengths[" + std::to_string(b) + "] is " + std::to_string(length) +
+             "; it must be in [0, source_len = " + std::to_string(sh.source_len) + "]";
+    }
+  }
+  return {};
 }
 
 namespace {
@@ -183,8 +214,10 @@ RowSoftmax AdditiveRow(const AdditiveShape& sh, const float* query_proj, const f
 
 }  // namespace
 
-void AdditiveForward(const AdditiveShape& sh, const float* query_proj, const float* key_proj,
-                     const float* values, const float* attention_v, float* context, float* lse) {
+std::string AdditiveForward(const AdditiveShape& sh, const float* query_proj, const float* key_proj,
+                            const float* values, const float* attention_v, float* context,
+                            float* lse) {
+  if (std::string error = AdditiveShapeError(sh); !error.empty()) return error;
   for (int b = 0; b < sh.batch; ++b) {
     for (int t = 0; t < sh.target_len; ++t) {
       const RowSoftmax row = AdditiveRow(sh, query_proj, key_proj, attention_v, b, t);
@@ -198,12 +231,14 @@ void AdditiveForward(const AdditiveShape& sh, const float* query_proj, const flo
       lse[std::size_t(b) * sh.target_len + t] = float(row.lse);
     }
   }
+  return {};
 }
 
-void AdditiveBackward(const AdditiveShape& sh, const float* query_proj, const float* key_proj,
-                      const float* values, const float* attention_v, const float* d_context,
-                      float* d_query_proj, float* d_key_proj, float* d_values,
-                      float* d_attention_v) {
+std::string AdditiveBackward(const AdditiveShape& sh, const float* query_proj,
+                             const float* key_proj, const float* values, const float* attention_v,
+                             const float* d_context, float* d_query_proj, float* d_key_proj,
+                             float* d_values, float* d_attention_v) {
+  if (std::string error = AdditiveShapeError(sh); !error.empty()) return error;
   const std::size_t q_elems = std::size_t(sh.batch) * sh.target_len * sh.units;
   const std::size_t k_elems = std::size_t(sh.batch) * sh.source_len * sh.units;
   const std::size_t val_elems = std::size_t(sh.batch) * sh.source_len * sh.value_dim;
@@ -243,6 +278,7 @@ void AdditiveBackward(const AdditiveShape& sh, const float* query_proj, const fl
   for (std::size_t n = 0; n < k_elems; ++n) d_key_proj[n] = float(dk[n]);
   for (std::size_t n = 0; n < val_elems; ++n) d_values[n] = float(dval[n]);
   for (int u = 0; u < sh.units; ++u) d_attention_v[u] = float(dvec[u]);
+  return {};
 }
 
 }  // namespace spillway::attention::reference

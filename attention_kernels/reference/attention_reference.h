@@ -4,6 +4,7 @@
 #define SPILLWAY_ATTENTION_KERNELS_REFERENCE_ATTENTION_REFERENCE_H_
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace spillway::attention::reference {
@@ -62,24 +63,33 @@ void SdpaBackward(const SdpaShape& shape, const float* q, const float* k, const 
 //   values [batch, source_len, value_dim]     context [batch, target_len, value_dim]
 //   attention_v [units]                       lse [batch, target_len]
 // e[t,s] = sum_u v[u] tanh(query_proj[t,u] + key_proj[s,u]); sources s >= source_lengths[b]
-// are masked (all used when source_lengths is empty).
+// are masked (all used when source_lengths is empty; a length of 0 leaves a row with no source:
+// context 0, lse -inf, no gradient).
 struct AdditiveShape {
   int batch = 1;
   int target_len = 1;
   int source_len = 1;
   int units = 1;
   int value_dim = 1;
-  std::vector<int> source_lengths;
-  int LenS(int b) const;
+  std::vector<int> source_lengths;  // empty, or batch entries each in [0, source_len]
+  int LenS(int b) const;            // REQUIRES: AdditiveShapeError(*this) is empty
 };
 
-void AdditiveForward(const AdditiveShape& shape, const float* query_proj, const float* key_proj,
-                     const float* values, const float* attention_v, float* context, float* lse);
+// Why the reference cannot compute `shape` (one line naming the input and the value, as the C
+// API's messages do), or "" when it can: a size below 1, source_lengths neither empty nor of
+// `batch` entries, or an entry outside [0, source_len]. Lengths are never clamped.
+std::string AdditiveShapeError(const AdditiveShape& shape);
 
-void AdditiveBackward(const AdditiveShape& shape, const float* query_proj, const float* key_proj,
-                      const float* values, const float* attention_v, const float* d_context,
-                      float* d_query_proj, float* d_key_proj, float* d_values,
-                      float* d_attention_v);
+// Both return AdditiveShapeError(shape) and, when it is not empty, write nothing.
+[[nodiscard]] std::string AdditiveForward(const AdditiveShape& shape, const float* query_proj,
+                                          const float* key_proj, const float* values,
+                                          const float* attention_v, float* context, float* lse);
+
+[[nodiscard]] std::string AdditiveBackward(const AdditiveShape& shape, const float* query_proj,
+                                           const float* key_proj, const float* values,
+                                           const float* attention_v, const float* d_context,
+                                           float* d_query_proj, float* d_key_proj, float* d_values,
+                                           float* d_attention_v);
 
 }  // namespace spillway::attention::reference
 

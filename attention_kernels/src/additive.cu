@@ -44,9 +44,13 @@ __device__ void LoadTile(T* tile, const spillway_attention_tensor_t& t, int b, i
   }
 }
 
+// Sequence b's source length, or -1 when source_lengths[b] is outside [0, source_len]: such a
+// sequence is not computed at all, none of its rows is read or written (never clamped;
+// SourceLengthsCheckKernel reports it). The same for every thread of a block (one b per block).
 __device__ __forceinline__ int SourceLength(const spillway_attention_additive_problem_t& p, int b) {
   if (p.source_lengths == nullptr) return p.source_len;
-  return max(0, min(p.source_lengths[b], p.source_len));
+  const int length = p.source_lengths[b];
+  return SourceLengthErrors(length, p.source_len) == 0 ? length : -1;
 }
 
 // e[t][s] = sum_u v[u] tanh(pq[t][u] + pk[s][u]) for this thread's pair of the tile.
@@ -78,6 +82,7 @@ __global__ void __launch_bounds__(kThreads)
   const int b = blockIdx.y, t0 = blockIdx.x * kTile;
   const int tt = threadIdx.x / kTile, ss = threadIdx.x % kTile;
   const int len_s = SourceLength(p, b);
+  if (len_s < 0) return;  // a bad length: context and lse rows keep what they held
   const int rows_t = min(kTile, p.target_len - t0);
 
   LoadTile(s_pq, a.query_proj, b, t0, rows_t, units, pitch);
@@ -139,7 +144,7 @@ template <typename T>
 __global__ void __launch_bounds__(128)
     AdditiveDeltaKernel(spillway_attention_additive_backward_args_t a, float* delta) {
   const int b = blockIdx.y, t = blockIdx.x * 4 + threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (t >= a.problem.target_len) return;
+  if (t >= a.problem.target_len || SourceLength(a.problem, b) < 0) return;
   const T* c = static_cast<const T*>(a.context.data) + b * a.context.batch_stride +
                int64_t{t} * a.context.seq_stride;
   const T* dc = static_cast<const T*>(a.d_context.data) + b * a.d_context.batch_stride +
@@ -227,6 +232,11 @@ __global__ void __launch_bounds__(kThreads)
   const BackwardTiles<T> sm(smem, units, dim);
   const int b = blockIdx.y, t0 = blockIdx.x * kTile;
   const int len_s = SourceLength(p, b);
+  float* partial = dv_partial + (int64_t{b} * gridDim.x + blockIdx.x) * units;
+  if (len_s < 0) {  // a bad length: d_query_proj keeps what it held, nothing added to d_v
+    for (int u = threadIdx.x; u < units; u += kThreads) partial[u] = 0.0f;
+    return;
+  }
   const int rows_t = min(kTile, p.target_len - t0);
   LoadTile(sm.pq, a.query_proj, b, t0, rows_t, units, pitch);
   LoadTile(sm.dc, a.d_context, b, t0, rows_t, dim, dim);
@@ -265,7 +275,6 @@ __global__ void __launch_bounds__(kThreads)
     const int t = e / units, u = e % units;
     dq[int64_t{t0 + t} * a.d_query_proj.seq_stride + u] = FromFloat<T>(sm.grad[e]);
   }
-  float* partial = dv_partial + (int64_t{b} * gridDim.x + blockIdx.x) * units;
 #pragma unroll
   for (int n = 0; n < kMaxUnitsPerThread; ++n) {
     const int u = threadIdx.x + n * kThreads;
@@ -284,6 +293,7 @@ __global__ void __launch_bounds__(kThreads)
   const BackwardTiles<T> sm(smem, units, dim);
   const int b = blockIdx.y, s0 = blockIdx.x * kTile;
   const int len_s = SourceLength(p, b);
+  if (len_s < 0) return;  // a bad length: d_key_proj and d_values rows keep what they held
   const int rows_s = max(0, min(kTile, len_s - s0));
   LoadTile(sm.pk, a.key_proj, b, s0, rows_s, units, pitch);
   LoadTile(sm.val, a.values, b, s0, rows_s, dim, dim);
@@ -346,9 +356,13 @@ __global__ void AdditiveVGradReduceKernel(const float* partial, int64_t count, i
 }
 
 template <typename T>
-Check LaunchForward(const spillway_attention_additive_forward_args_t& a, cudaStream_t stream) {
+Check LaunchForward(const spillway_attention_additive_forward_args_t& a, void* workspace,
+                    cudaStream_t stream) {
   static SmemOptIn opt_in;
   const spillway_attention_additive_problem_t& p = a.problem;
+  if (p.source_lengths != nullptr) {
+    if (Check c = LaunchSourceLengthsCheck(p, workspace, stream); !c.ok()) return c;
+  }
   return LaunchKernelWithSmem(opt_in, "additive forward launch", AdditiveForwardKernel<T>,
                               dim3((p.target_len + kTile - 1) / kTile, p.batch), dim3(kThreads),
                               AdditiveForwardSmemBytes(p.units, p.value_dim), stream, a);
@@ -359,9 +373,13 @@ Check LaunchBackward(const spillway_attention_additive_backward_args_t& a, void*
                      cudaStream_t stream) {
   static SmemOptIn query_opt_in, key_opt_in;
   const spillway_attention_additive_problem_t& p = a.problem;
-  float* delta = static_cast<float*>(workspace);
-  float* partial =
-      reinterpret_cast<float*>(static_cast<unsigned char*>(workspace) + AdditiveDeltaBytes(p));
+  if (p.source_lengths != nullptr) {
+    if (Check c = LaunchSourceLengthsCheck(p, workspace, stream); !c.ok()) return c;
+  }
+  unsigned char* const after_status =
+      static_cast<unsigned char*>(workspace) + AdditiveStatusBytes(p);
+  float* delta = reinterpret_cast<float*>(after_status);
+  float* partial = reinterpret_cast<float*>(after_status + AdditiveDeltaBytes(p));
   const int target_tiles = (p.target_len + kTile - 1) / kTile;
   if (Check c = LaunchKernel("additive backward D launch", AdditiveDeltaKernel<T>,
                              dim3((p.target_len + 3) / 4, p.batch), dim3(128), 0, stream, a, delta);
@@ -395,10 +413,12 @@ Check LaunchBackward(const spillway_attention_additive_backward_args_t& a, void*
 
 namespace spillway::attention::detail {
 
-Check LaunchAdditiveForward(const spillway_attention_additive_forward_args_t& a, void* stream) {
+Check LaunchAdditiveForward(const spillway_attention_additive_forward_args_t& a, void* workspace,
+                            void* stream) {
   const auto s = static_cast<cudaStream_t>(stream);
-  return a.problem.dtype == SPILLWAY_ATTENTION_BF16 ? kernels::LaunchForward<__nv_bfloat16>(a, s)
-                                                    : kernels::LaunchForward<__half>(a, s);
+  return a.problem.dtype == SPILLWAY_ATTENTION_BF16
+             ? kernels::LaunchForward<__nv_bfloat16>(a, workspace, s)
+             : kernels::LaunchForward<__half>(a, workspace, s);
 }
 
 Check LaunchAdditiveBackward(const spillway_attention_additive_backward_args_t& a, void* workspace,

@@ -27,8 +27,8 @@ spillway_attention_status_t Guarded(Body body) noexcept {
   } catch (const std::exception& e) {
     return Record(
         {SPILLWAY_ATTENTION_ERROR_INVALID_ARGUMENT, std::string("internal: ") + e.what()});
-  } catch (...) {
-    return SPILLWAY_ATTENTION_ERROR_INVALID_ARGUMENT;
+  } catch (...) {  // recorded too: the previous call's message must not stand for this one
+    return Record({SPILLWAY_ATTENTION_ERROR_INVALID_ARGUMENT, "internal: unknown exception"});
   }
 }
 
@@ -55,9 +55,25 @@ std::size_t SdpaForwardSize(const spillway_attention_sdpa_forward_args_t& a) {
 std::size_t SdpaBackwardSize(const spillway_attention_sdpa_backward_args_t& a) {
   return SdpaBackwardWorkspaceBytes(a.problem);
 }
-std::size_t AdditiveForwardSize(const spillway_attention_additive_forward_args_t&) { return 0; }
+std::size_t AdditiveForwardSize(const spillway_attention_additive_forward_args_t& a) {
+  return AdditiveForwardWorkspaceBytes(a.problem);
+}
 std::size_t AdditiveBackwardSize(const spillway_attention_additive_backward_args_t& a) {
   return AdditiveBackwardWorkspaceBytes(a.problem);
+}
+
+// Waits for `stream`, reads the status block at the start of `workspace` and describes it.
+template <typename Describe>
+spillway_attention_status_t ReadStatus(const void* workspace, void* stream,
+                                       spillway_attention_varlen_status_t* status,
+                                       Describe describe) {
+  return Guarded([&]() -> Check {
+    if (workspace == nullptr) return {SPILLWAY_ATTENTION_ERROR_NULL_POINTER, "workspace is NULL"};
+    spillway_attention_varlen_status_t word{};
+    if (Check c = detail::CopyToHost(&word, workspace, sizeof word, stream); !c.ok()) return c;
+    if (status != nullptr) *status = word;
+    return describe(word);
+  });
 }
 
 // Validates args and workspace, then launches.
@@ -158,7 +174,7 @@ spillway_attention_status_t spillway_attention_additive_forward(
     void* stream) {
   return Run(args, workspace, workspace_bytes, ValidateAdditiveForward, AdditiveForwardSize,
              [&](const spillway_attention_additive_forward_args_t& a) {
-               return detail::LaunchAdditiveForward(a, stream);
+               return detail::LaunchAdditiveForward(a, workspace, stream);
              });
 }
 
@@ -173,13 +189,12 @@ spillway_attention_status_t spillway_attention_additive_backward(
 
 spillway_attention_status_t spillway_attention_sdpa_varlen_status(
     const void* workspace, void* stream, spillway_attention_varlen_status_t* status) {
-  return Guarded([&]() -> Check {
-    if (workspace == nullptr) return {SPILLWAY_ATTENTION_ERROR_NULL_POINTER, "workspace is NULL"};
-    spillway_attention_varlen_status_t word{};
-    if (Check c = detail::CopyToHost(&word, workspace, sizeof word, stream); !c.ok()) return c;
-    if (status != nullptr) *status = word;
-    return DescribeVarlenStatus(word);
-  });
+  return ReadStatus(workspace, stream, status, DescribeVarlenStatus);
+}
+
+spillway_attention_status_t spillway_attention_additive_lengths_status(
+    const void* workspace, void* stream, spillway_attention_varlen_status_t* status) {
+  return ReadStatus(workspace, stream, status, DescribeSourceLengthsStatus);
 }
 
 }  // extern "C"

@@ -155,6 +155,11 @@ Check LaunchKernelWithSmem(SmemOptIn& opt_in, const char* what, void (*kernel)(P
 Check LaunchVarlenCheck(const spillway_attention_sdpa_problem_t& p, void* status,
                         cudaStream_t stream);
 
+// Additive with source_lengths only: enqueues the check of every sequence's source length, which
+// writes the call's spillway_attention_varlen_status_t to `status` (the start of the workspace).
+Check LaunchSourceLengthsCheck(const spillway_attention_additive_problem_t& p, void* status,
+                               cudaStream_t stream);
+
 }  // namespace spillway::attention::kernels
 
 #endif  // SPILLWAY_ATTENTION_KERNELS_SRC_KERNEL_COMMON_CUH_

@@ -19,7 +19,8 @@ Check LaunchSdpaForward(const spillway_attention_sdpa_forward_args_t& args, floa
                         void* workspace, void* stream);
 Check LaunchSdpaBackward(const spillway_attention_sdpa_backward_args_t& args, float scale,
                          void* workspace, void* stream);
-Check LaunchAdditiveForward(const spillway_attention_additive_forward_args_t& args, void* stream);
+Check LaunchAdditiveForward(const spillway_attention_additive_forward_args_t& args, void* workspace,
+                            void* stream);
 Check LaunchAdditiveBackward(const spillway_attention_additive_backward_args_t& args,
                              void* workspace, void* stream);
 

@@ -20,7 +20,7 @@ Check LaunchSdpaForward(const spillway_attention_sdpa_forward_args_t&, float, vo
 Check LaunchSdpaBackward(const spillway_attention_sdpa_backward_args_t&, float, void*, void*) {
   return NotBuilt();
 }
-Check LaunchAdditiveForward(const spillway_attention_additive_forward_args_t&, void*) {
+Check LaunchAdditiveForward(const spillway_attention_additive_forward_args_t&, void*, void*) {
   return NotBuilt();
 }
 Check LaunchAdditiveBackward(const spillway_attention_additive_backward_args_t&, void*, void*) {

@@ -319,11 +319,16 @@ std::size_t AdditiveDeltaBytes(const spillway_attention_additive_problem_t& p) {
                         static_cast<std::size_t>(p.target_len));
 }
 
+std::size_t AdditiveForwardWorkspaceBytes(const spillway_attention_additive_problem_t& p) {
+  return AdditiveStatusBytes(p);
+}
+
 std::size_t AdditiveBackwardWorkspaceBytes(const spillway_attention_additive_problem_t& p) {
   const std::size_t tiles =
       (static_cast<std::size_t>(p.target_len) + kAdditiveTile - 1) / kAdditiveTile;
-  return AdditiveDeltaBytes(p) + AlignWorkspace(std::size_t{4} * static_cast<std::size_t>(p.batch) *
-                                                tiles * static_cast<std::size_t>(p.units));
+  return AdditiveStatusBytes(p) + AdditiveDeltaBytes(p) +
+         AlignWorkspace(std::size_t{4} * static_cast<std::size_t>(p.batch) * tiles *
+                        static_cast<std::size_t>(p.units));
 }
 
 Check ValidateWorkspace(std::size_t needed, const void* workspace, std::size_t bytes) {
@@ -342,23 +347,22 @@ Check ValidateWorkspace(std::size_t needed, const void* workspace, std::size_t b
   return {};
 }
 
-Check DescribeVarlenStatus(const spillway_attention_varlen_status_t& status) {
+namespace {
+
+struct ErrorBit {
+  uint32_t bit;
+  const char* what;
+};
+
+// "<subject>: <what of each bit set>; ... (first at sequence b)<advice>", INVALID_SHAPE.
+template <std::size_t N>
+Check DescribeStatus(const spillway_attention_varlen_status_t& status, const char* subject,
+                     const ErrorBit (&bits)[N], const char* advice) {
   if (status.errors == 0) return {};
-  std::string message = "varlen";
-  const struct {
-    uint32_t bit;
-    const char* what;
-  } kErrors[] = {
-      {SPILLWAY_ATTENTION_VARLEN_Q_OFFSETS,
-       "cu_seqlens_q is negative, decreasing or past cu_seqlens_q[batch]"},
-      {SPILLWAY_ATTENTION_VARLEN_Q_TOO_LONG, "a query length exceeds seqlen_q"},
-      {SPILLWAY_ATTENTION_VARLEN_K_OFFSETS,
-       "cu_seqlens_k is negative, decreasing or past cu_seqlens_k[batch]"},
-      {SPILLWAY_ATTENTION_VARLEN_K_TOO_LONG, "a key length exceeds seqlen_k"},
-  };
+  std::string message = subject;
   const char* separator = ": ";
   uint32_t known = 0;
-  for (const auto& e : kErrors) {
+  for (const ErrorBit& e : bits) {
     known |= e.bit;
     if ((status.errors & e.bit) == 0) continue;
     message += separator;
@@ -369,10 +373,35 @@ Check DescribeVarlenStatus(const spillway_attention_varlen_status_t& status) {
     message += separator;
     message += "unknown error bits " + Num(status.errors & ~known) + " (not a status block?)";
   }
-  message += " (first at sequence " + Num(status.first_bad_sequence) +
-             "); those sequences were not computed: declare the true maximum lengths or fix the "
-             "offsets";
+  message += " (first at sequence " + Num(status.first_bad_sequence) + ")";
+  message += advice;
   return Fail(SPILLWAY_ATTENTION_ERROR_INVALID_SHAPE, std::move(message));
+}
+
+}  // namespace
+
+Check DescribeVarlenStatus(const spillway_attention_varlen_status_t& status) {
+  const ErrorBit kErrors[] = {
+      {SPILLWAY_ATTENTION_VARLEN_Q_OFFSETS,
+       "cu_seqlens_q is negative, decreasing or past cu_seqlens_q[batch]"},
+      {SPILLWAY_ATTENTION_VARLEN_Q_TOO_LONG, "a query length exceeds seqlen_q"},
+      {SPILLWAY_ATTENTION_VARLEN_K_OFFSETS,
+       "cu_seqlens_k is negative, decreasing or past cu_seqlens_k[batch]"},
+      {SPILLWAY_ATTENTION_VARLEN_K_TOO_LONG, "a key length exceeds seqlen_k"},
+  };
+  return DescribeStatus(status, "varlen", kErrors,
+                        "; those sequences were not computed: declare the true maximum lengths or "
+                        "fix the offsets");
+}
+
+Check DescribeSourceLengthsStatus(const spillway_attention_varlen_status_t& status) {
+  const ErrorBit kErrors[] = {
+      {SPILLWAY_ATTENTION_VARLEN_SOURCE_NEGATIVE, "a source length is negative"},
+      {SPILLWAY_ATTENTION_VARLEN_SOURCE_TOO_LONG, "a source length exceeds source_len"},
+  };
+  return DescribeStatus(status, "source_lengths", kErrors,
+                        "; those sequences were not computed: each source_lengths[b] must be in "
+                        "[0, source_len]");
 }
 
 }  // namespace spillway::attention

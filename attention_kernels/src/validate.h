@@ -27,9 +27,11 @@ Check ValidateAdditiveBackward(const spillway_attention_additive_backward_args_t
 float ResolvedSoftmaxScale(const spillway_attention_sdpa_problem_t& problem);
 
 // Workspace layouts (the SDPA ones are in workspace.h). REQUIRES: the args passed validation.
-// Additive backward: D per target row, fp32 [batch * target_len], then per-(batch, target tile)
-// partial sums of d_attention_v, fp32 [batch * target_tiles * units].
+// Additive forward: the status block (AdditiveStatusBytes: with source_lengths only). Additive
+// backward: the status block, then D per target row, fp32 [batch * target_len], then
+// per-(batch, target tile) partial sums of d_attention_v, fp32 [batch * target_tiles * units].
 std::size_t AdditiveDeltaBytes(const spillway_attention_additive_problem_t& problem);
+std::size_t AdditiveForwardWorkspaceBytes(const spillway_attention_additive_problem_t& problem);
 std::size_t AdditiveBackwardWorkspaceBytes(const spillway_attention_additive_problem_t& problem);
 
 // Checks that a caller's workspace is large enough, non-NULL when needed and aligned.
@@ -38,6 +40,8 @@ Check ValidateWorkspace(std::size_t needed, const void* workspace, std::size_t b
 // SUCCESS for a varlen status without errors; otherwise INVALID_SHAPE naming the first offending
 // sequence and each error bit set.
 Check DescribeVarlenStatus(const spillway_attention_varlen_status_t& status);
+// The same for the status of an additive call with source_lengths.
+Check DescribeSourceLengthsStatus(const spillway_attention_varlen_status_t& status);
 
 }  // namespace spillway::attention
 

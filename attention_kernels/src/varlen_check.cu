@@ -1,4 +1,5 @@
-// The varlen offset check (one small block per call with cu_seqlens) that writes the call's
+// The varlen offset check (one small block per call with cu_seqlens), and the additive
+// source-length check (one per call with source_lengths), each writing the call's
 // spillway_attention_varlen_status_t into its workspace, and the copy that reads it back.
 #include <cuda_runtime.h>
 
@@ -13,11 +14,12 @@ namespace {
 
 constexpr int kCheckThreads = 256;
 
-// Every sequence's VarlenSequenceErrors (the same test GetSequence applies before computing it),
-// ORed, and the lowest offending sequence. Deterministic: shared-memory OR and min.
-__global__ void __launch_bounds__(kCheckThreads)
-    VarlenCheckKernel(spillway_attention_sdpa_problem_t p,
-                      spillway_attention_varlen_status_t* status) {
+// Run by every thread of a one-block check kernel: the OR of `errors_of(b)` over the batch's
+// sequences and the lowest offending b, written to `status`. Deterministic: shared-memory OR and
+// min.
+template <typename ErrorsOf>
+__device__ void WriteStatus(int batch, ErrorsOf errors_of,
+                            spillway_attention_varlen_status_t* status) {
   __shared__ unsigned int errors;
   __shared__ int first_bad;
   if (threadIdx.x == 0) {
@@ -25,9 +27,8 @@ __global__ void __launch_bounds__(kCheckThreads)
     first_bad = INT_MAX;
   }
   __syncthreads();
-  for (int b = threadIdx.x; b < p.batch; b += kCheckThreads) {
-    const uint32_t e =
-        VarlenSequenceErrors(VarlenQuerySpan(p, b), VarlenKeySpan(p, b), p.seqlen_q, p.seqlen_k);
+  for (int b = threadIdx.x; b < batch; b += kCheckThreads) {
+    const uint32_t e = errors_of(b);
     if (e != 0) {
       atomicOr(&errors, e);
       atomicMin(&first_bad, b);
@@ -40,7 +41,37 @@ __global__ void __launch_bounds__(kCheckThreads)
   }
 }
 
+// Every sequence's VarlenSequenceErrors (the same test GetSequence applies before computing it).
+__global__ void __launch_bounds__(kCheckThreads)
+    VarlenCheckKernel(spillway_attention_sdpa_problem_t p,
+                      spillway_attention_varlen_status_t* status) {
+  WriteStatus(
+      p.batch,
+      [&](int b) {
+        return VarlenSequenceErrors(VarlenQuerySpan(p, b), VarlenKeySpan(p, b), p.seqlen_q,
+                                    p.seqlen_k);
+      },
+      status);
+}
+
+// Every additive sequence's SourceLengthErrors (the test the additive kernels apply before
+// computing it).
+__global__ void __launch_bounds__(kCheckThreads)
+    SourceLengthsCheckKernel(spillway_attention_additive_problem_t p,
+                             spillway_attention_varlen_status_t* status) {
+  WriteStatus(
+      p.batch, [&](int b) { return SourceLengthErrors(p.source_lengths[b], p.source_len); },
+      status);
+}
+
 }  // namespace
+
+Check LaunchSourceLengthsCheck(const spillway_attention_additive_problem_t& p, void* status,
+                               cudaStream_t stream) {
+  return LaunchKernel("source lengths check launch", SourceLengthsCheckKernel, dim3(1),
+                      dim3(kCheckThreads), 0, stream, p,
+                      static_cast<spillway_attention_varlen_status_t*>(status));
+}
 
 Check LaunchVarlenCheck(const spillway_attention_sdpa_problem_t& p, void* status,
                         cudaStream_t stream) {

@@ -1,6 +1,7 @@
-// Layout of the SDPA workspace (the varlen status block, then D) and the per-sequence check of
-// variable-length offsets. Plain C++17 constexpr, shared by the host (sizes, tests) and the
-// kernels (indexing and the check itself, via --expt-relaxed-constexpr), so both agree.
+// Layout of the SDPA workspace (the varlen status block, then D), the per-sequence check of
+// variable-length offsets and of additive attention's source lengths. Plain C++17 constexpr, shared
+// by the host (sizes, tests) and the kernels (indexing and the check itself, via
+// --expt-relaxed-constexpr), so both agree.
 #ifndef SPILLWAY_ATTENTION_KERNELS_SRC_WORKSPACE_H_
 #define SPILLWAY_ATTENTION_KERNELS_SRC_WORKSPACE_H_
 
@@ -68,6 +69,20 @@ constexpr uint32_t VarlenSequenceErrors(const VarlenSpan& q, const VarlenSpan& k
     errors |= SPILLWAY_ATTENTION_VARLEN_K_TOO_LONG;
   }
   return errors;
+}
+
+// An additive call with source_lengths starts its workspace with the same status block.
+constexpr std::size_t AdditiveStatusBytes(const spillway_attention_additive_problem_t& p) {
+  return p.source_lengths != nullptr ? kVarlenStatusBytes : 0;
+}
+
+// The error bits of one additive sequence's source length; 0 when the kernels may compute it
+// (0 <= length <= source_len: a length of 0 is valid, its rows see no source). Lengths are never
+// clamped: a sequence with errors is not computed at all.
+constexpr uint32_t SourceLengthErrors(int64_t length, int64_t source_len) {
+  if (length < 0) return SPILLWAY_ATTENTION_VARLEN_SOURCE_NEGATIVE;
+  if (length > source_len) return SPILLWAY_ATTENTION_VARLEN_SOURCE_TOO_LONG;
+  return 0;
 }
 
 }  // namespace spillway::attention

@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Loads spillway's attention kernels into PyTorch at run time and checks them against
-torch.nn.functional.scaled_dot_product_attention (forward and backward, BSHD layout).
+torch.nn.functional.scaled_dot_product_attention (forward and backward, BSHD layout); with
+--additive, checks fused additive attention (with source lengths) against plain PyTorch instead,
+and that source lengths outside [0, source_len] are refused before any launch.
 
 The extension is compiled on first use by torch.utils.cpp_extension.load from the sources in
 attention_kernels/ (a few minutes; cached afterwards). Needs a CUDA GPU, PyTorch and nvcc.
@@ -24,6 +26,8 @@ def parse_args():
     p.add_argument("--causal", action="store_true")
     p.add_argument("--arch", default="8.0;9.0", help="TORCH_CUDA_ARCH_LIST for the build")
     p.add_argument("--verbose", action="store_true", help="show the compiler's output")
+    p.add_argument("--additive", action="store_true",
+                   help="check additive attention instead of SDPA")
     return p.parse_args()
 
 
@@ -43,11 +47,46 @@ def load_extension(arch, verbose):
         verbose=verbose)
 
 
+def check_additive(ext, dtype, batch=3, target=37, source=45, units=64, value_dim=32):
+    """Fused additive attention vs. plain PyTorch in fp32 (masked softmax over each sequence's
+    sources); then every kind of bad source_lengths must raise, naming the entry. 0 if all pass."""
+    import torch
+    qp = (torch.randn(batch, target, units, device="cuda") * 0.5).to(dtype)
+    kp = (torch.randn(batch, source, units, device="cuda") * 0.5).to(dtype)
+    values = torch.randn(batch, source, value_dim, device="cuda").to(dtype)
+    v = torch.randn(units, device="cuda") / units ** 0.5
+    lengths = torch.tensor([source, 20, 0], dtype=torch.int32, device="cuda")
+    context, _ = ext.additive_forward(qp, kp, values, v, lengths)
+    e = torch.einsum("u,btsu->bts", v, torch.tanh(qp.float()[:, :, None] + kp.float()[:, None]))
+    mask = torch.arange(source, device="cuda")[None, None, :] >= lengths.long()[:, None, None]
+    p = torch.softmax(e.masked_fill(mask, float("-inf")), dim=-1).nan_to_num(0.0)
+    ref = torch.einsum("bts,bsd->btd", p, values.float())
+    err = ((context.float() - ref).norm() / ref.norm()).item()
+    bar = 1e-2 if dtype == torch.bfloat16 else 5e-3
+    print(f"additive context: relative error {err:.2e}")
+    failures = 0 if err < bar else 1
+    for bad, culprit in (([source, source + 1, 3], "source_lengths[1] is"),
+                         ([-1, 2, 3], "source_lengths[0] is -1"),
+                         ([1, 2], "source_lengths must be [batch]")):
+        try:
+            ext.additive_forward(qp, kp, values, v, torch.tensor(bad, dtype=torch.int32))
+            print(f"FAIL: source_lengths {bad} was accepted")
+            failures += 1
+        except RuntimeError as error:
+            if culprit not in str(error):
+                print(f"FAIL: source_lengths {bad}: {error}")
+                failures += 1
+    print("PASS" if failures == 0 else "FAIL")
+    return 0 if failures == 0 else 1
+
+
 def main():
     args = parse_args()
     import torch
     import torch.nn.functional as F
     ext = load_extension(args.arch, args.verbose)
+    if args.additive:
+        return check_additive(ext, getattr(torch, args.dtype))
 
     class SpillwayAttention(torch.autograd.Function):
         @staticmethod

@@ -1,12 +1,14 @@
 // PyTorch binding of spillway's attention kernels, compiled at run time by torch_attention.py
-// (torch.utils.cpp_extension.load): BSHD tensors in, checked (CUDA, one device, dtype, layout),
-// the C API called under a device guard on that device's current PyTorch stream.
+// (torch.utils.cpp_extension.load): BSHD tensors in (SDPA; [batch, len, width] for additive
+// attention), checked (CUDA, one device, dtype, layout, source lengths), the C API called under a
+// device guard on that device's current PyTorch stream.
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/extension.h>
 
 #include <cstdint>
 #include <limits>
+#include <optional>
 
 #include "spillway/attention.hpp"
 
@@ -26,15 +28,22 @@ void CheckOnDeviceOf(const torch::Tensor& t, const char* name, const torch::Tens
   TORCH_CHECK(t.device() == q.device(), name, " is on ", t.device(), " but q is on ", q.device());
 }
 
-// A [batch, seq, heads, dim] tensor of q's dtype on q's device, dim contiguous. The C API checks
-// the rest (16-byte aligned data, strides multiples of 8) and names what is wrong.
-spillway_attention_tensor_t View(const torch::Tensor& t, const char* name, const torch::Tensor& q) {
+// `t` has `q`'s dtype, lives on q's device and is `layout` (`dims` dimensions) with the last one
+// contiguous. The C API checks the rest (alignment, strides) and names what is wrong.
+void CheckLayout(const torch::Tensor& t, const char* name, const torch::Tensor& q,
+                 const char* q_name, int64_t dims, const char* layout) {
   CheckOnDeviceOf(t, name, q);
-  TORCH_CHECK(t.scalar_type() == q.scalar_type(), name, " is ", t.scalar_type(), " but q is ",
-              q.scalar_type());
-  TORCH_CHECK(t.dim() == 4 && t.stride(3) == 1, name,
-              " must be [batch, seq, heads, dim] with dim contiguous (stride(3) == 1); sizes ",
+  TORCH_CHECK(t.scalar_type() == q.scalar_type(), name, " is ", t.scalar_type(), " but ", q_name,
+              " is ", q.scalar_type());
+  TORCH_CHECK(t.dim() == dims && t.stride(dims - 1) == 1, name, " must be ", layout,
+              " with the last dimension contiguous (stride(", dims - 1, ") == 1); sizes ",
               t.sizes(), ", strides ", t.strides());
+}
+
+// A [batch, seq, heads, dim] tensor of q's dtype on q's device, dim contiguous (16-byte aligned
+// data and strides multiples of 8 are the C API's to check).
+spillway_attention_tensor_t View(const torch::Tensor& t, const char* name, const torch::Tensor& q) {
+  CheckLayout(t, name, q, "q", 4, "[batch, seq, heads, dim]");
   return {t.data_ptr(), t.stride(0), t.stride(2), t.stride(1)};
 }
 
@@ -132,9 +141,136 @@ std::vector<torch::Tensor> Backward(torch::Tensor d_o, torch::Tensor q, torch::T
   return {dq, dk, dv};
 }
 
+// ---- additive (Bahdanau) attention ----
+
+// A [batch, len, width] tensor of q's dtype on q's device, width contiguous. `q` is query_proj.
+spillway_attention_tensor_t Rows(const torch::Tensor& t, const char* name, const torch::Tensor& q) {
+  CheckLayout(t, name, q, "query_proj", 3, "[batch, len, width]");
+  return {t.data_ptr(), t.stride(0), 0, t.stride(1)};
+}
+
+// A contiguous float32 tensor of `count` elements on q's device.
+float* Floats(const torch::Tensor& t, const char* name, int64_t count, const torch::Tensor& q) {
+  CheckOnDeviceOf(t, name, q);
+  TORCH_CHECK(t.scalar_type() == torch::kFloat, name, " must be float32, it is ", t.scalar_type());
+  TORCH_CHECK(t.numel() == count && t.is_contiguous(), name, " must be contiguous with ", count,
+              " elements; sizes ", t.sizes(), ", strides ", t.strides());
+  return t.data_ptr<float>();
+}
+
+// The problem of query_proj [batch, target, units], key_proj [batch, source, units] and values
+// [batch, source, value_dim]; `lengths` is the checked device copy of source_lengths or undefined.
+spillway_attention_additive_problem_t AdditiveProblem(const torch::Tensor& q,
+                                                      const torch::Tensor& key_proj,
+                                                      const torch::Tensor& values,
+                                                      const torch::Tensor& lengths) {
+  TORCH_CHECK(key_proj.size(0) == q.size(0) && key_proj.size(2) == q.size(2), "key_proj ",
+              key_proj.sizes(), " must match query_proj ", q.sizes(), " in batch and units");
+  TORCH_CHECK(values.size(0) == q.size(0) && values.size(1) == key_proj.size(1), "values ",
+              values.sizes(), " must match key_proj ", key_proj.sizes(), " in batch and length");
+  return {DtypeOf(q),
+          Int32(q.size(0), "batch"),
+          Int32(q.size(1), "target length"),
+          Int32(key_proj.size(1), "source length"),
+          Int32(q.size(2), "units"),
+          Int32(values.size(2), "value dim"),
+          lengths.defined() ? lengths.data_ptr<int32_t>() : nullptr};
+}
+
+// source_lengths (optional): an integer tensor [batch] on any device, each entry in
+// [0, source_len] (0: the row sees no source, its context is 0). The C API cannot read device
+// lengths before launching (its kernels skip and report a bad sequence afterwards), so the
+// binding reads them here (a copy of `batch` integers to the host, which waits for the stream)
+// and raises, before any launch, naming the first entry out of range. Returns them as a
+// contiguous int32 tensor on q's device, or an undefined tensor when none were given.
+torch::Tensor SourceLengths(const std::optional<torch::Tensor>& source_lengths, int64_t batch,
+                            int64_t source_len, const torch::Tensor& q) {
+  if (!source_lengths.has_value() || !source_lengths->defined()) return {};
+  const torch::Tensor& lengths = *source_lengths;
+  TORCH_CHECK(!lengths.is_floating_point() && !lengths.is_complex() &&
+                  lengths.scalar_type() != torch::kBool,
+              "source_lengths must be an integer tensor, it is ", lengths.scalar_type());
+  TORCH_CHECK(lengths.dim() == 1 && lengths.size(0) == batch, "source_lengths must be [batch] = [",
+              batch, "]; sizes ", lengths.sizes());
+  const torch::Tensor host = lengths.to(torch::kCPU, torch::kLong).contiguous();
+  const int64_t* values = host.data_ptr<int64_t>();
+  for (int64_t b = 0; b < batch; ++b) {
+    TORCH_CHECK(values[b] >= 0 && values[b] <= source_len, "source_lengths[", b, "] is ", values[b],
+                "; it must be in [0, source_len = ", source_len, "]");
+  }
+  return host.to(torch::kInt).to(q.device()).contiguous();
+}
+
+std::vector<torch::Tensor> AdditiveForward(torch::Tensor query_proj, torch::Tensor key_proj,
+                                           torch::Tensor values, torch::Tensor attention_v,
+                                           std::optional<torch::Tensor> source_lengths) {
+  const torch::Tensor& q = query_proj;
+  CheckOnDeviceOf(q, "query_proj", q);
+  const c10::cuda::CUDAGuard guard(q.device());
+  spillway_attention_additive_forward_args_t a{};
+  a.query_proj = Rows(q, "query_proj", q);
+  a.key_proj = Rows(key_proj, "key_proj", q);
+  a.values = Rows(values, "values", q);
+  a.attention_v = Floats(attention_v, "attention_v", q.size(2), q);
+  const torch::Tensor lengths = SourceLengths(source_lengths, q.size(0), key_proj.size(1), q);
+  a.problem = AdditiveProblem(q, key_proj, values, lengths);
+  auto context = torch::empty({q.size(0), q.size(1), values.size(2)}, q.options());
+  auto lse = torch::empty({q.size(0), q.size(1)}, q.options().dtype(torch::kFloat));
+  a.context = Rows(context, "context", q);
+  a.lse = lse.data_ptr<float>();
+  Run(a, q);
+  return {context, lse};
+}
+
+std::vector<torch::Tensor> AdditiveBackward(torch::Tensor d_context, torch::Tensor query_proj,
+                                            torch::Tensor key_proj, torch::Tensor values,
+                                            torch::Tensor attention_v, torch::Tensor context,
+                                            torch::Tensor lse,
+                                            std::optional<torch::Tensor> source_lengths) {
+  const torch::Tensor& q = query_proj;
+  CheckOnDeviceOf(q, "query_proj", q);
+  CheckOnDeviceOf(d_context, "d_context", q);
+  const c10::cuda::CUDAGuard guard(q.device());
+  d_context = d_context.contiguous();
+  spillway_attention_additive_backward_args_t a{};
+  a.query_proj = Rows(q, "query_proj", q);
+  a.key_proj = Rows(key_proj, "key_proj", q);
+  a.values = Rows(values, "values", q);
+  a.attention_v = Floats(attention_v, "attention_v", q.size(2), q);
+  a.context = Rows(context, "context", q);
+  a.d_context = Rows(d_context, "d_context", q);
+  const torch::Tensor lengths = SourceLengths(source_lengths, q.size(0), key_proj.size(1), q);
+  a.problem = AdditiveProblem(q, key_proj, values, lengths);
+  const std::vector<int64_t> context_shape = {q.size(0), q.size(1), values.size(2)};
+  TORCH_CHECK(context.sizes() == context_shape && d_context.sizes() == context_shape, "context ",
+              context.sizes(), " and d_context ", d_context.sizes(), " must be ",
+              c10::IntArrayRef(context_shape));
+  a.lse = Floats(lse, "lse", q.size(0) * q.size(1), q);
+  auto d_query_proj = torch::empty(q.sizes(), q.options());
+  auto d_key_proj = torch::empty(key_proj.sizes(), q.options());
+  auto d_values = torch::empty(values.sizes(), q.options());
+  auto d_attention_v = torch::empty({q.size(2)}, q.options().dtype(torch::kFloat));
+  a.d_query_proj = Rows(d_query_proj, "d_query_proj", q);
+  a.d_key_proj = Rows(d_key_proj, "d_key_proj", q);
+  a.d_values = Rows(d_values, "d_values", q);
+  a.d_attention_v = d_attention_v.data_ptr<float>();
+  Run(a, q);
+  return {d_query_proj, d_key_proj, d_values, d_attention_v};
+}
+
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("forward", &Forward, "SDPA forward: (o, lse)");
   m.def("backward", &Backward, "SDPA backward: (dq, dk, dv)");
+  m.def("additive_forward", &AdditiveForward,
+        "additive attention forward (source_lengths optional, each in [0, source_len]): "
+        "(context, lse)",
+        pybind11::arg("query_proj"), pybind11::arg("key_proj"), pybind11::arg("values"),
+        pybind11::arg("attention_v"), pybind11::arg("source_lengths") = pybind11::none());
+  m.def("additive_backward", &AdditiveBackward,
+        "additive attention backward: (d_query_proj, d_key_proj, d_values, d_attention_v)",
+        pybind11::arg("d_context"), pybind11::arg("query_proj"), pybind11::arg("key_proj"),
+        pybind11::arg("values"), pybind11::arg("attention_v"), pybind11::arg("context"),
+        pybind11::arg("lse"), pybind11::arg("source_lengths") = pybind11::none());
 }

@@ -113,8 +113,8 @@ std::shared_ptr<const ModuleMap::Snapshot> ModuleMap::Rescan(unsigned long long 
   ScanState state;
   dl_iterate_phdr(CollectObjects, &state);  // outside mutex_: the loader lock is taken here
   auto snapshot = std::make_shared<Snapshot>();
-  snapshot->adds = state.objects.empty() ? adds : state.adds;
-  snapshot->subs = state.objects.empty() ? subs : state.subs;
+  snapshot->adds_ = state.objects.empty() ? adds : state.adds;
+  snapshot->subs_ = state.objects.empty() ? subs : state.subs;
   std::lock_guard lock(mutex_);
   for (ScanState::Object& object : state.objects) {
     if (object.path.empty()) object.path = ExecutablePath();
@@ -135,11 +135,15 @@ std::shared_ptr<const ModuleMap::Snapshot> ModuleMap::Rescan(unsigned long long 
       identities_.emplace_back(std::move(object.path), object.bias);
     }
     for (const auto& [begin, end] : object.code) {
-      snapshot->ranges.push_back(Range{begin, end, object.bias, index, modules_[index].key});
+      snapshot->ranges_.push_back(Range{begin, end, object.bias, index, modules_[index].key});
     }
+    snapshot->modules_.push_back(index);
   }
-  std::sort(snapshot->ranges.begin(), snapshot->ranges.end(),
+  std::sort(snapshot->ranges_.begin(), snapshot->ranges_.end(),
             [](const Range& a, const Range& b) { return a.begin < b.begin; });
+  std::sort(snapshot->modules_.begin(), snapshot->modules_.end());
+  snapshot->modules_.erase(std::unique(snapshot->modules_.begin(), snapshot->modules_.end()),
+                           snapshot->modules_.end());
   snapshot_ = snapshot;
   return snapshot;
 }
@@ -149,31 +153,50 @@ std::shared_ptr<const ModuleMap::Snapshot> ModuleMap::Current() {
   dl_iterate_phdr(ReadCounters, &counters);
   {
     std::lock_guard lock(mutex_);
-    if (snapshot_ != nullptr && snapshot_->adds == counters.adds &&
-        snapshot_->subs == counters.subs) {
+    if (snapshot_ != nullptr && snapshot_->adds_ == counters.adds &&
+        snapshot_->subs_ == counters.subs) {
       return snapshot_;
     }
   }
   return Rescan(counters.adds, counters.subs);
 }
 
-const ModuleMap::Range* ModuleMap::Find(const Snapshot& snapshot, uintptr_t address) {
+bool ModuleMap::StillCurrent(const Snapshot& snapshot) {
+  ScanState counters;
+  dl_iterate_phdr(ReadCounters, &counters);
+  return snapshot.adds_ == counters.adds && snapshot.subs_ == counters.subs;
+}
+
+Location ModuleMap::Snapshot::Locate(uintptr_t address) const {
   const auto after =
-      std::upper_bound(snapshot.ranges.begin(), snapshot.ranges.end(), address,
+      std::upper_bound(ranges_.begin(), ranges_.end(), address,
                        [](uintptr_t value, const Range& range) { return value < range.begin; });
-  if (after == snapshot.ranges.begin()) return nullptr;
-  const Range& range = *(after - 1);
-  return address < range.end ? &range : nullptr;
+  if (after != ranges_.begin()) {
+    const Range& range = *(after - 1);
+    if (address < range.end) return Location{range.module, address - range.bias, range.key};
+  }
+  return Location{kUnknownModule, address, 0};
+}
+
+ModuleMap::Snapshot ModuleMap::Snapshot::Only(const std::vector<uint32_t>& kept) const {
+  Snapshot only;
+  only.adds_ = adds_;
+  only.subs_ = subs_;
+  const auto is_kept = [&kept](uint32_t module) {
+    return std::binary_search(kept.begin(), kept.end(), module);
+  };
+  for (const Range& range : ranges_) {
+    if (is_kept(range.module)) only.ranges_.push_back(range);
+  }
+  for (const uint32_t module : modules_) {
+    if (is_kept(module)) only.modules_.push_back(module);
+  }
+  return only;
 }
 
 void ModuleMap::Resolve(void* const* pcs, int count, Location* out) {
   const std::shared_ptr<const Snapshot> snapshot = Current();
-  for (int i = 0; i < count; ++i) {
-    const auto address = reinterpret_cast<uintptr_t>(pcs[i]);
-    const Range* range = Find(*snapshot, address);
-    out[i] = range != nullptr ? Location{range->module, address - range->bias, range->key}
-                              : Location{kUnknownModule, address, 0};
-  }
+  for (int i = 0; i < count; ++i) out[i] = snapshot->Locate(reinterpret_cast<uintptr_t>(pcs[i]));
 }
 
 ModuleInfo ModuleMap::Module(uint32_t index) const {

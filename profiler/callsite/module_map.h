@@ -4,6 +4,8 @@
 // address ranges are rescanned when objects were loaded or unloaded since the last scan (dlopen,
 // dlclose), which the loader's adds/subs counters tell on every lookup (a miss after a dlopen is
 // therefore a rescan; an address in no object at all, e.g. JIT code, stays unknown).
+// The project's one scan of loaded modules: call-site stacks (call_site_table.h) and the
+// caller-module check of SPILLWAY_DEVICE_MODULES (interpose/caller_module.h) both use it.
 #ifndef SPILLWAY_PROFILER_CALLSITE_MODULE_MAP_H_
 #define SPILLWAY_PROFILER_CALLSITE_MODULE_MAP_H_
 
@@ -30,13 +32,46 @@ struct Location {
 };
 
 class ModuleMap {
+  struct Range;
+
  public:
+  static constexpr uint32_t kUnknownModule = 0xffffffffu;
+
+  // The code ranges of the objects loaded at one moment. Immutable, so a caller may keep one and
+  // look addresses up in it without the map's lock while the map moves on to newer snapshots.
+  class Snapshot {
+   public:
+    // Where `address` lies: module kUnknownModule (key 0) and the raw address as offset when it
+    // is in no object of this snapshot.
+    Location Locate(uintptr_t address) const;
+    // The indices of the modules loaded in this snapshot, ascending, each once.
+    const std::vector<uint32_t>& modules() const { return modules_; }
+    // The same snapshot with only the modules in `kept` (ascending): fewer ranges to search
+    // when only some modules matter to a caller.
+    Snapshot Only(const std::vector<uint32_t>& kept) const;
+
+   private:
+    friend class ModuleMap;
+    unsigned long long adds_ = ~0ull;  // the loader's counters when it was scanned
+    unsigned long long subs_ = ~0ull;
+    std::vector<Range> ranges_;      // sorted by begin
+    std::vector<uint32_t> modules_;  // sorted, unique
+  };
+
   ModuleMap() = default;
   ModuleMap(const ModuleMap&) = delete;
   ModuleMap& operator=(const ModuleMap&) = delete;
 
-  // Resolves `count` addresses into `out` (same count). An address in no loaded object gets
-  // module kUnknownModule and the raw address as offset. Thread-safe.
+  // The current snapshot: the last scan's, or a new scan's when objects were loaded or unloaded
+  // since (the loader's counters moved). Thread-safe; never null.
+  std::shared_ptr<const Snapshot> Current();
+
+  // True when no object was loaded or unloaded since `snapshot` was scanned, i.e. it is still
+  // what Current() would return. Cheaper than Current(): no lock. Thread-safe.
+  static bool StillCurrent(const Snapshot& snapshot);
+
+  // Resolves `count` addresses into `out` (same count) in the current snapshot. An address in no
+  // loaded object gets module kUnknownModule and the raw address as offset. Thread-safe.
   void Resolve(void* const* pcs, int count, Location* out);
 
   // The module at `index`. REQUIRES: index was returned by Resolve and is not kUnknownModule.
@@ -49,8 +84,6 @@ class ModuleMap {
   void LockForFork();
   void UnlockAfterFork();
 
-  static constexpr uint32_t kUnknownModule = 0xffffffffu;
-
  private:
   struct Range {
     uintptr_t begin = 0;
@@ -59,16 +92,8 @@ class ModuleMap {
     uint32_t module = 0;
     uint64_t key = 0;
   };
-  struct Snapshot {
-    unsigned long long adds = ~0ull;
-    unsigned long long subs = ~0ull;
-    std::vector<Range> ranges;  // sorted by begin
-  };
 
-  // Rescans when the loader's counters moved, returning the current snapshot.
-  std::shared_ptr<const Snapshot> Current();
   std::shared_ptr<const Snapshot> Rescan(unsigned long long adds, unsigned long long subs);
-  static const Range* Find(const Snapshot& snapshot, uintptr_t address);
 
   mutable std::mutex mutex_;
   std::shared_ptr<const Snapshot> snapshot_;  // guarded by mutex_

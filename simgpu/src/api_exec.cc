@@ -154,35 +154,22 @@ CUresult ElapsedTime(float* ms, CUevent start, CUevent end) {
 
 // ---- launches ----------------------------------------------------------------------------------
 
-struct LaunchDims {
-  unsigned grid[3];
-  unsigned block[3];
-  unsigned shared;
-};
+}  // namespace
 
-CUresult Launch(CUfunction f, const LaunchDims& dims, CUstream h, void** params, void** extra,
-                bool ptsz) {
-  SIMGPU_REQUIRE_CTX();
-  Function* fn = LiveFunction(f);
-  if (fn == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  for (int i = 0; i < 3; ++i) {
-    if (dims.grid[i] == 0 || dims.block[i] == 0) return CUDA_ERROR_INVALID_VALUE;
-  }
-  if (static_cast<uint64_t>(dims.block[0]) * dims.block[1] * dims.block[2] > 1024) {
-    return CUDA_ERROR_INVALID_VALUE;
-  }
-  const SimgpuKernel* k = fn->kernel;
+Function* LiveFunctionOf(CUfunction h) { return LiveFunction(h); }
+
+CUresult PackKernelParams(const SimgpuKernel* k, void** params, void** extra,
+                          std::vector<char>* out) {
   size_t packed = 0;
   for (unsigned i = 0; i < k->num_params; ++i) {
     packed = std::max(packed, k->params[i].offset + k->params[i].size);
   }
-  // The parameter values are captured now: the launch runs later.
-  auto buffer = std::make_shared<std::vector<char>>(packed);
+  out->assign(packed, 0);
   if (params != nullptr && extra != nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (params != nullptr) {
     for (unsigned i = 0; i < k->num_params; ++i) {
       if (params[i] == nullptr) return CUDA_ERROR_INVALID_VALUE;
-      std::memcpy(buffer->data() + k->params[i].offset, params[i], k->params[i].size);
+      std::memcpy(out->data() + k->params[i].offset, params[i], k->params[i].size);
     }
   } else if (extra != nullptr) {
     void* buf = nullptr;
@@ -196,34 +183,74 @@ CUresult Launch(CUfunction f, const LaunchDims& dims, CUstream h, void** params,
         return CUDA_ERROR_INVALID_VALUE;
     }
     if (buf == nullptr || size == nullptr || *size < packed) return CUDA_ERROR_INVALID_VALUE;
-    std::memcpy(buffer->data(), buf, packed);
+    std::memcpy(out->data(), buf, packed);
   } else if (k->num_params > 0) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  Stream* s = nullptr;
-  if (CUresult r = ResolveStream(h, ptsz, &s)) return r;
+  return CUDA_SUCCESS;
+}
+
+CUresult CheckLaunchDims(const LaunchDims& dims) {
+  for (int i = 0; i < 3; ++i) {
+    if (dims.grid[i] == 0 || dims.block[i] == 0) return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (static_cast<uint64_t>(dims.block[0]) * dims.block[1] * dims.block[2] > 1024) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  return CUDA_SUCCESS;
+}
+
+MarkerPtr EnqueueKernel(Stream* s, const SimgpuKernel* k, const LaunchDims& dims,
+                        std::shared_ptr<const std::vector<char>> buffer,
+                        std::vector<MarkerPtr> extra_deps) {
   stats().kernels_launched.fetch_add(1, std::memory_order_relaxed);
   const int device = s->ctx != nullptr ? s->ctx->device : CurrentDeviceOrdinal();
-  Enqueue(s, [k, dims, buffer, device](double start) {
-    std::vector<void*> args(k->num_params);
-    for (unsigned i = 0; i < k->num_params; ++i) args[i] = buffer->data() + k->params[i].offset;
-    SimgpuLaunch launch;
-    for (int i = 0; i < 3; ++i) {
-      launch.grid[i] = dims.grid[i];
-      launch.block[i] = dims.block[i];
-    }
-    launch.shared_bytes = dims.shared;
-    launch.args = args.data();
-    DeviceAccount account;
-    account.device = device;
-    BeginDeviceAccess(&account);
-    k->run(&launch);
-    EndDeviceAccess();
-    double compute =
-        k->compute_seconds ? k->compute_seconds(&launch) : config().default_kernel_seconds;
-    if (!(compute >= 0)) compute = 0;
-    return BookEngine(Engine::kCompute, start, compute + FaultStallSeconds(account));
-  });
+  return Enqueue(
+      s,
+      [k, dims, buffer, device](double start) {
+        std::vector<void*> args(k->num_params);
+        for (unsigned i = 0; i < k->num_params; ++i) {
+          args[i] = const_cast<char*>(buffer->data()) + k->params[i].offset;
+        }
+        SimgpuLaunch launch;
+        for (int i = 0; i < 3; ++i) {
+          launch.grid[i] = dims.grid[i];
+          launch.block[i] = dims.block[i];
+        }
+        launch.shared_bytes = dims.shared;
+        launch.args = args.data();
+        DeviceAccount account;
+        account.device = device;
+        BeginDeviceAccess(&account);
+        k->run(&launch);
+        EndDeviceAccess();
+        double compute =
+            k->compute_seconds ? k->compute_seconds(&launch) : config().default_kernel_seconds;
+        if (!(compute >= 0)) compute = 0;
+        return BookEngine(Engine::kCompute, start, compute + FaultStallSeconds(account));
+      },
+      std::move(extra_deps));
+}
+
+namespace {
+
+CUresult Launch(CUfunction f, const LaunchDims& dims, CUstream h, void** params, void** extra,
+                bool ptsz) {
+  SIMGPU_REQUIRE_CTX();
+  Function* fn = LiveFunction(f);
+  if (fn == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (CUresult r = CheckLaunchDims(dims)) return r;
+  const SimgpuKernel* k = fn->kernel;
+  // The parameter values are captured now: the launch runs later.
+  auto buffer = std::make_shared<std::vector<char>>();
+  if (CUresult r = PackKernelParams(k, params, extra, buffer.get())) return r;
+  Stream* s = nullptr;
+  if (CUresult r = ResolveStreamAnyState(h, ptsz, &s)) return r;
+  // On a capturing stream the launch becomes a kernel node of the capture's graph (graphs.cc).
+  if (s->capture_mode.load(std::memory_order_relaxed) >= 0) {
+    return CaptureKernel(s, fn, dims, std::move(*buffer));
+  }
+  EnqueueKernel(s, k, dims, std::move(buffer));
   return CUDA_SUCCESS;
 }
 
@@ -654,65 +681,6 @@ CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx, unsigned 
   return Launch(f, Dims(gx, gy, gz, bx, by, bz, shared), s, kernelParams, nullptr, true);
 }
 
-// Stream capture is a state only: between begin and end the stream reports itself capturing and
-// refuses work (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED); ending makes no graph
-// (CUDA_ERROR_NOT_SUPPORTED, the capture is over). The legacy stream cannot capture.
-static CUresult BeginCapture(CUstream h, CUstreamCaptureMode mode, bool ptsz) {
-  Stream* s = nullptr;
-  if (CUresult r = StreamInfo(h, ptsz, &s)) return r;
-  if (mode != CU_STREAM_CAPTURE_MODE_GLOBAL && mode != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
-      mode != CU_STREAM_CAPTURE_MODE_RELAXED) {
-    return CUDA_ERROR_INVALID_VALUE;
-  }
-  if (s->legacy) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-  int none = -1;
-  if (!s->capture_mode.compare_exchange_strong(none, static_cast<int>(mode))) {
-    return CUDA_ERROR_ILLEGAL_STATE;
-  }
-  return CUDA_SUCCESS;
-}
-static CUresult EndCapture(CUstream h, CUgraph* graph, bool ptsz) {
-  Stream* s = nullptr;
-  if (CUresult r = StreamInfo(h, ptsz, &s)) return r;
-  if (graph == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (s->capture_mode.exchange(-1) < 0) return CUDA_ERROR_ILLEGAL_STATE;
-  *graph = nullptr;
-  return CUDA_ERROR_NOT_SUPPORTED;
-}
-CUresult cuStreamBeginCapture_v2(CUstream stream, CUstreamCaptureMode mode) {
-  return BeginCapture(stream, mode, false);
-}
-CUresult cuStreamBeginCapture_v2_ptsz(CUstream stream, CUstreamCaptureMode mode) {
-  return BeginCapture(stream, mode, true);
-}
-// Capturing into an existing graph needs a graph, which simgpu cannot make.
-CUresult cuStreamBeginCaptureToGraph(CUstream stream, CUgraph graph, const CUgraphNode* deps,
-                                     const CUgraphEdgeData* edges, size_t count,
-                                     CUstreamCaptureMode mode) {
-  (void)stream, (void)graph, (void)deps, (void)edges, (void)count, (void)mode;
-  return CUDA_ERROR_NOT_SUPPORTED;
-}
-CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream stream, CUgraph graph, const CUgraphNode* deps,
-                                          const CUgraphEdgeData* edges, size_t count,
-                                          CUstreamCaptureMode mode) {
-  (void)stream, (void)graph, (void)deps, (void)edges, (void)count, (void)mode;
-  return CUDA_ERROR_NOT_SUPPORTED;
-}
-CUresult cuStreamEndCapture(CUstream stream, CUgraph* graph) {
-  return EndCapture(stream, graph, false);
-}
-CUresult cuStreamEndCapture_ptsz(CUstream stream, CUgraph* graph) {
-  return EndCapture(stream, graph, true);
-}
-
-// CUDA graphs are not simulated: no graph can be instantiated, so none can be launched.
-CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream) {
-  (void)exec, (void)stream;
-  return CUDA_ERROR_NOT_SUPPORTED;
-}
-CUresult cuGraphLaunch_ptsz(CUgraphExec exec, CUstream stream) {
-  (void)exec, (void)stream;
-  return CUDA_ERROR_NOT_SUPPORTED;
-}
+// Stream capture and graphs: graphs.cc.
 
 }  // extern "C"

@@ -171,9 +171,11 @@ struct Stream {
   Context* ctx = nullptr;
   bool legacy = false;
   bool per_thread = false;
-  // The CUstreamCaptureMode of the capture in progress, -1 when none. Capture is only a state:
-  // work on a capturing stream is refused (nothing is recorded, no graph is made).
+  // The CUstreamCaptureMode of the capture in progress, -1 when none. Kernel launches on a
+  // capturing stream become graph nodes (graphs.cc); other work is refused and invalidates the
+  // capture (capture_invalidated), as the real driver does with work it cannot capture.
   std::atomic<int> capture_mode{-1};
+  std::atomic<bool> capture_invalidated{false};
   // Guarded by SyncMutex().
   struct Op {
     std::vector<MarkerPtr> deps;
@@ -228,6 +230,29 @@ struct Module {
   bool is_library = false;  // loaded by cuLibraryLoadFromFile (else cuModuleLoad)
   std::vector<std::unique_ptr<Function>> functions;
 };
+
+// ---- kernel launches (api_exec.cc) and graphs (graphs.cc) ---------------------------------------
+
+struct LaunchDims {
+  unsigned grid[3];
+  unsigned block[3];
+  unsigned shared;
+};
+
+// The function behind handle `h` if it is live, else null.
+Function* LiveFunctionOf(CUfunction h);
+// CUDA_ERROR_INVALID_VALUE for a zero dimension or more than 1024 threads a block.
+CUresult CheckLaunchDims(const LaunchDims& dims);
+// Packs a launch's parameters (kernelParams, or extra's CU_LAUNCH_PARAM_BUFFER_*) into `out`,
+// laid out per the kernel's parameter offsets.
+CUresult PackKernelParams(const SimgpuKernel* k, void** params, void** extra,
+                          std::vector<char>* out);
+// Enqueues a run of `k` on `s` with the packed parameters; counts it in kernels_launched.
+MarkerPtr EnqueueKernel(Stream* s, const SimgpuKernel* k, const LaunchDims& dims,
+                        std::shared_ptr<const std::vector<char>> buffer,
+                        std::vector<MarkerPtr> extra_deps = {});
+// Records a launch on capturing stream `s` as a kernel node of the capture's graph.
+CUresult CaptureKernel(Stream* s, Function* fn, const LaunchDims& dims, std::vector<char> buffer);
 
 // ---- pools -------------------------------------------------------------------------------------
 

@@ -113,6 +113,7 @@ bool IsLiveStream(Stream* s) {
 CUresult ResolveStream(CUstream h, bool ptsz, Stream** out) {
   if (CUresult r = ResolveStreamAnyState(h, ptsz, out)) return r;
   if ((*out)->capture_mode.load(std::memory_order_relaxed) >= 0) {
+    (*out)->capture_invalidated.store(true, std::memory_order_relaxed);  // as the driver does
     return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   }
   return CUDA_SUCCESS;

@@ -385,11 +385,14 @@ TEST_P(AdditiveGpuTest, ForwardAndBackwardMatchReference) {
   std::normal_distribution<float> vd(0.0f, 1.0f / std::sqrt(float(cfg.units)));
   for (float& x : attention_v) x = vd(gen);
   std::vector<float> ctx_ref(nctx), lse_ref(std::size_t(cfg.batch) * cfg.target_len);
-  ref::AdditiveForward(shape, qp.data(), kp.data(), values.data(), attention_v.data(),
-                       ctx_ref.data(), lse_ref.data());
+  ASSERT_EQ(ref::AdditiveForward(shape, qp.data(), kp.data(), values.data(), attention_v.data(),
+                                 ctx_ref.data(), lse_ref.data()),
+            "");
   std::vector<float> dq_ref(nq), dk_ref(nk), dval_ref(nval), dv_ref(cfg.units);
-  ref::AdditiveBackward(shape, qp.data(), kp.data(), values.data(), attention_v.data(), dctx.data(),
-                        dq_ref.data(), dk_ref.data(), dval_ref.data(), dv_ref.data());
+  ASSERT_EQ(ref::AdditiveBackward(shape, qp.data(), kp.data(), values.data(), attention_v.data(),
+                                  dctx.data(), dq_ref.data(), dk_ref.data(), dval_ref.data(),
+                                  dv_ref.data()),
+            "");
 
   DeviceBuffer<uint16_t> d_qp(Encode(qp, cfg.dtype)), d_kp(Encode(kp, cfg.dtype)),
       d_val(Encode(values, cfg.dtype)), d_dctx(Encode(dctx, cfg.dtype)), d_ctx(nctx), d_dq(nq),
@@ -416,9 +419,15 @@ TEST_P(AdditiveGpuTest, ForwardAndBackwardMatchReference) {
   f.lse = d_lse.get();
   d_ctx.Poison();
   d_lse.Poison();
-  const Status fs = Launch(f, nullptr, 0, nullptr);
+  std::size_t fwd_ws_bytes = 0;  // the source-length status block, or nothing
+  ASSERT_TRUE(WorkspaceSize(f, &fwd_ws_bytes).ok()) << spillway_attention_last_error_message();
+  DeviceBuffer<unsigned char> fwd_ws(fwd_ws_bytes);
+  const Status fs = Launch(f, fwd_ws_bytes ? fwd_ws.get() : nullptr, fwd_ws_bytes, nullptr);
   ASSERT_TRUE(fs.ok()) << fs.ToString();
   CUDA_OK(cudaDeviceSynchronize());
+  if (!cfg.source_lengths.empty()) {
+    EXPECT_TRUE(AdditiveLengthsStatus(fwd_ws.get(), nullptr).ok());
+  }
   const double tol = Tolerance(cfg.dtype);
   EXPECT_LT(RelativeError(Decode(d_ctx.Download(), cfg.dtype), ctx_ref), tol) << "context";
   EXPECT_LT(RelativeError(d_lse.Download(), lse_ref), 1e-3) << "lse";
@@ -446,6 +455,9 @@ TEST_P(AdditiveGpuTest, ForwardAndBackwardMatchReference) {
   const Status bs = Launch(b, ws.get(), ws_bytes, nullptr);
   ASSERT_TRUE(bs.ok()) << bs.ToString();
   CUDA_OK(cudaDeviceSynchronize());
+  if (!cfg.source_lengths.empty()) {
+    EXPECT_TRUE(AdditiveLengthsStatus(ws.get(), nullptr).ok());
+  }
   EXPECT_LT(RelativeError(Decode(d_dq.Download(), cfg.dtype), dq_ref), tol) << "d_query_proj";
   EXPECT_LT(RelativeError(Decode(d_dk.Download(), cfg.dtype), dk_ref), tol) << "d_key_proj";
   EXPECT_LT(RelativeError(Decode(d_dval.Download(), cfg.dtype), dval_ref), tol) << "d_values";
@@ -458,6 +470,63 @@ INSTANTIATE_TEST_SUITE_P(
                       AdditiveConfig{SPILLWAY_ATTENTION_BF16, 2, 40, 33, 128, 96, {33, 20}},
                       AdditiveConfig{SPILLWAY_ATTENTION_FP16, 1, 16, 16, 512, 512, {}},
                       AdditiveConfig{SPILLWAY_ATTENTION_BF16, 3, 5, 70, 300, 20, {0, 70, 1}}));
+
+// Sequence 1's length is above source_len and sequence 2's negative: both must be reported and
+// left untouched (no read past source_len, no clamping), sequence 0 computed as usual. (Before,
+// both were silently clamped to [0, source_len].)
+TEST(AdditiveLengthsGpuTest, BadSourceLengthsAreSkippedAndReported) {
+  const auto dtype = SPILLWAY_ATTENTION_FP16;
+  constexpr int kBatch = 3, kTarget = 20, kSource = 33, kUnits = 64, kDim = 32;
+  std::mt19937 gen(std::random_device{}());
+  const std::size_t nq = std::size_t{kBatch} * kTarget * kUnits;
+  const std::size_t nk = std::size_t{kBatch} * kSource * kUnits;
+  const std::size_t nval = std::size_t{kBatch} * kSource * kDim;
+  const std::size_t nctx = std::size_t{kBatch} * kTarget * kDim;
+  const auto qp = RandomInput(nq, gen, dtype, 0.5f), kp = RandomInput(nk, gen, dtype, 0.5f),
+             values = RandomInput(nval, gen, dtype);
+  std::vector<float> attention_v(kUnits, 0.1f);
+  // The reference of sequence 0 alone (length 30): the first batch of every input.
+  const ref::AdditiveShape one{1, kTarget, kSource, kUnits, kDim, {30}};
+  std::vector<float> ctx_ref(std::size_t{kTarget} * kDim), lse_ref(kTarget);
+  ASSERT_EQ(ref::AdditiveForward(one, qp.data(), kp.data(), values.data(), attention_v.data(),
+                                 ctx_ref.data(), lse_ref.data()),
+            "");
+  DeviceBuffer<uint16_t> d_qp(Encode(qp, dtype)), d_kp(Encode(kp, dtype)),
+      d_val(Encode(values, dtype)), d_ctx(nctx);
+  DeviceBuffer<float> d_v(attention_v), d_lse(std::size_t{kBatch} * kTarget);
+  DeviceBuffer<int32_t> d_len(std::vector<int32_t>{30, kSource + 1, -2});
+  auto rows = [](void* p, int len, int width) {
+    return spillway_attention_tensor_t{p, int64_t{len} * width, 0, width};
+  };
+  spillway_attention_additive_forward_args_t f{};
+  f.problem = {dtype, kBatch, kTarget, kSource, kUnits, kDim, d_len.get()};
+  f.query_proj = rows(d_qp.get(), kTarget, kUnits);
+  f.key_proj = rows(d_kp.get(), kSource, kUnits);
+  f.values = rows(d_val.get(), kSource, kDim);
+  f.attention_v = d_v.get();
+  f.context = rows(d_ctx.get(), kTarget, kDim);
+  f.lse = d_lse.get();
+  d_ctx.Poison();
+  d_lse.Poison();
+  std::size_t ws_bytes = 0;
+  ASSERT_TRUE(WorkspaceSize(f, &ws_bytes).ok());
+  ASSERT_EQ(ws_bytes, 256u);
+  DeviceBuffer<unsigned char> ws(ws_bytes);
+  ASSERT_TRUE(Launch(f, ws.get(), ws_bytes, nullptr).ok());
+  spillway_attention_varlen_status_t word{};
+  const Status status = AdditiveLengthsStatus(ws.get(), nullptr, &word);
+  EXPECT_EQ(status.code(), SPILLWAY_ATTENTION_ERROR_INVALID_SHAPE);
+  EXPECT_EQ(word.errors, uint32_t{SPILLWAY_ATTENTION_VARLEN_SOURCE_TOO_LONG |
+                                  SPILLWAY_ATTENTION_VARLEN_SOURCE_NEGATIVE});
+  EXPECT_EQ(word.first_bad_sequence, 1);
+  const std::vector<float> ctx = Decode(d_ctx.Download(), dtype), lse = d_lse.Download();
+  const std::size_t row = std::size_t{kTarget} * kDim;
+  EXPECT_LT(RelativeError(std::vector<float>(ctx.begin(), ctx.begin() + row), ctx_ref),
+            Tolerance(dtype));
+  EXPECT_LT(RelativeError(std::vector<float>(lse.begin(), lse.begin() + kTarget), lse_ref), 1e-3);
+  EXPECT_TRUE(AllNan(std::vector<float>(ctx.begin() + row, ctx.end())));  // never written
+  EXPECT_TRUE(AllNan(std::vector<float>(lse.begin() + kTarget, lse.end())));
+}
 
 }  // namespace
 }  // namespace spillway::attention

@@ -263,5 +263,46 @@ TEST(VarlenStatusTest, DescribesEachErrorAndTheFirstBadSequence) {
   EXPECT_PRED2(Contains, unknown.message, "unknown error bits 64");
 }
 
+constexpr uint32_t kSourceNegative = SPILLWAY_ATTENTION_VARLEN_SOURCE_NEGATIVE;
+constexpr uint32_t kSourceTooLong = SPILLWAY_ATTENTION_VARLEN_SOURCE_TOO_LONG;
+
+// Additive source lengths: [0, source_len] is computed (0 is a row with no source), anything else
+// is flagged, never clamped.
+TEST(SourceLengthCheckTest, AcceptsZeroUpToSourceLenAndFlagsTheRest) {
+  for (int64_t length : {0, 1, 69, 70}) EXPECT_EQ(SourceLengthErrors(length, 70), 0u) << length;
+  EXPECT_EQ(SourceLengthErrors(71, 70), kSourceTooLong);
+  EXPECT_EQ(SourceLengthErrors(INT32_MAX, 70), kSourceTooLong);
+  EXPECT_EQ(SourceLengthErrors(-1, 70), kSourceNegative);
+  EXPECT_EQ(SourceLengthErrors(INT32_MIN, 70), kSourceNegative);
+}
+
+spillway_attention_additive_problem_t AdditiveProblem(bool lengths) {
+  static const int32_t kLengths[3] = {1, 2, 3};  // never read: only their presence matters
+  return {SPILLWAY_ATTENTION_FP16, 3, 40, 50, 256, 512, lengths ? kLengths : nullptr};
+}
+
+TEST(WorkspaceLayoutTest, AdditiveCallsWithSourceLengthsStartWithAStatusBlock) {
+  EXPECT_EQ(AdditiveForwardWorkspaceBytes(AdditiveProblem(false)), 0u);
+  EXPECT_EQ(AdditiveForwardWorkspaceBytes(AdditiveProblem(true)), 256u);
+  EXPECT_EQ(AdditiveStatusBytes(AdditiveProblem(true)) % kWorkspaceAlignment, 0u);
+  EXPECT_EQ(AdditiveBackwardWorkspaceBytes(AdditiveProblem(true)),
+            256u + AdditiveBackwardWorkspaceBytes(AdditiveProblem(false)));
+}
+
+TEST(SourceLengthsStatusTest, DescribesEachErrorAndTheFirstBadSequence) {
+  EXPECT_TRUE(DescribeSourceLengthsStatus({0, -1}).ok());
+  const Check c = DescribeSourceLengthsStatus({kSourceTooLong, 3});
+  EXPECT_EQ(c.status, SPILLWAY_ATTENTION_ERROR_INVALID_SHAPE);
+  EXPECT_EQ(c.message,
+            "source_lengths: a source length exceeds source_len (first at sequence 3); those "
+            "sequences were not computed: each source_lengths[b] must be in [0, source_len]");
+  const Check both = DescribeSourceLengthsStatus({kSourceTooLong | kSourceNegative, 0});
+  EXPECT_PRED2(Contains, both.message, "a source length is negative; a source length exceeds");
+  // An SDPA varlen bit is not an additive error: the word did not come from an additive call.
+  const Check foreign = DescribeSourceLengthsStatus({kQTooLong, 0});
+  EXPECT_EQ(foreign.status, SPILLWAY_ATTENTION_ERROR_INVALID_SHAPE);
+  EXPECT_PRED2(Contains, foreign.message, "unknown error bits 2");
+}
+
 }  // namespace
 }  // namespace spillway::attention

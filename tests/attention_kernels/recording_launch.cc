@@ -28,7 +28,7 @@ Check LaunchSdpaBackward(const spillway_attention_sdpa_backward_args_t&, float, 
   ++launches;
   return {};
 }
-Check LaunchAdditiveForward(const spillway_attention_additive_forward_args_t&, void*) {
+Check LaunchAdditiveForward(const spillway_attention_additive_forward_args_t&, void*, void*) {
   ++launches;
   return {};
 }

@@ -330,8 +330,9 @@ struct AdditiveCase {
   void Forward(std::vector<float>& context, std::vector<float>& lse) const {
     context.assign(std::size_t(shape.batch) * shape.target_len * shape.value_dim, 0.0f);
     lse.assign(std::size_t(shape.batch) * shape.target_len, 0.0f);
-    AdditiveForward(shape, qp.data(), kp.data(), values.data(), v.data(), context.data(),
-                    lse.data());
+    ASSERT_EQ(AdditiveForward(shape, qp.data(), kp.data(), values.data(), v.data(), context.data(),
+                              lse.data()),
+              "");
   }
   double Loss() const {
     std::vector<float> c, lse;
@@ -360,8 +361,9 @@ TEST(AdditiveReferenceTest, ForwardMatchesNaiveSoftmax) {
 TEST(AdditiveReferenceTest, GradientsMatchFiniteDifferences) {
   AdditiveCase c({2, 3, 4, 5, 3, {4, 2}});
   std::vector<float> dq(c.qp.size()), dk(c.kp.size()), dval(c.values.size()), dv(c.v.size());
-  AdditiveBackward(c.shape, c.qp.data(), c.kp.data(), c.values.data(), c.v.data(),
-                   c.d_context.data(), dq.data(), dk.data(), dval.data(), dv.data());
+  ASSERT_EQ(AdditiveBackward(c.shape, c.qp.data(), c.kp.data(), c.values.data(), c.v.data(),
+                             c.d_context.data(), dq.data(), dk.data(), dval.data(), dv.data()),
+            "");
   const float eps = 1.0f / 256;
   auto check = [&](std::vector<float>& x, const std::vector<float>& grad, const char* name) {
     for (std::size_t i = 0; i < x.size(); i += 1 + x.size() / 11) {
@@ -397,6 +399,52 @@ TEST(AdditiveReferenceTest, SourceLengthsMaskLikeShorterSources) {
   c.Forward(context, lse);
   EXPECT_EQ(lse[0], -std::numeric_limits<float>::infinity());
   EXPECT_EQ(context[0], 0.0f);
+  c.shape.source_lengths = {6};  // all of source_len: the same as no lengths
+  c.Forward(context, lse);
+  AdditiveCase all = c;
+  all.shape.source_lengths.clear();
+  std::vector<float> context_all, lse_all;
+  all.Forward(context_all, lse_all);
+  EXPECT_EQ(context, context_all);
+  EXPECT_EQ(lse, lse_all);
+}
+
+// A length the reference cannot honour is an error naming the entry, never clamped, and nothing
+// is written (the outputs keep their sentinel).
+TEST(AdditiveReferenceTest, BadSourceLengthsAreErrorsNotClamped) {
+  AdditiveCase c({2, 3, 6, 4, 2, {4, 2}});
+  const float kSentinel = 7.0f;
+  const struct {
+    std::vector<int> lengths;
+    const char* message;
+  } kCases[] = {
+      {{4, 7}, "source_lengths[1] is 7; it must be in [0, source_len = 6]"},
+      {{-1, 2}, "source_lengths[0] is -1; it must be in [0, source_len = 6]"},
+      {{4}, "source_lengths has 1 entries; it must be empty or have batch (2)"},
+      {{4, 2, 1}, "source_lengths has 3 entries; it must be empty or have batch (2)"},
+  };
+  for (const auto& bad : kCases) {
+    c.shape.source_lengths = bad.lengths;
+    EXPECT_EQ(AdditiveShapeError(c.shape), bad.message);
+    std::vector<float> context(2 * 3 * 2, kSentinel), lse(2 * 3, kSentinel);
+    EXPECT_EQ(AdditiveForward(c.shape, c.qp.data(), c.kp.data(), c.values.data(), c.v.data(),
+                              context.data(), lse.data()),
+              bad.message);
+    EXPECT_EQ(context, std::vector<float>(context.size(), kSentinel));
+    EXPECT_EQ(lse, std::vector<float>(lse.size(), kSentinel));
+    std::vector<float> dq(c.qp.size(), kSentinel), dk(c.kp.size(), kSentinel),
+        dval(c.values.size(), kSentinel), dv(c.v.size(), kSentinel);
+    EXPECT_EQ(AdditiveBackward(c.shape, c.qp.data(), c.kp.data(), c.values.data(), c.v.data(),
+                               c.d_context.data(), dq.data(), dk.data(), dval.data(), dv.data()),
+              bad.message);
+    EXPECT_EQ(dq, std::vector<float>(dq.size(), kSentinel));
+    EXPECT_EQ(dv, std::vector<float>(dv.size(), kSentinel));
+  }
+  c.shape.source_lengths = {0, 6};  // both ends of the range are valid
+  EXPECT_EQ(AdditiveShapeError(c.shape), "");
+  c.shape.source_lengths.clear();
+  c.shape.units = 0;
+  EXPECT_EQ(AdditiveShapeError(c.shape), "units is 0; it must be at least 1");
 }
 
 }  // namespace

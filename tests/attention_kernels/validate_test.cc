@@ -331,6 +331,68 @@ TEST_F(ValidateTest, AdditiveBackwardWorkspaceHoldsDeltaAndPartialVGradients) {
   EXPECT_EQ(testing::LaunchCount(), 0);
 }
 
+// Source lengths live on the device: the host checks their alignment, and a call with them
+// needs the status block in which the kernels report lengths outside [0, source_len].
+TEST_F(ValidateTest, AdditiveWithSourceLengthsNeedsTheStatusBlock) {
+  alignas(256) static const int32_t lengths[3] = {50, 0, 7};
+  auto f = AdditiveForwardArgs();
+  auto b = AdditiveBackwardArgs();
+  f.problem.source_lengths = b.problem.source_lengths = lengths;
+  std::size_t bytes = 0;
+  ASSERT_EQ(spillway_attention_additive_forward_workspace_size(&f, &bytes),
+            SPILLWAY_ATTENTION_SUCCESS)
+      << spillway_attention_last_error_message();
+  EXPECT_EQ(bytes, 256u);
+  EXPECT_EQ(spillway_attention_additive_forward(&f, nullptr, 0, nullptr),
+            SPILLWAY_ATTENTION_ERROR_WORKSPACE_TOO_SMALL);
+  EXPECT_PRED2(Contains, spillway_attention_last_error_message(), "needs 256 workspace bytes");
+  ASSERT_EQ(spillway_attention_additive_backward_workspace_size(&b, &bytes),
+            SPILLWAY_ATTENTION_SUCCESS);
+  EXPECT_EQ(bytes, 256u + 512u + 3u * 3 * 256 * 4);  // status, D, partial d_v
+  EXPECT_EQ(spillway_attention_additive_backward(&b, At(0), bytes - 256, nullptr),
+            SPILLWAY_ATTENTION_ERROR_WORKSPACE_TOO_SMALL);
+  f.problem.source_lengths = reinterpret_cast<const int32_t*>(At(2));
+  EXPECT_EQ(spillway_attention_additive_forward(&f, At(0), 256, nullptr),
+            SPILLWAY_ATTENTION_ERROR_MISALIGNED);
+  EXPECT_PRED2(Contains, spillway_attention_last_error_message(),
+               "source_lengths is not 4-byte aligned");
+  EXPECT_EQ(testing::LaunchCount(), 0);
+  f.problem.source_lengths = lengths;
+  EXPECT_EQ(spillway_attention_additive_forward(&f, At(0), 256, nullptr),
+            SPILLWAY_ATTENTION_SUCCESS)
+      << spillway_attention_last_error_message();
+  EXPECT_EQ(testing::LaunchCount(), 1);
+}
+
+// The additive status reader: each error names the first bad sequence and the allowed range.
+TEST_F(ValidateTest, AdditiveLengthsStatusReadsTheWordAtTheStartOfTheWorkspace) {
+  alignas(256) spillway_attention_varlen_status_t word[64] = {};
+  word[0] = {SPILLWAY_ATTENTION_VARLEN_SOURCE_TOO_LONG, 1};
+  spillway_attention_varlen_status_t read{};
+  EXPECT_EQ(spillway_attention_additive_lengths_status(word, nullptr, &read),
+            SPILLWAY_ATTENTION_ERROR_INVALID_SHAPE);
+  EXPECT_EQ(read.errors, uint32_t{SPILLWAY_ATTENTION_VARLEN_SOURCE_TOO_LONG});
+  EXPECT_EQ(read.first_bad_sequence, 1);
+  EXPECT_PRED2(Contains, spillway_attention_last_error_message(),
+               "a source length exceeds source_len (first at sequence 1)");
+  EXPECT_PRED2(Contains, spillway_attention_last_error_message(), "[0, source_len]");
+  word[0] = {SPILLWAY_ATTENTION_VARLEN_SOURCE_NEGATIVE, 0};
+  EXPECT_EQ(spillway_attention_additive_lengths_status(word, nullptr, nullptr),
+            SPILLWAY_ATTENTION_ERROR_INVALID_SHAPE);
+  EXPECT_PRED2(Contains, spillway_attention_last_error_message(),
+               "a source length is negative (first at sequence 0)");
+  word[0] = {0, -1};
+  EXPECT_EQ(spillway_attention_additive_lengths_status(word, nullptr, &read),
+            SPILLWAY_ATTENTION_SUCCESS);
+  EXPECT_STREQ(spillway_attention_last_error_message(), "");
+  EXPECT_EQ(spillway_attention_additive_lengths_status(nullptr, nullptr, &read),
+            SPILLWAY_ATTENTION_ERROR_NULL_POINTER);
+  word[0] = {SPILLWAY_ATTENTION_VARLEN_SOURCE_TOO_LONG, 2};
+  const Status status = AdditiveLengthsStatus(word, nullptr);  // the C++ wrapper
+  EXPECT_EQ(status.code(), SPILLWAY_ATTENTION_ERROR_INVALID_SHAPE);
+  EXPECT_PRED2(Contains, status.message(), "first at sequence 2");
+}
+
 TEST(StatusTest, EveryStatusHasAString) {
   for (int s = SPILLWAY_ATTENTION_SUCCESS; s <= SPILLWAY_ATTENTION_ERROR_CUDA; ++s) {
     EXPECT_STRNE(spillway_attention_status_string(static_cast<spillway_attention_status_t>(s)),

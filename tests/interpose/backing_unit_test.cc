@@ -1,5 +1,8 @@
 // The driver-free parts of allocation backing: which stream captures make an allocation stay
 // device memory, which calling module is on SPILLWAY_DEVICE_MODULES, and the two settings.
+#include <dlfcn.h>
+#include <zlib.h>  // types only: zlib is dlopen'ed by the test that needs it
+
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -108,6 +111,39 @@ TEST(CallerModuleTest, FindsAListedCallerWithoutLibunwind) {
   EXPECT_FALSE(PrepareCallerWalk());
   ExpectLibcFoundAndStdcxxNot();
   callsite::ResetUnwinderForTesting("libunwind.so.8");
+}
+
+// zlib calls the allocator it is given from inside deflateInit_: from there, libz is a caller.
+std::optional<std::string> g_found_from_zlib;
+voidpf AllocAndLook(voidpf, uInt items, uInt size) {
+  g_found_from_zlib = ListedCallerModule({"libz.so"});
+  return std::calloc(items, size);
+}
+void FreeBlock(voidpf, voidpf block) { std::free(block); }
+
+// A listed module loaded after an earlier check found none is seen: the module map rescans after
+// a dlopen, and which modules are listed is recomputed from its new snapshot.
+TEST(CallerModuleTest, SeesAListedModuleLoadedAfterTheFirstCheck) {
+  EXPECT_FALSE(ListedCallerModule({"libz.so"}).has_value());  // not loaded, or not calling
+  void* handle = dlopen("libz.so.1", RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(handle, nullptr) << dlerror();
+  using DeflateInit = int (*)(z_streamp, int, const char*, int);
+  using DeflateEnd = int (*)(z_streamp);
+  const auto init = reinterpret_cast<DeflateInit>(dlsym(handle, "deflateInit_"));
+  const auto end = reinterpret_cast<DeflateEnd>(dlsym(handle, "deflateEnd"));
+  ASSERT_NE(init, nullptr);
+  ASSERT_NE(end, nullptr);
+  z_stream stream{};
+  stream.zalloc = AllocAndLook;
+  stream.zfree = FreeBlock;
+  g_found_from_zlib.reset();
+  ASSERT_EQ(init(&stream, Z_DEFAULT_COMPRESSION, ZLIB_VERSION, static_cast<int>(sizeof(stream))),
+            Z_OK);
+  end(&stream);
+  ASSERT_TRUE(g_found_from_zlib.has_value());
+  EXPECT_NE(g_found_from_zlib->find("libz.so"), std::string::npos) << *g_found_from_zlib;
+  EXPECT_FALSE(ListedCallerModule({"libz.so"}).has_value());  // loaded, not calling
+  dlclose(handle);
 }
 
 TEST(BackingSettingsTest, DefaultsKeepNcclOnDeviceMemoryAndNoBallast) {

@@ -44,6 +44,11 @@ TEST(HookTableTest, ListsEveryRequiredEntryPoint) {
                            "cuLaunchCooperativeKernel_ptsz",
                            "cuGraphLaunch",
                            "cuGraphLaunch_ptsz",
+                           "cuGraphInstantiateWithFlags",
+                           "cuGraphInstantiateWithParams_ptsz",
+                           "cuGraphExecUpdate_v2",
+                           "cuGraphExecKernelNodeSetParams_v2",
+                           "cuGraphExecDestroy",
                            "cuMemcpyHtoD_v2_ptds",
                            "cuMemsetD32Async_ptsz",
                            "cuCtxSynchronize",
@@ -62,6 +67,7 @@ TEST(HookTableTest, FindHookReturnsTheMatchingId) {
   EXPECT_EQ(HookName(*id), "cuLaunchKernel_ptsz");
   EXPECT_EQ(KindOf(Index(*id)), HookKind::kLaunch);
   EXPECT_EQ(KindOf(Index(HookId::k_cuGraphLaunch)), HookKind::kGraphLaunch);
+  EXPECT_EQ(KindOf(Index(HookId::k_cuGraphInstantiateWithFlags)), HookKind::kGraph);
 }
 
 TEST(ConfigTest, DefaultsWhenUnset) {

@@ -1,8 +1,11 @@
 // An in-process fake of the engine's device interface: hands out addresses, records every call
-// in order (streams and events included), and can be told to fail discards.
+// in order (streams and events included), and can be told to fail discards. Timing events read a
+// clock the test sets (plus, per stream, the time its prefetches took at `h2d_bytes_per_ms`), and
+// complete only while `events_complete` is true.
 #ifndef SPILLWAY_TESTS_POLICY_FAKE_DEVICE_H_
 #define SPILLWAY_TESTS_POLICY_FAKE_DEVICE_H_
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -31,6 +34,7 @@ class FakeDevice final : public Device {
   }
   DeviceResult Free(uint64_t address) override { return Record("free", address, 0, nullptr); }
   DeviceResult PrefetchToDevice(uint64_t address, uint64_t bytes, Stream stream) override {
+    if (h2d_bytes_per_ms > 0) stream_ms[stream] += static_cast<double>(bytes) / h2d_bytes_per_ms;
     return Record("to_device", address, bytes, stream);
   }
   DeviceResult PrefetchToHost(uint64_t address, uint64_t bytes, Stream stream) override {
@@ -57,8 +61,32 @@ class FakeDevice final : public Device {
     call.event = *event;
     return kDeviceOk;
   }
+  DeviceResult CreateTimingEvent(Event* event) override {
+    if (!can_time) return 801;  // CUDA_ERROR_NOT_SUPPORTED
+    *event = reinterpret_cast<Event>(next_handle_++);
+    recorded_ms_[*event] = -1;
+    DeviceCall& call = calls.emplace_back(DeviceCall{"timing_event", 0, 0, nullptr});
+    call.event = *event;
+    return kDeviceOk;
+  }
+  DeviceResult QueryEvent(Event /*event*/) override {
+    ++queries;
+    return events_complete ? kDeviceOk : kDeviceNotReady;
+  }
+  DeviceResult ElapsedMilliseconds(Event start, Event end, float* ms) override {
+    ++elapsed_reads;
+    if (!events_complete) return kDeviceNotReady;
+    const auto a = recorded_ms_.find(start), b = recorded_ms_.find(end);
+    if (a == recorded_ms_.end() || b == recorded_ms_.end() || a->second < 0 || b->second < 0) {
+      return 400;  // CUDA_ERROR_INVALID_HANDLE: not a timing event, or never recorded
+    }
+    *ms = static_cast<float>(b->second - a->second);
+    return kDeviceOk;
+  }
   DeviceResult RecordEvent(Event event, Stream stream) override {
     calls.push_back(DeviceCall{"record", 0, 0, stream, event});
+    const auto timing = recorded_ms_.find(event);
+    if (timing != recorded_ms_.end()) timing->second = clock_ms + stream_ms[stream];
     return kDeviceOk;
   }
   DeviceResult StreamWaitEvent(Stream stream, Event event) override {
@@ -78,6 +106,14 @@ class FakeDevice final : public Device {
   std::vector<DeviceCall> calls;
   uint64_t capacity = 1ull << 30;
   bool fail_discard = false;
+  // Timing: what a timing event recorded on stream s reads is clock_ms + stream_ms[s].
+  bool can_time = true;
+  bool events_complete = true;
+  double clock_ms = 0;
+  double h2d_bytes_per_ms = 0;  // 0: prefetches take no time
+  std::map<Stream, double> stream_ms;
+  int queries = 0;
+  int elapsed_reads = 0;
 
  private:
   DeviceResult Allocate(const char* what, uint64_t* address, uint64_t bytes) {
@@ -89,6 +125,7 @@ class FakeDevice final : public Device {
     calls.push_back(DeviceCall{what, address, bytes, stream});
     return kDeviceOk;
   }
+  std::map<Event, double> recorded_ms_;  // timing events: the time of the last record (-1: none)
   uint64_t next_ = 0x7f0000000000;
   uintptr_t next_handle_ = 0x1000;
 };

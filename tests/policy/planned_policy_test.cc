@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <set>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -222,11 +223,15 @@ TEST(PlannedPolicy, FollowsTheScheduleAfterOneStep) {
                               : local.at(r.alloc_id - plan.persistent - 1);
     return base + uint64_t{r.first_chunk} * kChunkBytes;
   };
+  // With side streams the engine issues them one 2 MiB chunk per call (each chunk coming in
+  // waits for the one going out that makes its room; residency_engine_schedule.cc).
   std::vector<std::tuple<std::string, uint64_t, uint64_t>> expected;
   for (const ScheduleEntry& e : plan.schedule) {
     auto add = [&](const std::vector<ChunkRange>& ranges, const char* what) {
       for (const ChunkRange& r : ranges) {
-        expected.emplace_back(what, address(r), uint64_t{r.num_chunks} * kChunkBytes);
+        for (uint32_t k = 0; k < r.num_chunks; ++k) {
+          expected.emplace_back(what, address(r) + uint64_t{k} * kChunkBytes, kChunkBytes);
+        }
       }
     };
     // A plan's discards and populates run as a write-back and a prefetch: a host copy the plan
@@ -243,6 +248,57 @@ TEST(PlannedPolicy, FollowsTheScheduleAfterOneStep) {
   EXPECT_EQ(after3.moves_issued, after3.moves_planned);
   EXPECT_EQ(after3.mismatches, 0u);
   EXPECT_TRUE(after3.fallback_reason.empty());
+}
+
+// The schedule's moves are pipelined chunk by chunk, as the simulator prices them: evictions go on
+// the evict stream (one chunk per call, an event after each), and at a position that sends out
+// several chunks the first chunk coming in waits for the first going out, not for the last; the
+// launch waits only for the side-stream events after prefetches of what it uses.
+TEST(PlannedPolicy, IncomingChunksWaitOnlyForTheEvictionThatMakesTheirRoom) {
+  const Workload w = SmallStep();
+  const uint64_t budget = 6 * kMiB;
+  Replay replay(w, MakePlannedPolicy(Plan(w, budget), "small.toml", budget, nullptr), budget);
+  replay.Init();
+  replay.Step();
+  replay.Step();
+  const size_t from = replay.device_.calls.size();  // step 3: followed throughout
+  replay.Step();
+  ASSERT_EQ(replay.Adherence().steps_followed, 2u);
+  const std::vector<DeviceCall> streams = replay.device_.Calls("stream");
+  ASSERT_EQ(streams.size(), 2u);
+  const Stream side = streams[0].stream, evict = streams[1].stream;
+  std::vector<Event> after_evictions;  // events recorded after each chunk sent out at a position
+  std::map<Stream, Event> last_wait;
+  std::set<Event> side_records;  // events recorded on the side stream (after prefetches)
+  bool first_in = true;
+  int pipelined = 0, launch_waits = 0;
+  const std::vector<DeviceCall>& calls = replay.device_.calls;
+  for (size_t i = from; i < calls.size(); ++i) {
+    const DeviceCall& c = calls[i];
+    if (c.what == "wait" && c.stream == evict && i > 0 && calls[i - 1].what == "record" &&
+        calls[i - 1].stream == kStream && calls[i - 1].event == c.event) {
+      after_evictions.clear();  // a position with evictions begins
+      first_in = true;
+    }
+    if (c.what == "to_host") {
+      EXPECT_EQ(c.bytes, kChunkBytes);
+    }
+    if (c.what == "record" && c.stream == evict && i > 0 && calls[i - 1].what == "to_host") {
+      after_evictions.push_back(c.event);
+    }
+    if (c.what == "record" && c.stream == side) side_records.insert(c.event);
+    if (c.what == "wait") {
+      last_wait[c.stream] = c.event;
+      if (c.stream == kStream && side_records.contains(c.event)) ++launch_waits;
+    }
+    if (c.what == "to_device" && c.stream == side && first_in && after_evictions.size() >= 2) {
+      first_in = false;
+      EXPECT_EQ(last_wait[side], after_evictions.front()) << "call " << i;
+      ++pipelined;
+    }
+  }
+  EXPECT_GT(pipelined, 0);     // the step has such positions
+  EXPECT_GT(launch_waits, 0);  // and launches that wait for a prefetch
 }
 
 // Without a side stream (SPILLWAY_LOOKAHEAD=0) the schedule's moves go on the launch stream.

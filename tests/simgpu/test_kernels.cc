@@ -64,6 +64,17 @@ void GridProduct(const SimgpuLaunch* l) {
 }
 const SimgpuParam kGridParams[] = {{0, 8}};
 
+// scale_add_u32(uint32_t* dst, const uint32_t* src, uint32_t a, uint64_t n):
+// dst[i] = dst[i] * a + src[i] (the order of several such launches matters).
+void ScaleAddU32(const SimgpuLaunch* l) {
+  uint32_t* dst = Arg<uint32_t*>(l, 0);
+  const uint32_t* src = Arg<const uint32_t*>(l, 1);
+  uint32_t a = Arg<uint32_t>(l, 2);
+  uint64_t n = Arg<uint64_t>(l, 3);
+  for (uint64_t i = 0; i < n; ++i) dst[i] = dst[i] * a + src[i];
+}
+const SimgpuParam kScaleAddParams[] = {{0, 8}, {8, 8}, {16, 4}, {24, 8}};
+
 const SimgpuKernel kKernels[] = {
     {"touch_chunks", 3, kTouchParams, TouchChunks, nullptr},
     {"follow_pointers", 2, kFollowParams, FollowPointers, nullptr},
@@ -72,6 +83,7 @@ const SimgpuKernel kKernels[] = {
     {"timed", 1, kTimedParams, Timed, TimedSeconds},
     {"sum_u32", 3, kSumParams, SumU32, nullptr},
     {"grid_product", 1, kGridParams, GridProduct, nullptr},
+    {"scale_add_u32", 4, kScaleAddParams, ScaleAddU32, nullptr},
 };
 
 const SimgpuKernelLibrary kLibrary = {SIMGPU_KERNEL_ABI_VERSION,

@@ -37,21 +37,27 @@ typedef enum spillway_attention_status {
   SPILLWAY_ATTENTION_STATUS_RESERVED_MAX_ = 0x7fffffff
 } spillway_attention_status_t;
 
-/* Bits of the varlen error word a variable-length SDPA call leaves in its workspace (see
- * spillway_attention_sdpa_varlen_status). A sequence with any of them is not computed at all: the
- * kernels neither read nor write its rows, so its outputs keep whatever they held. */
+/* Bits of the varlen error word a variable-length SDPA call, or an additive call with
+ * source_lengths, leaves in its workspace (see spillway_attention_sdpa_varlen_status and
+ * spillway_attention_additive_lengths_status). A sequence with any of them is not computed at all:
+ * the kernels neither read nor write its rows, so its outputs keep whatever they held. */
 typedef enum spillway_attention_varlen_error {
   /* cu_seqlens_q[b] < 0, cu_seqlens_q[b+1] < cu_seqlens_q[b] or > cu_seqlens_q[batch] */
   SPILLWAY_ATTENTION_VARLEN_Q_OFFSETS = 1,
   /* cu_seqlens_q[b+1] - cu_seqlens_q[b] > seqlen_q: declare the true maximum */
   SPILLWAY_ATTENTION_VARLEN_Q_TOO_LONG = 2,
-  SPILLWAY_ATTENTION_VARLEN_K_OFFSETS = 4, /* as above, for cu_seqlens_k */
-  SPILLWAY_ATTENTION_VARLEN_K_TOO_LONG = 8 /* as above, for seqlen_k */
+  SPILLWAY_ATTENTION_VARLEN_K_OFFSETS = 4,  /* as above, for cu_seqlens_k */
+  SPILLWAY_ATTENTION_VARLEN_K_TOO_LONG = 8, /* as above, for seqlen_k */
+  /* additive attention: source_lengths[b] < 0 */
+  SPILLWAY_ATTENTION_VARLEN_SOURCE_NEGATIVE = 16,
+  /* additive attention: source_lengths[b] > source_len */
+  SPILLWAY_ATTENTION_VARLEN_SOURCE_TOO_LONG = 32
 } spillway_attention_varlen_error_t;
 
-/* The varlen status at the start of a variable-length SDPA call's workspace once the call has
- * run on its stream: `errors` is the OR of the bits above over all sequences, `first_bad_sequence`
- * the lowest offending b (-1 when errors is 0). The next call on the workspace overwrites it. */
+/* The varlen status at the start of a variable-length SDPA call's workspace (or an additive
+ * call's with source_lengths) once the call has run on its stream: `errors` is the OR of the bits
+ * above over all sequences, `first_bad_sequence` the lowest offending b (-1 when errors is 0). The
+ * next call on the workspace overwrites it. */
 typedef struct spillway_attention_varlen_status {
   uint32_t errors;
   int32_t first_bad_sequence;
@@ -149,8 +155,14 @@ typedef struct spillway_attention_additive_problem {
   int32_t source_len;
   int32_t units;     /* at most 1024 */
   int32_t value_dim; /* at most 1024; see the README for the on-chip limit on units+value_dim */
-  /* Optional device array [batch] of source lengths (<= source_len): sources at or past a
-   * sequence's length are masked. NULL: all source_len sources are used. */
+  /* Optional device array [batch] of source lengths, each in [0, source_len]: sources at or past
+   * a sequence's length are masked (0: no source, the row's context is 0 and its lse -inf). NULL:
+   * all source_len sources are used. The host cannot read them, so the kernels check each: a
+   * sequence whose length is negative or above source_len is not computed (none of its rows is
+   * read or written, its outputs keep what they held, it adds nothing to d_attention_v) and is
+   * reported in the status block at the start of the workspace (256 bytes, so a forward with
+   * source_lengths needs a workspace too): read it with
+   * spillway_attention_additive_lengths_status(). Lengths are never clamped. */
   const int32_t* source_lengths;
 } spillway_attention_additive_problem_t;
 
@@ -187,9 +199,11 @@ SPILLWAY_ATTENTION_API const char* spillway_attention_last_error_message(void);
 SPILLWAY_ATTENTION_API int spillway_attention_kernels_available(void);
 
 /* Validate args and report in *bytes the device workspace the call needs (may be 0). A
- * variable-length SDPA call's workspace starts with 256 bytes for its varlen status (so the
- * forward needs 256 bytes with cu_seqlens set, 0 without); the SDPA backward's then holds D, one
- * fp32 per (batch * seqlen_q) padded query row and head. */
+ * variable-length SDPA call's workspace, and an additive call's with source_lengths, starts with
+ * 256 bytes for its varlen status (so the forwards need 256 bytes with cu_seqlens /
+ * source_lengths set, 0 without); the SDPA backward's then holds D, one fp32 per
+ * (batch * seqlen_q) padded query row and head; the additive backward's D per target row and
+ * partial sums of d_attention_v. */
 SPILLWAY_ATTENTION_API spillway_attention_status_t spillway_attention_sdpa_forward_workspace_size(
     const spillway_attention_sdpa_forward_args_t* args, size_t* bytes);
 SPILLWAY_ATTENTION_API spillway_attention_status_t spillway_attention_sdpa_backward_workspace_size(
@@ -230,6 +244,14 @@ spillway_attention_additive_backward(const spillway_attention_additive_backward_
  * first offending sequence and what was wrong, when some were skipped; `status` (may be NULL)
  * receives the raw word. Only meaningful for calls with cu_seqlens set (others leave no status). */
 SPILLWAY_ATTENTION_API spillway_attention_status_t spillway_attention_sdpa_varlen_status(
+    const void* workspace, void* stream, spillway_attention_varlen_status_t* status);
+
+/* The same for an additive forward or backward call with source_lengths set: waits for `stream`
+ * and reads the status the call left at the start of `workspace`. SUCCESS when every length was
+ * in [0, source_len]; SPILLWAY_ATTENTION_ERROR_INVALID_SHAPE, with a message naming the first
+ * offending sequence and whether its length was negative or above source_len, when some
+ * sequences were skipped. Only meaningful for calls with source_lengths set. */
+SPILLWAY_ATTENTION_API spillway_attention_status_t spillway_attention_additive_lengths_status(
     const void* workspace, void* stream, spillway_attention_varlen_status_t* status);
 
 #ifdef __cplusplus

@@ -82,6 +82,13 @@ inline Status VarlenStatus(const void* workspace, void* stream,
   return Status(spillway_attention_sdpa_varlen_status(workspace, stream, word));
 }
 
+// The source-length status an additive call with source_lengths left at the start of
+// `workspace`, after waiting for `stream`; `word` (optional) receives the raw status.
+inline Status AdditiveLengthsStatus(const void* workspace, void* stream,
+                                    spillway_attention_varlen_status_t* word = nullptr) {
+  return Status(spillway_attention_additive_lengths_status(workspace, stream, word));
+}
+
 }  // namespace spillway::attention
 
 #endif  // SPILLWAY_ATTENTION_HPP_

@@ -1,0 +1,162 @@
+// Access sets for CUDA graph launches: kernel nodes read at instantiation, resolved at launch.
+#include "interpose/graph_hooks.h"
+
+#include <algorithm>
+#include <atomic>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "common/env.h"
+#include "interpose/backing.h"
+#include "interpose/driver_device.h"
+#include "interpose/log.h"
+#include "interpose/runtime.h"
+#include "interpose/unhooked_function.h"
+#include "policy/access_set.h"
+
+namespace spillway::interpose {
+namespace {
+
+using GetNodesFn = CUresult (*)(CUgraph, CUgraphNode*, size_t*);
+using NodeTypeFn = CUresult (*)(CUgraphNode, CUgraphNodeType*);
+using KernelParamsFn = CUresult (*)(CUgraphNode, CUDA_KERNEL_NODE_PARAMS*);
+
+constinit UnhookedFunction g_get_nodes{"cuGraphGetNodes"};
+constinit UnhookedFunction g_node_type{"cuGraphNodeGetType"};
+// At the CUDA 13.0 ABI: cuGraphKernelNodeGetParams_v2 (CUDA_KERNEL_NODE_PARAMS_v2).
+constinit UnhookedFunction g_kernel_params{"cuGraphKernelNodeGetParams"};
+
+// SPILLWAY_GRAPH_ACCESS: 1 (default) or 0. Read once.
+bool Enabled() {
+  static const bool enabled = [] {
+    const std::optional<std::string_view> value = GetEnv("SPILLWAY_GRAPH_ACCESS");
+    if (!value.has_value() || value->empty() || *value == "1") return true;
+    if (*value == "0") return false;
+    const std::string text(*value);
+    Log(LogLevel::kError, "SPILLWAY_GRAPH_ACCESS: cannot use '%s' (expected 0 or 1); using 1",
+        text.c_str());
+    return true;
+  }();
+  return enabled;
+}
+
+uint64_t Key(CUgraphExec exec) { return reinterpret_cast<uintptr_t>(exec); }
+
+// The words of one kernel node that point into a live allocation.
+std::vector<uint64_t> NodeWords(const CUDA_KERNEL_NODE_PARAMS& params) {
+  policy::AccessSet access;
+  std::vector<uint64_t> words;
+  if (params.kernelParams != nullptr && params.func != nullptr) {
+    if (const std::vector<policy::ParamInfo>* layout = ParamLayoutOf(params.func)) {
+      policy::ResolveFromKernelParams(Allocations(), *layout, params.kernelParams, &access, &words);
+    }
+  } else if (params.extra != nullptr) {
+    policy::ResolveFromExtra(Allocations(), params.extra, &access, &words);
+  }
+  std::vector<uint64_t> kept;
+  for (const uint64_t word : words) {
+    for (const policy::Allocation& allocation : access) {
+      if (allocation.Contains(word)) {
+        kept.push_back(word);
+        break;
+      }
+    }
+  }
+  return kept;
+}
+
+// The kernel nodes of `graph` in the driver's node order, or nullopt when they cannot be read.
+std::optional<std::vector<GraphKernelNode>> ReadKernelNodes(CUgraph graph) {
+  const auto get_nodes = Lookup<GetNodesFn>(g_get_nodes);
+  const auto node_type = Lookup<NodeTypeFn>(g_node_type);
+  const auto kernel_params = Lookup<KernelParamsFn>(g_kernel_params);
+  if (get_nodes == nullptr || node_type == nullptr || kernel_params == nullptr) return std::nullopt;
+  size_t count = 0;
+  if (get_nodes(graph, nullptr, &count) != CUDA_SUCCESS) return std::nullopt;
+  std::vector<CUgraphNode> nodes(count);
+  if (count > 0 && get_nodes(graph, nodes.data(), &count) != CUDA_SUCCESS) return std::nullopt;
+  nodes.resize(std::min(count, nodes.size()));
+  std::vector<GraphKernelNode> kernels;
+  for (CUgraphNode node : nodes) {
+    CUgraphNodeType type = CU_GRAPH_NODE_TYPE_EMPTY;
+    if (node_type(node, &type) != CUDA_SUCCESS) return std::nullopt;
+    if (type != CU_GRAPH_NODE_TYPE_KERNEL) continue;  // child graphs are not descended into
+    CUDA_KERNEL_NODE_PARAMS params{};
+    if (kernel_params(node, &params) != CUDA_SUCCESS) return std::nullopt;
+    kernels.push_back(GraphKernelNode{reinterpret_cast<uintptr_t>(params.func), NodeWords(params)});
+  }
+  return kernels;
+}
+
+}  // namespace
+
+GraphAccessTable& GraphAccess() {
+  static GraphAccessTable* table = new GraphAccessTable;  // never destroyed: used until exit
+  return *table;
+}
+
+void OnGraphInstantiated(CUgraphExec exec, CUgraph graph) {
+  if (exec == nullptr || !Enabled()) return;
+  std::optional<std::vector<GraphKernelNode>> nodes = ReadKernelNodes(graph);
+  if (!nodes.has_value()) {
+    static std::atomic<bool> said{false};
+    if (!said.exchange(true, std::memory_order_relaxed)) {
+      Log(LogLevel::kWarn,
+          "cannot read the kernel nodes of an instantiated graph; launches of such graphs get "
+          "no access set (demand paging)");
+    }
+    GraphAccess().Forget(Key(exec));
+    return;
+  }
+  GraphAccess().Remember(Key(exec), *std::move(nodes));
+}
+
+void OnGraphExecUpdated(CUgraphExec exec, CUgraph graph, bool succeeded) {
+  if (exec == nullptr || !Enabled()) return;
+  if (succeeded) {
+    OnGraphInstantiated(exec, graph);
+  } else {
+    OnGraphExecParamsChanged(exec, "a failed cuGraphExecUpdate");
+  }
+}
+
+void OnGraphExecParamsChanged(CUgraphExec exec, const char* how) {
+  if (exec == nullptr || !Enabled()) return;
+  if (GraphAccess().MarkStale(Key(exec))) {
+    Log(LogLevel::kInfo,
+        "graph exec %p changed by %s: its launches get no access set from now on (demand "
+        "paging)",
+        static_cast<void*>(exec), how);
+  }
+}
+
+void OnGraphExecDestroyed(CUgraphExec exec) { GraphAccess().Forget(Key(exec)); }
+
+void PrepareGraphLaunch(CUgraphExec exec, CUstream stream, bool per_thread) {
+  if (!Enabled()) return;
+  if (per_thread && stream == nullptr) stream = CU_STREAM_PER_THREAD;
+  // Launched into a capture, the graph becomes a child graph node: nothing runs now.
+  if (Captures().IsCapturing(stream)) return;
+  policy::ResidencyEngine* engine = Engine();
+  if (engine == nullptr) return;
+  thread_local std::vector<uint64_t> words;  // keep their capacity: no allocation once warm
+  thread_local policy::AccessSet access;
+  size_t kernel_nodes = 0;
+  if (GraphAccess().Words(Key(exec), &words, &kernel_nodes) != GraphAccessTable::State::kKnown) {
+    return;
+  }
+  // Resolved again now: an allocation freed since instantiation is not named.
+  access.clear();
+  Allocations().FindAll(words.data(), words.size(), &access);
+  if (engine->OnLaunch(access, words, stream, Key(exec)) != 0) {
+    static std::atomic<bool> said{false};
+    if (!said.exchange(true, std::memory_order_relaxed)) {
+      ReportProblem(LogLevel::kWarn,
+                    "a prefetch or eviction before a graph launch failed; the graph relies on "
+                    "demand paging");
+    }
+  }
+}
+
+}  // namespace spillway::interpose

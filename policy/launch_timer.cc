@@ -1,0 +1,126 @@
+// LaunchTimer: kernel and transfer intervals from timing events, read without blocking.
+#include "policy/launch_timer.h"
+
+#include <algorithm>
+
+namespace spillway::policy {
+
+bool LaunchTimer::ReadyLocked() {
+  if (!tried_) {
+    tried_ = true;
+    for (Entry& entry : entries_) {
+      if (device_->CreateTimingEvent(&entry.start) != kDeviceOk ||
+          device_->CreateTimingEvent(&entry.end) != kDeviceOk) {
+        usable_ = false;
+        break;
+      }
+    }
+  }
+  return usable_;
+}
+
+int LaunchTimer::OpenLocked(bool kernel, uint64_t key) {
+  int chosen = -1;
+  for (size_t i = 0; i < kEntries; ++i) {
+    const Entry& entry = entries_[i];
+    if (entry.state == State::kFree) {
+      chosen = static_cast<int>(i);
+      break;
+    }
+    if (chosen < 0 || entry.sequence < entries_[static_cast<size_t>(chosen)].sequence) {
+      chosen = static_cast<int>(i);
+    }
+  }
+  if (chosen == open_kernel_) open_kernel_ = -1;
+  Entry& entry = entries_[static_cast<size_t>(chosen)];
+  entry.state = State::kOpen;
+  entry.kernel = kernel;
+  entry.key = key;
+  entry.sequence = ++sequence_;
+  return chosen;
+}
+
+void LaunchTimer::Poll(std::vector<Sample>* out) {
+  std::unique_lock lock(mutex_, std::try_to_lock);
+  if (!lock.owns_lock() || !tried_ || !usable_) return;
+  for (int harvested = 0; harvested < kMaxHarvest;) {
+    Entry* oldest = nullptr;
+    for (Entry& entry : entries_) {
+      if (entry.state == State::kClosed && (oldest == nullptr || entry.sequence < oldest->sequence)) {
+        oldest = &entry;
+      }
+    }
+    if (oldest == nullptr) return;
+    const DeviceResult end = device_->QueryEvent(oldest->end);
+    if (end == kDeviceNotReady) return;  // the rest was recorded later: not done either
+    const DeviceResult start = end == kDeviceOk ? device_->QueryEvent(oldest->start) : end;
+    if (start == kDeviceNotReady) return;
+    float ms = 0;
+    if (start == kDeviceOk && device_->ElapsedMilliseconds(oldest->start, oldest->end, &ms) ==
+                                  kDeviceOk) {
+      const double seconds = static_cast<double>(ms) * 1e-3;
+      if (oldest->kernel) {
+        out->push_back(Sample{true, oldest->key, std::max(seconds, 0.0)});
+        ++harvested;
+      } else if (seconds > 0) {
+        out->push_back(Sample{false, oldest->key, seconds});
+        ++harvested;
+      }
+    }
+    oldest->state = State::kFree;  // read, or unreadable: either way done with
+  }
+}
+
+void LaunchTimer::LaunchArrived(uint64_t stamp, Stream stream) {
+  std::unique_lock lock(mutex_, std::try_to_lock);
+  if (!lock.owns_lock() || open_kernel_ < 0) return;
+  Entry& entry = entries_[static_cast<size_t>(open_kernel_)];
+  open_kernel_ = -1;
+  if (entry.key + 1 != stamp || device_->RecordEvent(entry.end, stream) != kDeviceOk) {
+    entry.state = State::kFree;  // another launch came between (another thread): no sample
+    return;
+  }
+  entry.state = State::kClosed;
+}
+
+void LaunchTimer::KernelReady(uint64_t stamp, Stream stream) {
+  std::unique_lock lock(mutex_, std::try_to_lock);
+  if (!lock.owns_lock() || !ReadyLocked()) return;
+  if (open_kernel_ >= 0) entries_[static_cast<size_t>(open_kernel_)].state = State::kFree;
+  const int index = OpenLocked(true, stamp);
+  Entry& entry = entries_[static_cast<size_t>(index)];
+  if (device_->RecordEvent(entry.start, stream) != kDeviceOk) {
+    entry.state = State::kFree;
+    open_kernel_ = -1;
+    return;
+  }
+  open_kernel_ = index;
+}
+
+int LaunchTimer::BeginTransfer(Stream stream) {
+  std::unique_lock lock(mutex_, std::try_to_lock);
+  if (!lock.owns_lock() || !ReadyLocked()) return -1;
+  const int index = OpenLocked(false, 0);
+  Entry& entry = entries_[static_cast<size_t>(index)];
+  if (device_->RecordEvent(entry.start, stream) != kDeviceOk) {
+    entry.state = State::kFree;
+    return -1;
+  }
+  return index;
+}
+
+void LaunchTimer::EndTransfer(int handle, uint64_t bytes, Stream stream) {
+  if (handle < 0 || static_cast<size_t>(handle) >= kEntries) return;
+  std::unique_lock lock(mutex_, std::try_to_lock);
+  if (!lock.owns_lock()) return;  // the entry stays open until it is the oldest and reused
+  Entry& entry = entries_[static_cast<size_t>(handle)];
+  if (entry.state != State::kOpen || entry.kernel) return;  // reused meanwhile
+  if (device_->RecordEvent(entry.end, stream) != kDeviceOk) {
+    entry.state = State::kFree;
+    return;
+  }
+  entry.key = bytes;
+  entry.state = State::kClosed;
+}
+
+}  // namespace spillway::policy

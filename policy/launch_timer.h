@@ -1,0 +1,86 @@
+// Observes kernel and transfer times for the residency engine with timing events, never
+// blocking: events are recorded on the launch stream (and on the lookahead's prefetch stream) and
+// read later, once complete, with a non-blocking query and the elapsed time between two of them.
+//
+// A launch's kernel interval runs from an event recorded after the engine's own waits and moves
+// for it (the kernel may start) to an event recorded when the next launch arrives, before that
+// launch's engine moves (on its stream, after the job's own waits there): for a step whose
+// launches depend on each other that is the kernel's time, without the time the engine's own
+// transfers held it up. A launch on another stream that does not wait for it gives a short or
+// negative interval, counted as 0: the kernels overlapped. A transfer interval brackets a
+// lookahead batch's prefetches on the prefetch stream.
+//
+// Thread-safe without blocking: every call try-locks and does nothing (loses a sample) when
+// another thread holds the lock. A fixed ring of event pairs; when all are in flight the oldest
+// is reused (its sample lost).
+#ifndef SPILLWAY_POLICY_LAUNCH_TIMER_H_
+#define SPILLWAY_POLICY_LAUNCH_TIMER_H_
+
+#include <array>
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+#include "policy/device.h"
+
+namespace spillway::policy {
+
+class LaunchTimer {
+ public:
+  struct Sample {
+    bool kernel = false;  // true: a kernel interval, key = launch stamp; false: a transfer
+    uint64_t key = 0;     // the launch stamp, or the transfer's bytes
+    double seconds = 0;
+  };
+  static constexpr size_t kEntries = 64;  // event pairs in flight at most
+  static constexpr int kMaxHarvest = 8;   // samples read per Poll at most
+
+  // REQUIRES: `device` outlives the timer.
+  explicit LaunchTimer(Device* device) : device_(device) {}
+  LaunchTimer(const LaunchTimer&) = delete;
+  LaunchTimer& operator=(const LaunchTimer&) = delete;
+
+  // @brief Appends the samples whose events have completed, oldest first (at most kMaxHarvest);
+  // queries events, never waits for them.
+  void Poll(std::vector<Sample>* out);
+  // @brief Launch `stamp` arrived on `stream`, before the engine's own waits and moves: ends the
+  // kernel interval of launch stamp - 1 (another launch's open interval is dropped).
+  void LaunchArrived(uint64_t stamp, Stream stream);
+  // @brief The engine's waits and moves for launch `stamp` are issued on `stream`: begins its
+  // kernel interval.
+  void KernelReady(uint64_t stamp, Stream stream);
+  // @brief Begins a transfer interval on `stream`; returns its handle (-1: not timed).
+  int BeginTransfer(Stream stream);
+  // @brief Ends transfer interval `handle` (of `bytes`) on `stream`.
+  void EndTransfer(int handle, uint64_t bytes, Stream stream);
+  // @brief False once the device turned out unable to time (no samples will come).
+  bool usable() const { return usable_; }
+
+ private:
+  enum class State { kFree, kOpen, kClosed };
+  struct Entry {
+    State state = State::kFree;
+    bool kernel = false;
+    uint64_t key = 0;
+    uint64_t sequence = 0;  // when it was opened: oldest first
+    Event start = nullptr;
+    Event end = nullptr;
+  };
+  // REQUIRES: mutex_ held. Creates the events once; false when the device cannot time.
+  bool ReadyLocked();
+  // REQUIRES: mutex_ held, ReadyLocked(). A free entry, opened with `kernel` and `key` (the oldest
+  // entry when none is free).
+  int OpenLocked(bool kernel, uint64_t key);
+
+  Device* const device_;
+  std::mutex mutex_;  // only ever try-locked
+  bool tried_ = false;
+  bool usable_ = true;
+  std::array<Entry, kEntries> entries_{};
+  uint64_t sequence_ = 0;
+  int open_kernel_ = -1;  // the entry whose kernel interval is open
+};
+
+}  // namespace spillway::policy
+
+#endif  // SPILLWAY_POLICY_LAUNCH_TIMER_H_

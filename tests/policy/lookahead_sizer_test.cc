@@ -1,0 +1,225 @@
+// The lookahead sized from observed times: LookaheadSizer's arithmetic, LaunchTimer's
+// non-blocking reads of timing events, and the residency engine using both over the fake device
+// (deeper lookahead when kernels are long next to the transfers they hide, none beyond what
+// fits, never waiting for an event).
+#include "policy/lookahead_sizer.h"
+
+#include <algorithm>
+#include <set>
+
+#include "gtest/gtest.h"
+#include "policy/launch_timer.h"
+#include "policy/residency_engine.h"
+#include "tests/policy/fake_device.h"
+
+namespace spillway::policy {
+namespace {
+
+using testing::DeviceCall;
+using testing::FakeDevice;
+
+constexpr uint64_t kMiB = 1ull << 20;
+Stream const kStream = reinterpret_cast<Stream>(0x5);
+
+TEST(LookaheadSizerTest, WithoutKernelTimesUsesTheUntimedCount) {
+  LookaheadSizer sizer;
+  EXPECT_EQ(sizer.Window(10, 8, {}), 0u);
+  EXPECT_EQ(sizer.Window(10, 8, std::vector<uint64_t>(20, kMiB)), LookaheadSizer::kUntimedLaunches);
+  EXPECT_EQ(sizer.Window(10, 8, std::vector<uint64_t>(2, kMiB)), 2u);
+  EXPECT_DOUBLE_EQ(sizer.bytes_per_second(), LookaheadSizer::kDefaultBytesPerSecond);
+}
+
+TEST(LookaheadSizerTest, KernelTimeComesFromTheSamePositionOneStepEarlier) {
+  LookaheadSizer sizer;
+  for (uint64_t launch = 0; launch < 8; ++launch) sizer.AddKernelTime(launch, 1e-3 * (launch + 1));
+  EXPECT_NEAR(sizer.KernelSeconds(8 + 3, 8), 4e-3, 1e-9);   // launch 3's
+  EXPECT_NEAR(sizer.KernelSeconds(16 + 5, 8), 6e-3, 1e-9);             // two steps back
+  // A position never observed: the running mean (between the smallest and largest sample).
+  const double mean = sizer.KernelSeconds(100, 0);
+  EXPECT_GT(mean, 1e-3);
+  EXPECT_LT(mean, 8e-3);
+  sizer.AddKernelTime(9, -1);  // not a time
+  EXPECT_NEAR(sizer.KernelSeconds(17, 8), 2e-3, 1e-9);
+}
+
+TEST(LookaheadSizerTest, BandwidthIsObservedOnceTransfersAreSeen) {
+  LookaheadSizer sizer;
+  sizer.AddTransfer(4096, 1e-3);  // too small to tell the bandwidth
+  EXPECT_DOUBLE_EQ(sizer.bytes_per_second(), LookaheadSizer::kDefaultBytesPerSecond);
+  sizer.AddTransfer(100 * kMiB, 100 * kMiB / 40e9);
+  EXPECT_NEAR(sizer.bytes_per_second(), 40e9, 1e6);
+  sizer.AddTransfer(10 * kMiB, 0);  // no time: ignored
+  EXPECT_NEAR(sizer.bytes_per_second(), 40e9, 1e6);
+}
+
+// 10 µs kernels; each next launch needs 4 MiB (about 100 µs at 40 GB/s).
+LookaheadSizer SizerWithKernels(double kernel_seconds, uint64_t period) {
+  LookaheadSizer sizer;
+  for (uint64_t launch = 0; launch < period; ++launch) sizer.AddKernelTime(launch, kernel_seconds);
+  sizer.AddTransfer(400 * kMiB, 400 * kMiB / 40e9);
+  return sizer;
+}
+
+TEST(LookaheadSizerTest, DeeperWhenKernelsAreShortNextToTheirTransfers) {
+  const std::vector<uint64_t> needed(16, 4 * kMiB);
+  // 4 MiB takes ~105 µs: 10 µs kernels cannot hide any of it, the whole window must move now.
+  EXPECT_EQ(SizerWithKernels(10e-6, 32).Window(32, 32, needed), 16u);
+  // 1 ms kernels hide each launch's transfer behind the one kernel before it: the next launch.
+  EXPECT_EQ(SizerWithKernels(1e-3, 32).Window(32, 32, needed), 1u);
+  // 60 µs kernels: launch d's bytes (d × 105 µs) exceed d × 60 µs of compute for every d.
+  EXPECT_EQ(SizerWithKernels(60e-6, 32).Window(32, 32, needed), 16u);
+}
+
+TEST(LookaheadSizerTest, ReachesTheFarthestLaunchWhoseBytesCannotBeHidden) {
+  // 100 µs kernels; launches 1..8 need nothing but launch 6 needs 40 MiB (~1 ms at 40 GB/s): its
+  // transfer must start now although the launches before it need nothing.
+  std::vector<uint64_t> needed(8, 0);
+  needed[5] = 40 * kMiB;
+  EXPECT_EQ(SizerWithKernels(100e-6, 32).Window(32, 32, needed), 6u);
+  // With 1 ms kernels the 6 launches before it hide it: only the next launch.
+  EXPECT_EQ(SizerWithKernels(1e-3, 32).Window(32, 32, needed), 1u);
+}
+
+TEST(LaunchTimerTest, KernelIntervalsAreReadOnlyOnceComplete) {
+  FakeDevice device;
+  device.events_complete = false;
+  LaunchTimer timer(&device);
+  std::vector<LaunchTimer::Sample> samples;
+  device.clock_ms = 1.0;
+  timer.LaunchArrived(1, kStream);
+  timer.KernelReady(1, kStream);
+  device.clock_ms = 1.5;  // launch 1's kernel took 0.5 ms
+  timer.LaunchArrived(2, kStream);
+  timer.KernelReady(2, kStream);
+  timer.Poll(&samples);
+  EXPECT_TRUE(samples.empty());  // not complete: asked, not waited for
+  EXPECT_GT(device.queries, 0);
+  EXPECT_EQ(device.elapsed_reads, 0);
+  device.events_complete = true;
+  timer.Poll(&samples);
+  ASSERT_EQ(samples.size(), 1u);
+  EXPECT_TRUE(samples[0].kernel);
+  EXPECT_EQ(samples[0].key, 1u);
+  EXPECT_NEAR(samples[0].seconds, 0.5e-3, 1e-9);
+  // A launch that does not follow the open one (another thread's launch came between) gives no
+  // sample.
+  timer.LaunchArrived(4, kStream);
+  samples.clear();
+  timer.Poll(&samples);
+  EXPECT_TRUE(samples.empty());
+}
+
+TEST(LaunchTimerTest, TransferIntervalsAndAnUntimedDevice) {
+  FakeDevice device;
+  device.h2d_bytes_per_ms = 40e6;  // 40 GB/s
+  Stream const side = reinterpret_cast<Stream>(0x9);
+  LaunchTimer timer(&device);
+  const int handle = timer.BeginTransfer(side);
+  ASSERT_GE(handle, 0);
+  device.PrefetchToDevice(0x1000, 80'000'000, side);
+  timer.EndTransfer(handle, 80'000'000, side);
+  std::vector<LaunchTimer::Sample> samples;
+  timer.Poll(&samples);
+  ASSERT_EQ(samples.size(), 1u);
+  EXPECT_FALSE(samples[0].kernel);
+  EXPECT_EQ(samples[0].key, 80'000'000u);
+  EXPECT_NEAR(samples[0].seconds, 2e-3, 1e-7);
+
+  FakeDevice untimed;
+  untimed.can_time = false;
+  LaunchTimer none(&untimed);
+  none.KernelReady(1, kStream);
+  none.LaunchArrived(2, kStream);
+  EXPECT_EQ(none.BeginTransfer(side), -1);
+  EXPECT_FALSE(none.usable());
+  EXPECT_TRUE(untimed.Calls("record").empty());
+}
+
+// A cyclic step of `count` allocations of 4 MiB, one per launch, in a budget of `budget_mib`;
+// the fake's clock advances `kernel_ms` per launch. Returns the largest distance (in launches)
+// between a lookahead prefetch and the launch that uses its allocation, over the last steps.
+struct ScanResult {
+  uint64_t farthest = 0;
+  uint64_t window = 0;
+  bool over_budget = false;
+  int failures = 0;
+};
+ScanResult RunScan(FakeDevice* device, double kernel_ms, uint64_t budget_mib, int count = 12,
+                   int steps = 12) {
+  AllocationRegistry registry;
+  ResidencyEngine engine(device, MakeLearnedPolicy(), budget_mib * kMiB,
+                         EngineOptions{.lookahead_launches = 64,
+                                       .residency_granule = 1,
+                                       .size_lookahead_from_time = true});
+  std::vector<Allocation> all;
+  for (int i = 0; i < count; ++i) {
+    uint64_t address = 0;
+    device->AllocateManaged(&address, 4 * kMiB);
+    all.push_back(registry.Insert(address, 4 * kMiB, Backing::kManaged, false, true));
+    engine.OnAllocated(all.back());
+  }
+  ScanResult result;
+  for (int launch = 0; launch < count * steps; ++launch) {
+    const size_t begin = device->calls.size();
+    result.failures += engine.OnLaunch(AccessSet{all[static_cast<size_t>(launch % count)]}, kStream);
+    device->clock_ms += kernel_ms;
+    if (engine.resident_estimate() > engine.budget_bytes()) result.over_budget = true;
+    if (launch < count * (steps - 3)) continue;
+    for (size_t c = begin; c < device->calls.size(); ++c) {
+      const DeviceCall& call = device->calls[c];
+      if (call.what != "to_device" || call.stream == kStream) continue;
+      for (uint64_t d = 1; d <= static_cast<uint64_t>(count); ++d) {
+        if (all[static_cast<size_t>((launch + d) % count)].base == call.address) {
+          result.farthest = std::max(result.farthest, d);
+          break;
+        }
+      }
+    }
+    result.window = std::max(result.window, engine.lookahead_window());
+  }
+  return result;
+}
+
+TEST(TimedLookaheadTest, LongKernelsNeedOnlyTheNextLaunchAhead) {
+  FakeDevice device;
+  // 5 ms kernels hide a 4 MiB transfer (~170 µs at the default 25 GB/s) many times over.
+  const ScanResult result = RunScan(&device, 5.0, 32);
+  EXPECT_EQ(result.failures, 0);
+  EXPECT_FALSE(result.over_budget);
+  EXPECT_EQ(result.window, 1u);
+  EXPECT_EQ(result.farthest, 1u);
+  EXPECT_GT(device.elapsed_reads, 0);  // the kernel times were observed
+}
+
+TEST(TimedLookaheadTest, ShortKernelsPrefetchDeeperAsFarAsTheBudgetAllows) {
+  FakeDevice device;
+  // 10 µs kernels hide nothing: every launch in reach has to be on its way, as far as room can be
+  // made from allocations needed later. 12 allocations of 4 MiB, 32 MiB of budget.
+  const ScanResult result = RunScan(&device, 0.01, 32);
+  EXPECT_EQ(result.failures, 0);
+  EXPECT_FALSE(result.over_budget);
+  EXPECT_GE(result.window, 6u);
+  EXPECT_GE(result.farthest, 3u);
+  EXPECT_LT(result.farthest, 8u);  // no further than what fits beside the current launch's data
+}
+
+TEST(TimedLookaheadTest, NeverWaitsForAnEventAndFallsBackWhenTimesAreUnknown) {
+  FakeDevice device;
+  device.events_complete = false;  // no timing event ever completes
+  const ScanResult result = RunScan(&device, 0.01, 32);
+  EXPECT_EQ(result.failures, 0);
+  EXPECT_FALSE(result.over_budget);
+  EXPECT_GT(device.queries, 0);
+  EXPECT_EQ(device.elapsed_reads, 0);  // never read an incomplete event
+  EXPECT_EQ(result.window, LookaheadSizer::kUntimedLaunches);
+
+  FakeDevice untimed;
+  untimed.can_time = false;
+  const ScanResult fallback = RunScan(&untimed, 0.01, 32);
+  EXPECT_EQ(fallback.failures, 0);
+  EXPECT_EQ(fallback.window, LookaheadSizer::kUntimedLaunches);
+  EXPECT_GE(fallback.farthest, 2u);
+}
+
+}  // namespace
+}  // namespace spillway::policy

@@ -1,0 +1,268 @@
+// simgpu's CUDA graphs: stream capture and explicit construction of kernel graphs, whose launches
+// must compute what the same kernels launched one by one compute, in dependency order and on the
+// virtual clock; node types simgpu does not simulate are refused, never pretended.
+#define __CUDA_API_VERSION_INTERNAL 1  // the raw exported names, as a driver-API job resolves them
+#include <cuda.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+namespace {
+
+constexpr uint64_t kWords = 1 << 18;  // 1 MiB of uint32_t per buffer
+
+class SimgpuGraph : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(cuInit(0), CUDA_SUCCESS);
+    ASSERT_EQ(cuDevicePrimaryCtxRetain(&ctx_, 0), CUDA_SUCCESS);
+    ASSERT_EQ(cuCtxSetCurrent(ctx_), CUDA_SUCCESS);
+    ASSERT_EQ(cuModuleLoad(&module_, SIMGPU_TEST_KERNELS), CUDA_SUCCESS);
+    ASSERT_EQ(cuModuleGetFunction(&scale_add_, module_, "scale_add_u32"), CUDA_SUCCESS);
+    ASSERT_EQ(cuModuleGetFunction(&timed_, module_, "timed"), CUDA_SUCCESS);
+    ASSERT_EQ(cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    for (CUdeviceptr& b : buffers_) {
+      ASSERT_EQ(cuMemAllocManaged(&b, kWords * 4, CU_MEM_ATTACH_GLOBAL), CUDA_SUCCESS);
+    }
+    Fill();
+  }
+  void TearDown() override {
+    for (CUdeviceptr b : buffers_) EXPECT_EQ(cuMemFree_v2(b), CUDA_SUCCESS);
+    EXPECT_EQ(cuStreamDestroy(stream_), CUDA_SUCCESS);
+    EXPECT_EQ(cuModuleUnload(module_), CUDA_SUCCESS);
+    EXPECT_EQ(cuDevicePrimaryCtxRelease(0), CUDA_SUCCESS);
+  }
+  uint32_t* Words(int i) { return reinterpret_cast<uint32_t*>(buffers_[i]); }
+  void Fill() {
+    for (int b = 0; b < 3; ++b) {
+      for (uint64_t i = 0; i < kWords; ++i) Words(b)[i] = static_cast<uint32_t>(i * (b + 3) + 1);
+    }
+  }
+  std::vector<uint32_t> Contents() {
+    EXPECT_EQ(cuStreamSynchronize(stream_), CUDA_SUCCESS);
+    std::vector<uint32_t> all;
+    for (int b = 0; b < 3; ++b) all.insert(all.end(), Words(b), Words(b) + kWords);
+    return all;
+  }
+  // The step: four scale-adds whose order matters. On a capturing stream they become nodes.
+  void Step() {
+    const int order[4][2] = {{0, 1}, {1, 2}, {2, 0}, {0, 2}};
+    for (int k = 0; k < 4; ++k) {
+      CUdeviceptr dst = buffers_[order[k][0]], src = buffers_[order[k][1]];
+      uint32_t a = 3 + k;
+      uint64_t n = kWords;
+      void* params[] = {&dst, &src, &a, &n};
+      ASSERT_EQ(cuLaunchKernel(scale_add_, 4, 1, 1, 128, 1, 1, 0, stream_, params, nullptr),
+                CUDA_SUCCESS);
+    }
+  }
+  CUDA_KERNEL_NODE_PARAMS KernelParams(CUfunction f, void** params) {
+    CUDA_KERNEL_NODE_PARAMS p{};
+    p.func = f;
+    p.gridDimX = p.gridDimY = p.gridDimZ = 1;
+    p.blockDimX = 32;
+    p.blockDimY = p.blockDimZ = 1;
+    p.kernelParams = params;
+    return p;
+  }
+
+  CUcontext ctx_ = nullptr;
+  CUmodule module_ = nullptr;
+  CUfunction scale_add_ = nullptr, timed_ = nullptr;
+  CUstream stream_ = nullptr;
+  CUdeviceptr buffers_[3] = {};
+};
+
+TEST_F(SimgpuGraph, CapturedGraphComputesWhatDirectLaunchesCompute) {
+  for (int i = 0; i < 3; ++i) Step();
+  const std::vector<uint32_t> direct = Contents();
+  Fill();
+  const std::vector<uint32_t> filled = Contents();
+  ASSERT_NE(filled, direct);
+
+  ASSERT_EQ(cuStreamBeginCapture_v2(stream_, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+  Step();
+  CUgraph graph = nullptr;
+  ASSERT_EQ(cuStreamEndCapture(stream_, &graph), CUDA_SUCCESS);
+  ASSERT_NE(graph, nullptr);
+  EXPECT_EQ(Contents(), filled) << "captured launches must not run";
+
+  size_t count = 0;
+  ASSERT_EQ(cuGraphGetNodes(graph, nullptr, &count), CUDA_SUCCESS);
+  ASSERT_EQ(count, 4u);
+  std::vector<CUgraphNode> nodes(count);
+  ASSERT_EQ(cuGraphGetNodes(graph, nodes.data(), &count), CUDA_SUCCESS);
+  for (CUgraphNode node : nodes) {
+    CUgraphNodeType type = CU_GRAPH_NODE_TYPE_EMPTY;
+    ASSERT_EQ(cuGraphNodeGetType(node, &type), CUDA_SUCCESS);
+    EXPECT_EQ(type, CU_GRAPH_NODE_TYPE_KERNEL);
+  }
+  CUDA_KERNEL_NODE_PARAMS params{};
+  ASSERT_EQ(cuGraphKernelNodeGetParams_v2(nodes[1], &params), CUDA_SUCCESS);
+  EXPECT_EQ(params.func, scale_add_);
+  EXPECT_EQ(params.gridDimX, 4u);
+  EXPECT_EQ(params.blockDimX, 128u);
+  ASSERT_NE(params.kernelParams, nullptr);
+  EXPECT_EQ(*static_cast<CUdeviceptr*>(params.kernelParams[0]), buffers_[1]);
+  EXPECT_EQ(*static_cast<CUdeviceptr*>(params.kernelParams[1]), buffers_[2]);
+  EXPECT_EQ(*static_cast<uint32_t*>(params.kernelParams[2]), 4u);
+
+  CUgraphExec exec = nullptr;
+  ASSERT_EQ(cuGraphInstantiateWithFlags(&exec, graph, 0), CUDA_SUCCESS);
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(cuGraphLaunch(exec, stream_), CUDA_SUCCESS);
+  EXPECT_EQ(Contents(), direct);
+  EXPECT_EQ(cuGraphExecDestroy(exec), CUDA_SUCCESS);
+  EXPECT_EQ(cuGraphExecDestroy(exec), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuGraphDestroy(graph), CUDA_SUCCESS);
+}
+
+TEST_F(SimgpuGraph, BuiltGraphRunsInDependencyOrderAndTakesNewParameters) {
+  CUgraph graph = nullptr;
+  ASSERT_EQ(cuGraphCreate(&graph, 0), CUDA_SUCCESS);
+  CUdeviceptr b0 = buffers_[0], b1 = buffers_[1], b2 = buffers_[2];
+  uint32_t two = 2, five = 5;
+  uint64_t n = kWords;
+  void* first[] = {&b0, &b1, &two, &n};    // b0 = b0*2 + b1
+  void* second[] = {&b2, &b0, &five, &n};  // b2 = b2*5 + b0 (needs the new b0)
+  CUgraphNode root = nullptr, join = nullptr, last = nullptr;
+  // Added in an order that is not the launch order of a plain walk: the empty node first.
+  ASSERT_EQ(cuGraphAddEmptyNode(&root, graph, nullptr, 0), CUDA_SUCCESS);
+  CUDA_KERNEL_NODE_PARAMS p = KernelParams(scale_add_, first);
+  ASSERT_EQ(cuGraphAddKernelNode_v2(&join, graph, &root, 1, &p), CUDA_SUCCESS);
+  p = KernelParams(scale_add_, second);
+  ASSERT_EQ(cuGraphAddKernelNode_v2(&last, graph, &join, 1, &p), CUDA_SUCCESS);
+  CUgraphNode bogus = reinterpret_cast<CUgraphNode>(&p);
+  EXPECT_EQ(cuGraphAddKernelNode_v2(&bogus, graph, &bogus, 1, &p), CUDA_ERROR_INVALID_VALUE);
+
+  CUgraphExec exec = nullptr;
+  CUDA_GRAPH_INSTANTIATE_PARAMS ip{};
+  ASSERT_EQ(cuGraphInstantiateWithParams(&exec, graph, &ip), CUDA_SUCCESS);
+  EXPECT_EQ(ip.result_out, CUDA_GRAPH_INSTANTIATE_SUCCESS);
+  std::vector<uint32_t> expect = Contents();
+  auto apply = [&](uint32_t a0, uint32_t a2) {
+    for (uint64_t i = 0; i < kWords; ++i) {
+      expect[i] = expect[i] * a0 + expect[kWords + i];
+      expect[2 * kWords + i] = expect[2 * kWords + i] * a2 + expect[i];
+    }
+  };
+  ASSERT_EQ(cuGraphLaunch(exec, stream_), CUDA_SUCCESS);
+  apply(2, 5);
+  EXPECT_EQ(Contents(), expect);
+
+  // A changed node of the exec takes effect at the next launch; the graph itself is unchanged.
+  uint32_t seven = 7;
+  void* changed[] = {&b2, &b0, &seven, &n};
+  p = KernelParams(scale_add_, changed);
+  ASSERT_EQ(cuGraphExecKernelNodeSetParams_v2(exec, last, &p), CUDA_SUCCESS);
+  EXPECT_EQ(cuGraphExecKernelNodeSetParams_v2(exec, root, &p), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_EQ(cuGraphLaunch(exec, stream_), CUDA_SUCCESS);
+  apply(2, 7);
+  EXPECT_EQ(Contents(), expect);
+
+  // An update from a graph of the same shape takes that graph's parameters (5 again).
+  CUgraphExecUpdateResultInfo info{};
+  ASSERT_EQ(cuGraphExecUpdate_v2(exec, graph, &info), CUDA_SUCCESS);
+  EXPECT_EQ(info.result, CU_GRAPH_EXEC_UPDATE_SUCCESS);
+  ASSERT_EQ(cuGraphLaunch(exec, stream_), CUDA_SUCCESS);
+  apply(2, 5);
+  EXPECT_EQ(Contents(), expect);
+
+  // Another shape cannot update it.
+  CUgraph other = nullptr;
+  ASSERT_EQ(cuGraphCreate(&other, 0), CUDA_SUCCESS);
+  CUgraphNode lone = nullptr;
+  ASSERT_EQ(cuGraphAddEmptyNode(&lone, other, nullptr, 0), CUDA_SUCCESS);
+  EXPECT_EQ(cuGraphExecUpdate_v2(exec, other, &info), CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE);
+  EXPECT_EQ(info.result, CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED);
+
+  EXPECT_EQ(cuGraphExecDestroy(exec), CUDA_SUCCESS);
+  EXPECT_EQ(cuGraphDestroy(other), CUDA_SUCCESS);
+  EXPECT_EQ(cuGraphDestroy(graph), CUDA_SUCCESS);
+}
+
+TEST_F(SimgpuGraph, LaunchesRunOnTheVirtualClock) {
+  CUgraph graph = nullptr;
+  ASSERT_EQ(cuGraphCreate(&graph, 0), CUDA_SUCCESS);
+  double seconds = 1e-3;
+  void* params[] = {&seconds};
+  CUDA_KERNEL_NODE_PARAMS p = KernelParams(timed_, params);
+  CUgraphNode previous = nullptr;
+  for (int i = 0; i < 3; ++i) {
+    CUgraphNode node = nullptr;
+    ASSERT_EQ(
+        cuGraphAddKernelNode_v2(&node, graph, previous ? &previous : nullptr, previous ? 1 : 0, &p),
+        CUDA_SUCCESS);
+    previous = node;
+  }
+  CUgraphExec exec = nullptr;
+  ASSERT_EQ(cuGraphInstantiateWithFlags(&exec, graph, 0), CUDA_SUCCESS);
+  CUevent start = nullptr, end = nullptr;
+  ASSERT_EQ(cuEventCreate(&start, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuEventCreate(&end, 0), CUDA_SUCCESS);
+  // A fresh stream's clock starts behind the compute engine's: catch up with a 0 s kernel first.
+  double none = 0;
+  void* catch_up[] = {&none};
+  ASSERT_EQ(cuLaunchKernel(timed_, 1, 1, 1, 1, 1, 1, 0, stream_, catch_up, nullptr), CUDA_SUCCESS);
+  ASSERT_EQ(cuEventRecord(start, stream_), CUDA_SUCCESS);
+  ASSERT_EQ(cuGraphLaunch(exec, stream_), CUDA_SUCCESS);
+  ASSERT_EQ(cuGraphLaunch(exec, stream_), CUDA_SUCCESS);
+  ASSERT_EQ(cuEventRecord(end, stream_), CUDA_SUCCESS);
+  ASSERT_EQ(cuEventSynchronize(end), CUDA_SUCCESS);
+  float ms = 0;
+  ASSERT_EQ(cuEventElapsedTime_v2(&ms, start, end), CUDA_SUCCESS);
+  EXPECT_NEAR(ms, 6.0, 0.01);  // two launches of three 1 ms kernels
+  EXPECT_EQ(cuEventDestroy_v2(start), CUDA_SUCCESS);
+  EXPECT_EQ(cuEventDestroy_v2(end), CUDA_SUCCESS);
+  EXPECT_EQ(cuGraphExecDestroy(exec), CUDA_SUCCESS);
+  EXPECT_EQ(cuGraphDestroy(graph), CUDA_SUCCESS);
+}
+
+TEST_F(SimgpuGraph, UnsupportedNodesAndCapturedWorkAreRefused) {
+  CUgraph graph = nullptr;
+  ASSERT_EQ(cuGraphCreate(&graph, 0), CUDA_SUCCESS);
+  CUgraphNode node = nullptr;
+  CUDA_MEMSET_NODE_PARAMS memset_params{};
+  EXPECT_EQ(cuGraphAddMemsetNode(&node, graph, nullptr, 0, &memset_params, ctx_),
+            CUDA_ERROR_NOT_SUPPORTED);
+  EXPECT_EQ(cuGraphAddHostNode(&node, graph, nullptr, 0, nullptr), CUDA_ERROR_NOT_SUPPORTED);
+  CUgraphNodeParams generic{};
+  generic.type = CU_GRAPH_NODE_TYPE_MEMCPY;
+  EXPECT_EQ(cuGraphAddNode_v2(&node, graph, nullptr, nullptr, 0, &generic),
+            CUDA_ERROR_NOT_SUPPORTED);
+  CUgraphExec exec = nullptr;
+  EXPECT_EQ(cuGraphInstantiateWithFlags(&exec, graph, CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH),
+            CUDA_ERROR_NOT_SUPPORTED);
+  EXPECT_EQ(cuGraphDestroy(graph), CUDA_SUCCESS);
+
+  // Work other than kernel launches cannot be captured: refused, and the capture is invalidated.
+  ASSERT_EQ(cuStreamBeginCapture_v2(stream_, CU_STREAM_CAPTURE_MODE_RELAXED), CUDA_SUCCESS);
+  Step();
+  EXPECT_EQ(cuMemsetD32Async(buffers_[0], 0, kWords, stream_),
+            CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  CUgraph captured = reinterpret_cast<CUgraph>(&node);
+  EXPECT_EQ(cuStreamEndCapture(stream_, &captured), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  EXPECT_EQ(captured, nullptr);
+  EXPECT_EQ(cuStreamEndCapture(stream_, &captured), CUDA_ERROR_ILLEGAL_STATE);
+  EXPECT_EQ(cuStreamBeginCapture_v2(nullptr, CU_STREAM_CAPTURE_MODE_GLOBAL),
+            CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);  // the legacy stream
+}
+
+TEST_F(SimgpuGraph, ProcAddressGivesTheCuda12Forms) {
+  void* fn = nullptr;
+  CUdriverProcAddressQueryResult status;
+  ASSERT_EQ(cuGetProcAddress_v2("cuGraphInstantiate", &fn, 12000, 0, &status), CUDA_SUCCESS);
+  EXPECT_EQ(fn, reinterpret_cast<void*>(&cuGraphInstantiateWithFlags));
+  ASSERT_EQ(cuGetProcAddress_v2("cuGraphInstantiate", &fn, 11000, 0, &status), CUDA_SUCCESS);
+  EXPECT_EQ(fn, reinterpret_cast<void*>(&cuGraphInstantiate_v2));
+  ASSERT_EQ(cuGetProcAddress_v2("cuGraphKernelNodeGetParams", &fn, 13000, 0, &status),
+            CUDA_SUCCESS);
+  EXPECT_EQ(fn, reinterpret_cast<void*>(&cuGraphKernelNodeGetParams_v2));
+  ASSERT_EQ(cuGetProcAddress_v2("cuGraphInstantiateWithParams", &fn, 13000,
+                                CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &status),
+            CUDA_SUCCESS);
+  EXPECT_EQ(fn, reinterpret_cast<void*>(&cuGraphInstantiateWithParams_ptsz));
+}
+
+}  // namespace
