@@ -19,7 +19,7 @@ bool LaunchTimer::ReadyLocked() {
   return usable_;
 }
 
-int LaunchTimer::OpenLocked(bool kernel, uint64_t key) {
+int LaunchTimer::OpenLocked(Kind kind, uint64_t key) {
   int chosen = -1;
   for (size_t i = 0; i < kEntries; ++i) {
     const Entry& entry = entries_[i];
@@ -34,7 +34,7 @@ int LaunchTimer::OpenLocked(bool kernel, uint64_t key) {
   if (chosen == open_kernel_) open_kernel_ = -1;
   Entry& entry = entries_[static_cast<size_t>(chosen)];
   entry.state = State::kOpen;
-  entry.kernel = kernel;
+  entry.kind = kind;
   entry.key = key;
   entry.sequence = ++sequence_;
   return chosen;
@@ -59,11 +59,11 @@ void LaunchTimer::Poll(std::vector<Sample>* out) {
     if (start == kDeviceOk && device_->ElapsedMilliseconds(oldest->start, oldest->end, &ms) ==
                                   kDeviceOk) {
       const double seconds = static_cast<double>(ms) * 1e-3;
-      if (oldest->kernel) {
-        out->push_back(Sample{true, oldest->key, std::max(seconds, 0.0)});
+      if (oldest->kind == Kind::kKernel) {
+        out->push_back(Sample{Kind::kKernel, oldest->key, std::max(seconds, 0.0)});
         ++harvested;
       } else if (seconds > 0) {
-        out->push_back(Sample{false, oldest->key, seconds});
+        out->push_back(Sample{oldest->kind, oldest->key, seconds});
         ++harvested;
       }
     }
@@ -87,7 +87,7 @@ void LaunchTimer::KernelReady(uint64_t stamp, Stream stream) {
   std::unique_lock lock(mutex_, std::try_to_lock);
   if (!lock.owns_lock() || !ReadyLocked()) return;
   if (open_kernel_ >= 0) entries_[static_cast<size_t>(open_kernel_)].state = State::kFree;
-  const int index = OpenLocked(true, stamp);
+  const int index = OpenLocked(Kind::kKernel, stamp);
   Entry& entry = entries_[static_cast<size_t>(index)];
   if (device_->RecordEvent(entry.start, stream) != kDeviceOk) {
     entry.state = State::kFree;
@@ -100,7 +100,7 @@ void LaunchTimer::KernelReady(uint64_t stamp, Stream stream) {
 int LaunchTimer::BeginTransfer(Stream stream) {
   std::unique_lock lock(mutex_, std::try_to_lock);
   if (!lock.owns_lock() || !ReadyLocked()) return -1;
-  const int index = OpenLocked(false, 0);
+  const int index = OpenLocked(Kind::kToDevice, 0);
   Entry& entry = entries_[static_cast<size_t>(index)];
   if (device_->RecordEvent(entry.start, stream) != kDeviceOk) {
     entry.state = State::kFree;
@@ -109,17 +109,18 @@ int LaunchTimer::BeginTransfer(Stream stream) {
   return index;
 }
 
-void LaunchTimer::EndTransfer(int handle, uint64_t bytes, Stream stream) {
+void LaunchTimer::EndTransfer(int handle, uint64_t bytes, bool to_device, Stream stream) {
   if (handle < 0 || static_cast<size_t>(handle) >= kEntries) return;
   std::unique_lock lock(mutex_, std::try_to_lock);
   if (!lock.owns_lock()) return;  // the entry stays open until it is the oldest and reused
   Entry& entry = entries_[static_cast<size_t>(handle)];
-  if (entry.state != State::kOpen || entry.kernel) return;  // reused meanwhile
+  if (entry.state != State::kOpen || entry.kind == Kind::kKernel) return;  // reused meanwhile
   if (device_->RecordEvent(entry.end, stream) != kDeviceOk) {
     entry.state = State::kFree;
     return;
   }
   entry.key = bytes;
+  entry.kind = to_device ? Kind::kToDevice : Kind::kToHost;
   entry.state = State::kClosed;
 }
 

@@ -8,7 +8,7 @@
 // launches depend on each other that is the kernel's time, without the time the engine's own
 // transfers held it up. A launch on another stream that does not wait for it gives a short or
 // negative interval, counted as 0: the kernels overlapped. A transfer interval brackets a
-// lookahead batch's prefetches on the prefetch stream.
+// lookahead batch's prefetches on the prefetch stream, or its write-backs on the evict stream.
 //
 // Thread-safe without blocking: every call try-locks and does nothing (loses a sample) when
 // another thread holds the lock. A fixed ring of event pairs; when all are in flight the oldest
@@ -27,9 +27,10 @@ namespace spillway::policy {
 
 class LaunchTimer {
  public:
+  enum class Kind { kKernel, kToDevice, kToHost };
   struct Sample {
-    bool kernel = false;  // true: a kernel interval, key = launch stamp; false: a transfer
-    uint64_t key = 0;     // the launch stamp, or the transfer's bytes
+    Kind kind = Kind::kKernel;
+    uint64_t key = 0;  // a kernel's launch stamp, or a transfer's bytes
     double seconds = 0;
   };
   static constexpr size_t kEntries = 64;  // event pairs in flight at most
@@ -51,8 +52,8 @@ class LaunchTimer {
   void KernelReady(uint64_t stamp, Stream stream);
   // @brief Begins a transfer interval on `stream`; returns its handle (-1: not timed).
   int BeginTransfer(Stream stream);
-  // @brief Ends transfer interval `handle` (of `bytes`) on `stream`.
-  void EndTransfer(int handle, uint64_t bytes, Stream stream);
+  // @brief Ends transfer interval `handle` (of `bytes`, to the device or to the host) on `stream`.
+  void EndTransfer(int handle, uint64_t bytes, bool to_device, Stream stream);
   // @brief False once the device turned out unable to time (no samples will come).
   bool usable() const { return usable_; }
 
@@ -60,7 +61,7 @@ class LaunchTimer {
   enum class State { kFree, kOpen, kClosed };
   struct Entry {
     State state = State::kFree;
-    bool kernel = false;
+    Kind kind = Kind::kKernel;
     uint64_t key = 0;
     uint64_t sequence = 0;  // when it was opened: oldest first
     Event start = nullptr;
@@ -68,9 +69,9 @@ class LaunchTimer {
   };
   // REQUIRES: mutex_ held. Creates the events once; false when the device cannot time.
   bool ReadyLocked();
-  // REQUIRES: mutex_ held, ReadyLocked(). A free entry, opened with `kernel` and `key` (the oldest
+  // REQUIRES: mutex_ held, ReadyLocked(). A free entry, opened with `kind` and `key` (the oldest
   // entry when none is free).
-  int OpenLocked(bool kernel, uint64_t key);
+  int OpenLocked(Kind kind, uint64_t key);
 
   Device* const device_;
   std::mutex mutex_;  // only ever try-locked

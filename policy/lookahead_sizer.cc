@@ -2,7 +2,6 @@
 #include "policy/lookahead_sizer.h"
 
 #include <algorithm>
-#include <cstdlib>  // LA_DEBUG_TEMP
 
 namespace spillway::policy {
 
@@ -17,15 +16,12 @@ void LookaheadSizer::AddKernelTime(uint64_t launch, double seconds) {
   ++kernel_samples_;
 }
 
-void LookaheadSizer::AddTransfer(uint64_t bytes, double seconds) {
+void LookaheadSizer::AddTransfer(uint64_t bytes, double seconds, bool to_device) {
   if (bytes < kMinTransferBytes || !(seconds > 0)) return;
   // Decayed sums: the rate of the recent transfers, each weighted by its bytes.
-  transfer_bytes_ = transfer_bytes_ * 0.9 + static_cast<double>(bytes);
-  transfer_seconds_ = transfer_seconds_ * 0.9 + seconds;
-}
-
-double LookaheadSizer::bytes_per_second() const {
-  return transfer_seconds_ > 0 ? transfer_bytes_ / transfer_seconds_ : kDefaultBytesPerSecond;
+  Rate& rate = to_device ? to_device_ : to_host_;
+  rate.bytes = rate.bytes * 0.9 + static_cast<double>(bytes);
+  rate.seconds = rate.seconds * 0.9 + seconds;
 }
 
 double LookaheadSizer::KernelSeconds(uint64_t launch, uint64_t period) const {
@@ -43,14 +39,13 @@ size_t LookaheadSizer::Window(uint64_t now, uint64_t period,
                               const std::vector<uint64_t>& needed) const {
   if (needed.empty()) return 0;
   if (!has_kernel_times()) return std::min(kUntimedLaunches, needed.size());
-  static const double kMargin = getenv("LA_MARGIN") ? atof(getenv("LA_MARGIN")) : 1.0;  // LA_DEBUG_TEMP
-  const double rate = bytes_per_second() / kMargin;
+  const double seconds_per_byte = 1 / to_device_.rate() + 1 / to_host_.rate();
   double compute = 0, bytes = 0;
   size_t window = 1;
   for (size_t d = 1; d <= needed.size(); ++d) {
     compute += KernelSeconds(now + d - 1, period);  // the kernels that run before launch now + d
     bytes += static_cast<double>(needed[d - 1]);
-    if (needed[d - 1] != 0 && bytes > rate * compute) window = d;
+    if (needed[d - 1] != 0 && bytes * seconds_per_byte > compute) window = d;
   }
   return window;
 }

@@ -2,8 +2,6 @@
 #include "policy/residency_engine.h"
 
 #include <algorithm>
-#include <cstdio>  // LA_DEBUG_TEMP
-#include <cstdlib>  // LA_DEBUG_TEMP
 #include <vector>
 
 namespace spillway::policy {
@@ -24,6 +22,13 @@ namespace {
 // the launch stream.
 constexpr uint64_t kRecentUseGuard = 2;
 
+// With the lookahead sized from time, room is made by eviction only for the data of the next
+// kEvictAheadLaunches launches at most (and room for fresh allocations left for as many); data
+// needed further ahead comes in only where room is free. Measured on train_like
+// (docs/results/engine-simgpu.md): evicting earlier for data needed later moved more bytes than it
+// hid, as a choice made early cannot pick the allocations that do not exist yet.
+constexpr uint64_t kEvictAheadLaunches = 2;
+
 // Reused per thread, so a warm launch path does not allocate.
 thread_local std::vector<PlannedMove> t_moves;
 thread_local std::vector<PlannedMove> t_side_moves;
@@ -35,6 +40,12 @@ thread_local std::vector<uint64_t> t_next;
 thread_local std::vector<uint64_t> t_unallocated;
 thread_local std::vector<uint64_t> t_needed;
 thread_local std::vector<LaunchTimer::Sample> t_samples;
+
+uint64_t Bytes(const std::vector<PlannedMove>& moves) {
+  uint64_t bytes = 0;
+  for (const PlannedMove& move : moves) bytes += move.size;
+  return bytes;
+}
 
 struct EvictableContext {
   const void* tracked;
@@ -135,27 +146,21 @@ bool ResidencyEngine::SideStreamReady() {
   return side_ready_.load(std::memory_order_acquire);
 }
 
-uint64_t ResidencyEngine::SizeLookahead(uint64_t stamp, std::vector<uint64_t>* next) {
+uint64_t ResidencyEngine::SizeLookahead(uint64_t stamp, const std::vector<uint64_t>& next) {
   const uint64_t limit = static_cast<uint64_t>(options_.lookahead_launches);
   if (!options_.size_lookahead_from_time) return limit;
   // The bytes each of the next launches needs that are not on the device yet, or are still in the
   // prefetch stream's queue (a batch not seen complete).
   std::vector<uint64_t>& needed = t_needed;
   needed.assign(std::min<uint64_t>(limit, policy_->step_length()), 0);
-  for (const uint64_t id : *next) {
+  for (const uint64_t id : next) {
     const auto it = tracked_.find(id);
     if (it == tracked_.end()) continue;
     if (it->second.resident && it->second.pending_batch <= done_batch_) continue;
     const uint64_t distance = policy_->NextUse(id);
     if (distance >= 1 && distance <= needed.size()) needed[distance - 1] += it->second.footprint;
   }
-  const uint64_t window = sizer_.Window(stamp, policy_->step_length(), needed);
-  if (getenv("LA_DEBUG")) {  // LA_DEBUG_TEMP
-    uint64_t nb = 0; for (auto b : needed) nb += b;
-    fprintf(stderr, "LA %lu P %lu win %lu bw %.1f k0 %.1fus k1 %.1fus needed %.1fMB n %zu\n", (unsigned long)stamp, (unsigned long)policy_->step_length(), (unsigned long)window, sizer_.bytes_per_second()/1e9, sizer_.KernelSeconds(stamp, policy_->step_length())*1e6, sizer_.KernelSeconds(stamp+1, policy_->step_length())*1e6, nb/1e6, needed.size());
-  }
-  std::erase_if(*next, [&](uint64_t id) { return policy_->NextUse(id) > window; });
-  return window;
+  return sizer_.Window(stamp, policy_->step_length(), needed);
 }
 
 uint64_t ResidencyEngine::PlanLookahead(uint64_t stamp, uint64_t access_bytes,
@@ -163,9 +168,13 @@ uint64_t ResidencyEngine::PlanLookahead(uint64_t stamp, uint64_t access_bytes,
   std::vector<uint64_t>& next = t_next;
   policy_->PredictNextUses(options_.lookahead_launches, &next);
   if (next.empty()) return 0;
-  const uint64_t window = SizeLookahead(stamp, &next);
+  // How far ahead data must move now (sized from observed times, or the fixed count). Room is
+  // made by eviction only for that data, and at most kEvictAheadLaunches ahead when sized from
+  // time; further ahead (up to lookahead_launches), data comes only into free room.
+  const uint64_t window = SizeLookahead(stamp, next);
   lookahead_window_.store(window, std::memory_order_relaxed);
-  if (next.empty()) return 0;
+  const uint64_t evict_horizon =
+      options_.size_lookahead_from_time ? std::min(window, kEvictAheadLaunches) : window;
   // What the next launches need is protected like the current access set, nearest first, as far
   // as it fits in the budget beside the access set: what lies beyond cannot be brought in anyway,
   // and protecting it would keep the next launches from making room.
@@ -184,8 +193,7 @@ uint64_t ResidencyEngine::PlanLookahead(uint64_t stamp, uint64_t access_bytes,
   const EvictableContext context{&tracked_, stamp, kRecentUseGuard};
   // Room for the allocations the next launches will make (fresh activations), so that their first
   // launch need not evict on its own stream: taken from what is needed after the window.
-  static const uint64_t kHeadroomWindow = getenv("LA_HEADROOM") ? atoi(getenv("LA_HEADROOM")) : 1000;  // LA_DEBUG_TEMP
-  const uint64_t headroom_window = std::min(window, kHeadroomWindow);
+  const uint64_t headroom_window = std::min(evict_horizon, kEvictAheadLaunches);
   policy_->PredictUnallocated(headroom_window, &t_unallocated);
   uint64_t headroom = 0;
   for (const uint64_t size : t_unallocated) headroom += Footprint(0, size);
@@ -204,9 +212,10 @@ uint64_t ResidencyEngine::PlanLookahead(uint64_t stamp, uint64_t access_bytes,
     const auto it = tracked_.find(id);
     if (it == tracked_.end() || it->second.resident) continue;
     const uint64_t distance = policy_->NextUse(id);
-    // Make room only from allocations needed later than this one (Belady); else stop.
-    static const uint64_t kExt = getenv("LA_EXT") ? atoi(getenv("LA_EXT")) : 1000;  // LA_DEBUG_TEMP
-    while (distance <= kExt && fixed_bytes_ + resident_bytes_ + it->second.footprint > budget) {
+    // Make room only for data within the eviction horizon, and only from allocations needed later
+    // than this one (Belady); else stop.
+    while (distance <= evict_horizon &&
+           fixed_bytes_ + resident_bytes_ + it->second.footprint > budget) {
       const uint64_t victim = policy_->PickVictim(&Evictable, &context);
       if (victim == 0 || policy_->NextUse(victim) <= distance) break;
       Tracked& tracked = tracked_.at(victim);
@@ -255,7 +264,11 @@ int ResidencyEngine::IssueLookahead(const std::vector<PlannedMove>& moves, uint6
   if (!evictions.empty()) {
     const Event evicted = BatchEvent(batch, 1);
     if (device_->StreamWaitEvent(evict_stream_, BatchEvent(batch, 0)) != kDeviceOk) ++failures;
+    // The write-backs' time on the evict stream gives the device-to-host bandwidth.
+    const int transfer =
+        options_.size_lookahead_from_time ? timer_.BeginTransfer(evict_stream_) : -1;
     failures += Issue(evictions, evict_stream_, true);
+    if (transfer >= 0) timer_.EndTransfer(transfer, Bytes(evictions), false, evict_stream_);
     // Prefetches need the room: the side stream waits for the evictions (and so for every earlier
     // eviction, the evict stream being in order).
     if (device_->RecordEvent(evicted, evict_stream_) != kDeviceOk ||
@@ -272,11 +285,7 @@ int ResidencyEngine::IssueLookahead(const std::vector<PlannedMove>& moves, uint6
   const bool timed = options_.size_lookahead_from_time && !prefetches.empty();
   const int transfer = timed ? timer_.BeginTransfer(side_stream_) : -1;
   failures += Issue(prefetches, side_stream_, true);
-  if (transfer >= 0) {
-    uint64_t bytes = 0;
-    for (const PlannedMove& move : prefetches) bytes += move.size;
-    timer_.EndTransfer(transfer, bytes, side_stream_);
-  }
+  if (transfer >= 0) timer_.EndTransfer(transfer, Bytes(prefetches), true, side_stream_);
   if (device_->RecordEvent(BatchEvent(batch, 2), side_stream_) != kDeviceOk) ++failures;
   return failures;
 }
@@ -335,11 +344,10 @@ int ResidencyEngine::OnLaunch(const AccessSet& access, const std::vector<uint64_
     stamp = ++launch_stamp_;
     done_batch_ = std::max(done_batch_, done_batch);
     for (const LaunchTimer::Sample& sample : samples) {
-      if (sample.kernel) {
+      if (sample.kind == LaunchTimer::Kind::kKernel) {
         sizer_.AddKernelTime(sample.key, sample.seconds);
       } else {
-        sizer_.AddTransfer(sample.key, sample.seconds);
-        if (getenv("LA_DEBUG")) fprintf(stderr, "LT %lu bytes %.1f us\n", (unsigned long)sample.key, sample.seconds * 1e6);  // LA_DEBUG_TEMP
+        sizer_.AddTransfer(sample.key, sample.seconds, sample.kind == LaunchTimer::Kind::kToDevice);
       }
     }
     ExpandAccess(access, words, &ids, &sizes);

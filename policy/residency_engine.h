@@ -158,10 +158,10 @@ class ResidencyEngine {
   // stream's earlier work is done, prefetches on the side stream once those evictions are done, so
   // one batch's evictions overlap the previous batch's prefetches. Returns the failures.
   int IssueLookahead(const std::vector<PlannedMove>& moves, uint64_t batch, bool after_launch);
-  // REQUIRES: mutex_ held. With the lookahead sized from time, keeps of `next` (predicted
-  // allocations, nearest first) those needed within the window LookaheadSizer gives after launch
-  // `stamp`; returns the window (options_.lookahead_launches when it is a fixed count).
-  uint64_t SizeLookahead(uint64_t stamp, std::vector<uint64_t>* next);
+  // REQUIRES: mutex_ held. How many launches ahead of launch `stamp` data has to start moving:
+  // with the lookahead sized from time, the window LookaheadSizer gives for the bytes the
+  // predicted allocations `next` (nearest first) still need; else options_.lookahead_launches.
+  uint64_t SizeLookahead(uint64_t stamp, const std::vector<uint64_t>& next);
   // Issues `moves` on `stream`, counting bytes; returns the failures.
   int Issue(const std::vector<PlannedMove>& moves, Stream stream, bool ahead);
   // REQUIRES: mutex_ held. When the policy's schedule decides the launch being planned (`ids`:

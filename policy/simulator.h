@@ -58,8 +58,22 @@ SimResult SimulatePlanned(const Workload& w, const PolicyFile& policy, const Sim
 // allocations and dead data move nothing; step time = max(compute, copy-engine time).
 SimResult ChunkLowerBound(const Workload& w, const SimOptions& options);
 
-// One line per result (and its ratio to `bound`), as spillway-simulate prints them.
-std::string FormatResultTable(const std::vector<SimResult>& results, const SimResult& bound);
+// A capacity-aware lower bound on the step time (docs/simulate.md, "The capacity bound"): for
+// every launch position P of the step, the time before P's kernel starts is at least what the
+// kernels before it compute and what must have been written back by then (data made before P and
+// used again from P on, less what the device holds), and the time from there to the step's end at
+// least what the kernels from P on compute and what must come in after P starts (data that exists
+// before P and is used from P on, less what the device holds); copies that bypass the copy engines
+// (demand faults, remote access) are charged to the kernels, so each half is the best split of
+// that traffic between the two. Valid for every policy the simulator models that does not drop
+// data a later kernel reads; tighter than ChunkLowerBound's time where capacity binds. Only
+// `step_seconds` and `compute_seconds` are set.
+SimResult CapacityLowerBound(const Workload& w, const SimOptions& options);
+
+// One line per result (and its ratio to `bound`), as spillway-simulate prints them; with `tight`
+// (CapacityLowerBound), a last column with each step time's ratio to it.
+std::string FormatResultTable(const std::vector<SimResult>& results, const SimResult& bound,
+                              const SimResult* tight = nullptr);
 
 }  // namespace spillway::policy
 

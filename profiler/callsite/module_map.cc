@@ -167,17 +167,6 @@ bool ModuleMap::StillCurrent(const Snapshot& snapshot) {
   return snapshot.adds_ == counters.adds && snapshot.subs_ == counters.subs;
 }
 
-Location ModuleMap::Snapshot::Locate(uintptr_t address) const {
-  const auto after =
-      std::upper_bound(ranges_.begin(), ranges_.end(), address,
-                       [](uintptr_t value, const Range& range) { return value < range.begin; });
-  if (after != ranges_.begin()) {
-    const Range& range = *(after - 1);
-    if (address < range.end) return Location{range.module, address - range.bias, range.key};
-  }
-  return Location{kUnknownModule, address, 0};
-}
-
 ModuleMap::Snapshot ModuleMap::Snapshot::Only(const std::vector<uint32_t>& kept) const {
   Snapshot only;
   only.adds_ = adds_;

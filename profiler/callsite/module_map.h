@@ -9,6 +9,7 @@
 #ifndef SPILLWAY_PROFILER_CALLSITE_MODULE_MAP_H_
 #define SPILLWAY_PROFILER_CALLSITE_MODULE_MAP_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -101,6 +102,18 @@ class ModuleMap {
   // (path, bias) of each indexed module, to find it again on a rescan; guarded by mutex_.
   std::vector<std::pair<std::string, uintptr_t>> identities_;
 };
+
+// Inline: the caller-module check looks up every frame of every allocation's stack.
+inline Location ModuleMap::Snapshot::Locate(uintptr_t address) const {
+  const auto after =
+      std::upper_bound(ranges_.begin(), ranges_.end(), address,
+                       [](uintptr_t value, const Range& range) { return value < range.begin; });
+  if (after != ranges_.begin()) {
+    const Range& range = *(after - 1);
+    if (address < range.end) return Location{range.module, address - range.bias, range.key};
+  }
+  return Location{kUnknownModule, address, 0};
+}
 
 // FNV-1a over `size` bytes, continuing from `seed`.
 uint64_t HashBytes(const void* data, size_t size, uint64_t seed = 0xcbf29ce484222325ull);

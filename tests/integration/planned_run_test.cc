@@ -203,6 +203,18 @@ TEST_F(PlannedRunTest, SameResultsAndTheSimulatorsBytes) {
       << runs[6].stats;
   std::printf("planned step: simgpu %.0f bytes per step, simulator %.0f (ratio %.3f)\n", per_step,
               expected, per_step / expected);
+  // And its time: simgpu's virtual clock per followed step against the simulator's step.
+  auto seconds = [](const JobRun& run) {
+    const std::string key = "\"virtual_seconds\":";
+    const size_t at = run.stats.find(key);
+    return at == std::string::npos ? -1.0 : std::strtod(run.stats.c_str() + at + key.size(), nullptr);
+  };
+  const double step_seconds = (seconds(runs[6]) - seconds(runs[3])) / 3;
+  ASSERT_GT(predicted.step_seconds, 0);
+  std::printf("planned step: simgpu %.1f us per step, simulator %.1f (ratio %.3f)\n",
+              step_seconds * 1e6, predicted.step_seconds * 1e6,
+              step_seconds / predicted.step_seconds);
+  EXPECT_NEAR(step_seconds / predicted.step_seconds, 1.0, 0.10) << runs[6].stats;
 }
 
 TEST_F(PlannedRunTest, FallbacksGiveOneLineAndTheLearnedPolicy) {

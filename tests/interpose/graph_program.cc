@@ -5,7 +5,9 @@
 //
 //   graph_program KERNELS MODE GROUPS KERNELS_PER_GROUP ROUNDS BUFFER_MIB
 //   MODE: direct | graph | setparams (each exec's first node re-set: stale) | update (each exec
-//         re-set, then cuGraphExecUpdate from its graph: known again)
+//         re-set, then cuGraphExecUpdate from its graph: known again) | procaddress (as graph,
+//         with cuGraphInstantiate and cuGraphLaunch found through cuGetProcAddress, as cudart
+//         finds them)
 #include <cuda.h>
 
 #include <cstdint>
@@ -84,6 +86,19 @@ int main(int argc, char** argv) {
     }
   }
 
+  using InstantiateFn = CUresult (*)(CUgraphExec*, CUgraph, unsigned long long);
+  using GraphLaunchFn = CUresult (*)(CUgraphExec, CUstream);
+  InstantiateFn instantiate = &cuGraphInstantiate;
+  GraphLaunchFn graph_launch = &cuGraphLaunch;
+  if (mode == "procaddress") {
+    void* fn = nullptr;
+    CUdriverProcAddressQueryResult status;
+    CHECK_CU(cuGetProcAddress("cuGraphInstantiate", &fn, 12000, 0, &status));
+    instantiate = reinterpret_cast<InstantiateFn>(fn);
+    CHECK_CU(cuGetProcAddress("cuGraphLaunch", &fn, 12000, 0, &status));
+    graph_launch = reinterpret_cast<GraphLaunchFn>(fn);
+  }
+
   std::vector<CUgraph> graphs(groups, nullptr);
   std::vector<CUgraphExec> execs(groups, nullptr);
   if (mode != "direct") {
@@ -91,7 +106,7 @@ int main(int argc, char** argv) {
       CHECK_CU(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
       LaunchChain(buffers[g], words, stream);
       CHECK_CU(cuStreamEndCapture(stream, &graphs[g]));
-      CHECK_CU(cuGraphInstantiate(&execs[g], graphs[g], 0));
+      CHECK_CU(instantiate(&execs[g], graphs[g], 0));
       if (mode == "setparams" || mode == "update") ResetFirstNode(execs[g], graphs[g]);
       if (mode == "update") {
         CUgraphExecUpdateResultInfo info{};
@@ -104,7 +119,7 @@ int main(int argc, char** argv) {
       if (mode == "direct") {
         LaunchChain(buffers[g], words, stream);
       } else {
-        CHECK_CU(cuGraphLaunch(execs[g], stream));
+        CHECK_CU(graph_launch(execs[g], stream));
       }
     }
   }

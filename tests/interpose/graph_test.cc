@@ -122,6 +122,17 @@ TEST(GraphTest, ChangedExecsGetNoAccessSetUntilUpdated) {
   EXPECT_GT(Field(updated.summary, "prefetch_bytes"), 0) << updated.summary;
 }
 
+TEST(GraphTest, HooksFoundThroughCuGetProcAddressWorkToo) {
+  const Outcome reference = RunJob("direct", {}, /*shim=*/false, "256MiB");
+  ASSERT_EQ(reference.status, 0) << reference.output;
+  const Outcome run = RunJob("procaddress", {});
+  ASSERT_EQ(run.status, 0) << run.output;
+  EXPECT_EQ(Checksum(run.output), Checksum(reference.output));
+  EXPECT_EQ(Field(run.summary, "cuGraphInstantiateWithFlags"), 3) << run.summary;
+  EXPECT_GT(Field(run.summary, "prefetch_bytes"), 0) << run.summary;
+  EXPECT_LT(Faults(run), 48) << run.stats;  // half of what 96 without access sets would be
+}
+
 TEST(GraphTest, ABadSettingIsOneLineAndTheDefault) {
   const Outcome run = RunJob("graph", {{"SPILLWAY_GRAPH_ACCESS", "maybe"}});
   ASSERT_EQ(run.status, 0) << run.output;

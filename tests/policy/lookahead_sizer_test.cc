@@ -42,37 +42,45 @@ TEST(LookaheadSizerTest, KernelTimeComesFromTheSamePositionOneStepEarlier) {
   EXPECT_NEAR(sizer.KernelSeconds(17, 8), 2e-3, 1e-9);
 }
 
-TEST(LookaheadSizerTest, BandwidthIsObservedOnceTransfersAreSeen) {
+TEST(LookaheadSizerTest, BandwidthIsObservedEachWayOnceTransfersAreSeen) {
   LookaheadSizer sizer;
-  sizer.AddTransfer(4096, 1e-3);  // too small to tell the bandwidth
+  sizer.AddTransfer(4096, 1e-3, true);  // too small to tell the bandwidth
   EXPECT_DOUBLE_EQ(sizer.bytes_per_second(), LookaheadSizer::kDefaultBytesPerSecond);
-  sizer.AddTransfer(100 * kMiB, 100 * kMiB / 40e9);
+  sizer.AddTransfer(100 * kMiB, 100 * kMiB / 40e9, true);
   EXPECT_NEAR(sizer.bytes_per_second(), 40e9, 1e6);
-  sizer.AddTransfer(10 * kMiB, 0);  // no time: ignored
+  EXPECT_DOUBLE_EQ(sizer.write_back_bytes_per_second(), LookaheadSizer::kDefaultBytesPerSecond);
+  sizer.AddTransfer(100 * kMiB, 100 * kMiB / 50e9, false);
+  EXPECT_NEAR(sizer.write_back_bytes_per_second(), 50e9, 1e6);
+  EXPECT_NEAR(sizer.bytes_per_second(), 40e9, 1e6);
+  sizer.AddTransfer(10 * kMiB, 0, true);  // no time: ignored
   EXPECT_NEAR(sizer.bytes_per_second(), 40e9, 1e6);
 }
 
-// 10 µs kernels; each next launch needs 4 MiB (about 100 µs at 40 GB/s).
+// Every launch `kernel_seconds` long; 40 GB/s each way, so a byte costs 1/40e9 + 1/40e9 s (room
+// written back, then the byte brought in): 4 MiB about 210 µs.
 LookaheadSizer SizerWithKernels(double kernel_seconds, uint64_t period) {
   LookaheadSizer sizer;
   for (uint64_t launch = 0; launch < period; ++launch) sizer.AddKernelTime(launch, kernel_seconds);
-  sizer.AddTransfer(400 * kMiB, 400 * kMiB / 40e9);
+  sizer.AddTransfer(400 * kMiB, 400 * kMiB / 40e9, true);
+  sizer.AddTransfer(400 * kMiB, 400 * kMiB / 40e9, false);
   return sizer;
 }
 
 TEST(LookaheadSizerTest, DeeperWhenKernelsAreShortNextToTheirTransfers) {
   const std::vector<uint64_t> needed(16, 4 * kMiB);
-  // 4 MiB takes ~105 µs: 10 µs kernels cannot hide any of it, the whole window must move now.
+  // 4 MiB takes ~210 µs: 10 µs kernels cannot hide any of it, the whole window must move now.
   EXPECT_EQ(SizerWithKernels(10e-6, 32).Window(32, 32, needed), 16u);
   // 1 ms kernels hide each launch's transfer behind the one kernel before it: the next launch.
   EXPECT_EQ(SizerWithKernels(1e-3, 32).Window(32, 32, needed), 1u);
-  // 60 µs kernels: launch d's bytes (d × 105 µs) exceed d × 60 µs of compute for every d.
-  EXPECT_EQ(SizerWithKernels(60e-6, 32).Window(32, 32, needed), 16u);
+  // 150 µs kernels: launch d's bytes (d × 210 µs) exceed d × 150 µs of compute for every d.
+  EXPECT_EQ(SizerWithKernels(150e-6, 32).Window(32, 32, needed), 16u);
+  // 300 µs kernels cover them: the next launch only.
+  EXPECT_EQ(SizerWithKernels(300e-6, 32).Window(32, 32, needed), 1u);
 }
 
 TEST(LookaheadSizerTest, ReachesTheFarthestLaunchWhoseBytesCannotBeHidden) {
-  // 100 µs kernels; launches 1..8 need nothing but launch 6 needs 40 MiB (~1 ms at 40 GB/s): its
-  // transfer must start now although the launches before it need nothing.
+  // 100 µs kernels; launches 1..8 need nothing but launch 6 needs 40 MiB (~2 ms at 40 GB/s each
+  // way): its transfer must start now although the launches before it need nothing.
   std::vector<uint64_t> needed(8, 0);
   needed[5] = 40 * kMiB;
   EXPECT_EQ(SizerWithKernels(100e-6, 32).Window(32, 32, needed), 6u);
@@ -98,7 +106,7 @@ TEST(LaunchTimerTest, KernelIntervalsAreReadOnlyOnceComplete) {
   device.events_complete = true;
   timer.Poll(&samples);
   ASSERT_EQ(samples.size(), 1u);
-  EXPECT_TRUE(samples[0].kernel);
+  EXPECT_EQ(samples[0].kind, LaunchTimer::Kind::kKernel);
   EXPECT_EQ(samples[0].key, 1u);
   EXPECT_NEAR(samples[0].seconds, 0.5e-3, 1e-9);
   // A launch that does not follow the open one (another thread's launch came between) gives no
@@ -117,11 +125,11 @@ TEST(LaunchTimerTest, TransferIntervalsAndAnUntimedDevice) {
   const int handle = timer.BeginTransfer(side);
   ASSERT_GE(handle, 0);
   device.PrefetchToDevice(0x1000, 80'000'000, side);
-  timer.EndTransfer(handle, 80'000'000, side);
+  timer.EndTransfer(handle, 80'000'000, true, side);
   std::vector<LaunchTimer::Sample> samples;
   timer.Poll(&samples);
   ASSERT_EQ(samples.size(), 1u);
-  EXPECT_FALSE(samples[0].kernel);
+  EXPECT_EQ(samples[0].kind, LaunchTimer::Kind::kToDevice);
   EXPECT_EQ(samples[0].key, 80'000'000u);
   EXPECT_NEAR(samples[0].seconds, 2e-3, 1e-7);
 

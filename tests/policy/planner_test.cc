@@ -52,6 +52,26 @@ TEST_P(PlannerOnSyntheticSteps, NeverWorseThanLruAndAtTheBoundInBytes) {
     EXPECT_LE(planned.step_seconds, other.step_seconds) << other.policy;
     EXPECT_GE(other.step_seconds, bound.step_seconds) << other.policy;
   }
+  // The capacity bound is a bound: no policy's step is shorter (docs/simulate.md).
+  const SimResult cap = CapacityLowerBound(*w, options.sim);
+  EXPECT_GE(cap.step_seconds, cap.compute_seconds);
+  for (const SimResult& other : {lru, learned, demand, moved, planned}) {
+    EXPECT_GE(other.step_seconds, cap.step_seconds * (1 - 1e-9)) << other.policy;
+  }
+}
+
+// At 2x the capacity bound is more than 1.1x the issue's bound (Belady's bytes with perfect
+// overlap) on both training steps: no schedule the simulator can price reaches "within 1.1x of
+// the bound" there (docs/results/planner-simulate.md).
+TEST(Planner, TimeWithinATenthOfTheBoundIsOutOfReachAtTwiceOversubscribed) {
+  for (const char* name : {"transformer", "cnn"}) {
+    absl::StatusOr<Workload> w = MakeSyntheticWorkload(name);
+    ASSERT_TRUE(w.ok());
+    SimOptions o;
+    o.device_memory = w->peak_live_bytes() / 2;
+    EXPECT_GT(CapacityLowerBound(*w, o).step_seconds, 1.1 * ChunkLowerBound(*w, o).step_seconds)
+        << name;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(

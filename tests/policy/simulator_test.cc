@@ -108,5 +108,42 @@ TEST(Simulator, TableHasOneRowPerPolicyWithRatios) {
   EXPECT_NE(table.find("12.00 MiB     1.50"), std::string::npos) << table;
 }
 
+
+
+// The capacity bound over the small synthetic steps, with one shared copy engine and with two, at
+// several budgets: every policy's step is at least as long, and with a slower link it grows.
+TEST(Simulator, CapacityBoundIsBelowEveryPolicy) {
+  for (const char* name : {"transformer-small", "cnn-small"}) {
+    absl::StatusOr<Workload> w = MakeSyntheticWorkload(name);
+    ASSERT_TRUE(w.ok());
+    for (const int engines : {1, 2}) {
+      for (const double x : {1.5, 2.0, 4.0, 8.0}) {
+        SimOptions o;
+        o.cost.copy_engines = engines;
+        o.device_memory = static_cast<uint64_t>(static_cast<double>(w->peak_live_bytes()) / x);
+        const SimResult cap = CapacityLowerBound(*w, o);
+        EXPECT_GE(cap.step_seconds, cap.compute_seconds);
+        for (const SimResult& r :
+             {SimulateDemandPaging(*w, o), SimulateEvictionPolicy(*w, o, MakeLruPolicy, "lru"),
+              SimulateEvictionPolicy(*w, o, MakeLearnedPolicy, "learned")}) {
+          EXPECT_GE(r.step_seconds, cap.step_seconds * (1 - 1e-9))
+              << name << " " << x << "x " << engines << " engines " << r.policy;
+        }
+        SimOptions slow = o;
+        slow.cost.h2d_bytes_per_s /= 4;
+        slow.cost.d2h_bytes_per_s /= 4;
+        EXPECT_GT(CapacityLowerBound(*w, slow).step_seconds, cap.step_seconds) << name << " " << x;
+      }
+    }
+  }
+}
+
+// Everything fits: the capacity bound is the compute time.
+TEST(Simulator, CapacityBoundIsComputeWhenEverythingFits) {
+  const SimResult cap = CapacityLowerBound(Cyclic(), Chunks(3));
+  EXPECT_DOUBLE_EQ(cap.step_seconds, 4 * kCompute);
+  EXPECT_DOUBLE_EQ(cap.compute_seconds, 4 * kCompute);
+}
+
 }  // namespace
 }  // namespace spillway::policy
