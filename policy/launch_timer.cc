@@ -46,7 +46,8 @@ void LaunchTimer::Poll(std::vector<Sample>* out) {
   for (int harvested = 0; harvested < kMaxHarvest;) {
     Entry* oldest = nullptr;
     for (Entry& entry : entries_) {
-      if (entry.state == State::kClosed && (oldest == nullptr || entry.sequence < oldest->sequence)) {
+      if (entry.state == State::kClosed &&
+          (oldest == nullptr || entry.sequence < oldest->sequence)) {
         oldest = &entry;
       }
     }
@@ -56,8 +57,8 @@ void LaunchTimer::Poll(std::vector<Sample>* out) {
     const DeviceResult start = end == kDeviceOk ? device_->QueryEvent(oldest->start) : end;
     if (start == kDeviceNotReady) return;
     float ms = 0;
-    if (start == kDeviceOk && device_->ElapsedMilliseconds(oldest->start, oldest->end, &ms) ==
-                                  kDeviceOk) {
+    if (start == kDeviceOk &&
+        device_->ElapsedMilliseconds(oldest->start, oldest->end, &ms) == kDeviceOk) {
       const double seconds = static_cast<double>(ms) * 1e-3;
       if (oldest->kind == Kind::kKernel) {
         out->push_back(Sample{Kind::kKernel, oldest->key, std::max(seconds, 0.0)});

@@ -10,9 +10,8 @@ void LookaheadSizer::AddKernelTime(uint64_t launch, double seconds) {
   KernelSample& sample = kernel_ring_[launch % kRing];
   sample.launch_plus_one = launch + 1;
   sample.seconds = static_cast<float>(seconds);
-  mean_kernel_seconds_ = kernel_samples_ == 0
-                             ? seconds
-                             : mean_kernel_seconds_ + (seconds - mean_kernel_seconds_) / 64;
+  mean_kernel_seconds_ =
+      kernel_samples_ == 0 ? seconds : mean_kernel_seconds_ + (seconds - mean_kernel_seconds_) / 64;
   ++kernel_samples_;
 }
 

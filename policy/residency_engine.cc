@@ -28,6 +28,9 @@ constexpr uint64_t kRecentUseGuard = 2;
 // (docs/results/engine-simgpu.md): evicting earlier for data needed later moved more bytes than it
 // hid, as a choice made early cannot pick the allocations that do not exist yet.
 constexpr uint64_t kEvictAheadLaunches = 2;
+// With a fixed lookahead count, room for fresh allocations is left for the next 4 launches at most
+// (more evicted ahead what the window needs; measured likewise).
+constexpr uint64_t kFixedHeadroomLaunches = 4;
 
 // Reused per thread, so a warm launch path does not allocate.
 thread_local std::vector<PlannedMove> t_moves;
@@ -193,7 +196,9 @@ uint64_t ResidencyEngine::PlanLookahead(uint64_t stamp, uint64_t access_bytes,
   const EvictableContext context{&tracked_, stamp, kRecentUseGuard};
   // Room for the allocations the next launches will make (fresh activations), so that their first
   // launch need not evict on its own stream: taken from what is needed after the window.
-  const uint64_t headroom_window = std::min(evict_horizon, kEvictAheadLaunches);
+  const uint64_t headroom_window =
+      std::min(evict_horizon,
+               options_.size_lookahead_from_time ? kEvictAheadLaunches : kFixedHeadroomLaunches);
   policy_->PredictUnallocated(headroom_window, &t_unallocated);
   uint64_t headroom = 0;
   for (const uint64_t size : t_unallocated) headroom += Footprint(0, size);

@@ -220,8 +220,8 @@ class ResidencyEngine {
   std::atomic<uint64_t> evict_bytes_{0};
   std::atomic<uint64_t> discard_bytes_{0};
   std::atomic<uint64_t> lookahead_window_{0};
-  LaunchTimer timer_;      // used when options_.size_lookahead_from_time; thread-safe itself
-  LookaheadSizer sizer_;   // guarded by mutex_
+  LaunchTimer timer_;     // used when options_.size_lookahead_from_time; thread-safe itself
+  LookaheadSizer sizer_;  // guarded by mutex_
 };
 
 }  // namespace spillway::policy

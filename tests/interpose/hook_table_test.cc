@@ -93,6 +93,26 @@ TEST(ConfigTest, UnknownModeFallsBackToPassthroughAndSaysSo) {
   EXPECT_NE(config.problems[0].find("'turbo'"), std::string::npos);
 }
 
+TEST(ConfigTest, LookaheadIsSizedFromTimeUnlessACountIsGiven) {
+  Config config = MakeConfig({}, {}, {}, {});
+  EXPECT_TRUE(config.lookahead_auto);
+  EXPECT_EQ(config.lookahead, Config::kMaxLookahead);
+  ApplyEvictionSetting(std::nullopt, "4", &config);
+  EXPECT_FALSE(config.lookahead_auto);
+  EXPECT_EQ(config.lookahead, 4);
+  ApplyEvictionSetting(std::nullopt, "auto", &config);
+  EXPECT_TRUE(config.lookahead_auto);
+  EXPECT_EQ(config.lookahead, Config::kMaxLookahead);
+  EXPECT_TRUE(config.problems.empty());
+
+  Config bad = MakeConfig({}, {}, {}, {});
+  ApplyEvictionSetting(std::nullopt, "65", &bad);
+  EXPECT_TRUE(bad.lookahead_auto);  // the default stays
+  ASSERT_EQ(bad.problems.size(), 1u);
+  EXPECT_NE(bad.problems[0].find("SPILLWAY_LOOKAHEAD"), std::string::npos);
+  EXPECT_NE(bad.problems[0].find("'65'"), std::string::npos);
+}
+
 TEST(ConfigTest, MemorySettings) {
   Config config = MakeConfig({}, {}, {}, {});
   ApplyMemorySettings(std::nullopt, std::nullopt, &config);

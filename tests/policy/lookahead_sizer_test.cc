@@ -33,7 +33,7 @@ TEST(LookaheadSizerTest, KernelTimeComesFromTheSamePositionOneStepEarlier) {
   LookaheadSizer sizer;
   for (uint64_t launch = 0; launch < 8; ++launch) sizer.AddKernelTime(launch, 1e-3 * (launch + 1));
   EXPECT_NEAR(sizer.KernelSeconds(8 + 3, 8), 4e-3, 1e-9);   // launch 3's
-  EXPECT_NEAR(sizer.KernelSeconds(16 + 5, 8), 6e-3, 1e-9);             // two steps back
+  EXPECT_NEAR(sizer.KernelSeconds(16 + 5, 8), 6e-3, 1e-9);  // two steps back
   // A position never observed: the running mean (between the smallest and largest sample).
   const double mean = sizer.KernelSeconds(100, 0);
   EXPECT_GT(mean, 1e-3);
@@ -153,12 +153,12 @@ struct ScanResult {
   int failures = 0;
 };
 ScanResult RunScan(FakeDevice* device, double kernel_ms, uint64_t budget_mib, int count = 12,
-                   int steps = 12) {
+                   int steps = 12, uint64_t fixed_mib = 0, int forget_at = -1) {
   AllocationRegistry registry;
-  ResidencyEngine engine(device, MakeLearnedPolicy(), budget_mib * kMiB,
-                         EngineOptions{.lookahead_launches = 64,
-                                       .residency_granule = 1,
-                                       .size_lookahead_from_time = true});
+  ResidencyEngine engine(
+      device, MakeLearnedPolicy(), budget_mib * kMiB,
+      EngineOptions{
+          .lookahead_launches = 64, .residency_granule = 1, .size_lookahead_from_time = true});
   std::vector<Allocation> all;
   for (int i = 0; i < count; ++i) {
     uint64_t address = 0;
@@ -166,10 +166,20 @@ ScanResult RunScan(FakeDevice* device, double kernel_ms, uint64_t budget_mib, in
     all.push_back(registry.Insert(address, 4 * kMiB, Backing::kManaged, false, true));
     engine.OnAllocated(all.back());
   }
+  // Plain device memory holding part of the budget, given back at launch `forget_at`.
+  Allocation fixed;
+  if (fixed_mib != 0) {
+    uint64_t address = 0;
+    device->AllocateDevice(&address, fixed_mib * kMiB);
+    fixed = registry.Insert(address, fixed_mib * kMiB, Backing::kDevice, false, true);
+    engine.OnAllocated(fixed);
+  }
   ScanResult result;
   for (int launch = 0; launch < count * steps; ++launch) {
+    if (launch == forget_at) engine.Forget(fixed);
     const size_t begin = device->calls.size();
-    result.failures += engine.OnLaunch(AccessSet{all[static_cast<size_t>(launch % count)]}, kStream);
+    result.failures +=
+        engine.OnLaunch(AccessSet{all[static_cast<size_t>(launch % count)]}, kStream);
     device->clock_ms += kernel_ms;
     if (engine.resident_estimate() > engine.budget_bytes()) result.over_budget = true;
     if (launch < count * (steps - 3)) continue;
@@ -199,16 +209,31 @@ TEST(TimedLookaheadTest, LongKernelsNeedOnlyTheNextLaunchAhead) {
   EXPECT_GT(device.elapsed_reads, 0);  // the kernel times were observed
 }
 
-TEST(TimedLookaheadTest, ShortKernelsPrefetchDeeperAsFarAsTheBudgetAllows) {
+TEST(TimedLookaheadTest, ShortKernelsSizeADeepWindowButEvictOnlyForTheNearestLaunches) {
   FakeDevice device;
-  // 10 µs kernels hide nothing: every launch in reach has to be on its way, as far as room can be
-  // made from allocations needed later. 12 allocations of 4 MiB, 32 MiB of budget.
+  // 10 µs kernels hide nothing: every launch in reach has to be on its way (a deep window), but on
+  // a full device room is made by eviction only for the next 2 launches' data. 12 allocations of
+  // 4 MiB, 32 MiB of budget.
   const ScanResult result = RunScan(&device, 0.01, 32);
   EXPECT_EQ(result.failures, 0);
   EXPECT_FALSE(result.over_budget);
   EXPECT_GE(result.window, 6u);
+  EXPECT_EQ(result.farthest, 2u);
+}
+
+TEST(TimedLookaheadTest, FreeRoomIsFilledFurtherAheadWithoutEvicting) {
+  FakeDevice device;
+  // Long kernels (a window of 1), but 8 MiB of device memory given back in the last steps: the
+  // lookahead fills that room with the data of launches further ahead, within the budget.
+  const ScanResult result = RunScan(&device, 5.0, 40, 12, 12, 8, 12 * 10 + 3);
+  EXPECT_EQ(result.failures, 0);
+  EXPECT_FALSE(result.over_budget);
+  EXPECT_EQ(result.window, 1u);
   EXPECT_GE(result.farthest, 3u);
-  EXPECT_LT(result.farthest, 8u);  // no further than what fits beside the current launch's data
+
+  FakeDevice never_freed;
+  const ScanResult full = RunScan(&never_freed, 5.0, 40, 12, 12, 8);
+  EXPECT_EQ(full.farthest, 1u);
 }
 
 TEST(TimedLookaheadTest, NeverWaitsForAnEventAndFallsBackWhenTimesAreUnknown) {
