@@ -120,11 +120,12 @@ void ResidencyEngine::Forget(const Allocation& allocation) {
 }
 
 int ResidencyEngine::OnFree(const Allocation& allocation, Stream stream) {
+  const uint64_t room = ScheduleRoomOf(allocation);  // residency_engine_schedule.cc
   Forget(allocation);
   if (allocation.backing != Backing::kManaged) return 0;
   if (device_->Discard(allocation.base, allocation.size, stream) != kDeviceOk) return 1;
   discard_bytes_.fetch_add(allocation.size, std::memory_order_relaxed);
-  NoteFreeForSchedule(allocation.id, stream);  // residency_engine_schedule.cc
+  NoteFreeForSchedule(allocation.id, room, stream);
   return 0;
 }
 
@@ -333,7 +334,9 @@ int ResidencyEngine::OnLaunch(const AccessSet& access, const std::vector<uint64_
   sizes.clear();
   const bool side = SideStreamReady();
   // Observed times (read without waiting) size the lookahead.
-  const bool timing = side && options_.size_lookahead_from_time;
+  // Only once the policy has predicted a step (never for lru: nothing to size).
+  const bool timing = side && options_.size_lookahead_from_time &&
+                      step_seen_.load(std::memory_order_relaxed);
   std::vector<LaunchTimer::Sample>& samples = t_samples;
   samples.clear();
   uint64_t done_batch = 0;
@@ -400,6 +403,7 @@ int ResidencyEngine::OnLaunch(const AccessSet& access, const std::vector<uint64_
                                           [](const PlannedMove& move) { return move.to_device; });
     if (own_prefetch) wait_evicted = last_evict_batch_;
     if (side && !scheduled) batch = PlanLookahead(stamp, access_bytes, &side_moves);
+    if (policy_->step_length() != 0) step_seen_.store(true, std::memory_order_relaxed);
   }
   int failures = 0;
   // The previous launch's kernel interval ends here, before this launch's own waits and moves.

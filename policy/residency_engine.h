@@ -20,6 +20,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string_view>
@@ -171,9 +172,11 @@ class ResidencyEngine {
   bool PlanScheduled(const std::vector<uint64_t>& ids, bool side, Stream stream);
   // Issues the calls PlanScheduled planned (before the kernel on `stream`); returns the failures.
   int IssueScheduled(Stream stream);
-  // A managed allocation was freed (its discard issued on `stream`): while a schedule is followed,
-  // the next position's incoming moves wait for that discard (the room the plan counted on).
-  void NoteFreeForSchedule(uint64_t id, Stream stream);
+  // While a schedule is followed: the 2 MiB slots freeing `allocation` makes (0 when it is not
+  // resident), and, once its discard is issued on `stream`, those slots as room for the schedule's
+  // incoming moves (after an event there).
+  uint64_t ScheduleRoomOf(const Allocation& allocation) const;
+  void NoteFreeForSchedule(uint64_t id, uint64_t room, Stream stream);
   // The schedule's events, created once outside the lock; false when the device cannot.
   bool ScheduleEventsReady();
   static constexpr size_t kScheduleEvents = 2048;
@@ -207,11 +210,15 @@ class ResidencyEngine {
   Stream evict_stream_ = nullptr;        // lookahead evictions; written once under side_once_
   std::array<Event, kEvents> events_{};  // written once under side_once_
   // The schedule's execution (residency_engine_schedule.cc); guarded by mutex_ unless noted.
-  bool schedule_active_ = false;           // the latest launch followed a schedule
-  uint64_t schedule_seq_ = 0;              // schedule events used
-  uint64_t schedule_last_evict_seq_ = 0;   // the event after the newest scheduled eviction
+  bool schedule_active_ = false;          // the latest launch followed a schedule
+  uint64_t schedule_seq_ = 0;             // schedule events used
+  uint64_t schedule_last_evict_seq_ = 0;  // the event after the newest scheduled eviction
   std::unordered_map<uint64_t, ScheduleState> schedule_state_;
-  std::vector<uint64_t> schedule_free_seqs_;  // events after frees since the last incoming moves
+  struct ScheduleRoom {
+    uint64_t seq;     // the event after which the slots are free
+    uint64_t chunks;  // how many
+  };
+  std::deque<ScheduleRoom> schedule_room_;  // device slots not taken yet, oldest first
   std::once_flag schedule_once_;
   std::atomic<bool> schedule_ready_{false};
   std::array<Event, kScheduleEvents> schedule_events_{};  // written once under schedule_once_
@@ -220,6 +227,7 @@ class ResidencyEngine {
   std::atomic<uint64_t> evict_bytes_{0};
   std::atomic<uint64_t> discard_bytes_{0};
   std::atomic<uint64_t> lookahead_window_{0};
+  std::atomic<bool> step_seen_{false};  // the policy has predicted a step: time the launches
   LaunchTimer timer_;     // used when options_.size_lookahead_from_time; thread-safe itself
   LookaheadSizer sizer_;  // guarded by mutex_
 };

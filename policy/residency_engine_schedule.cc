@@ -5,10 +5,10 @@
 //
 // - evictions go on the evict stream after what the launch stream has issued so far (so an
 //   eviction follows the victim's last use), one chunk per call, each followed by an event;
-// - the k-th chunk the position brings in waits for the k-th chunk it sends out (its device slot;
-//   when it sends out fewer, for the last one, or for the newest earlier eviction) and for any
-//   eviction of its own allocation still queued; before any of them, the stream waits for the
-//   frees issued since the previous position (their discards made room the plan counted on);
+// - room is a ledger of 2 MiB slots in the order they were made: the frees' discards (a resident
+//   allocation's chunks, after an event on the free's stream) and the evictions; each chunk
+//   brought in takes the oldest slot and waits for the event that made it (when the ledger is
+//   empty, for the newest eviction), and for any eviction of its own allocation still queued;
 // - prefetches go on the side stream, an event after each allocation's chunks; a populate (a
 //   fresh chunk, no copy) of an allocation this launch uses goes on the launch stream, so the
 //   kernel does not wait behind unrelated copies;
@@ -87,14 +87,22 @@ bool ResidencyEngine::ScheduleEventsReady() {
   return schedule_ready_.load(std::memory_order_acquire);
 }
 
-void ResidencyEngine::NoteFreeForSchedule(uint64_t id, Stream stream) {
+uint64_t ResidencyEngine::ScheduleRoomOf(const Allocation& allocation) const {
+  std::lock_guard lock(mutex_);
+  if (!schedule_active_) return 0;
+  const auto it = tracked_.find(allocation.id);
+  if (it == tracked_.end() || !it->second.resident) return 0;
+  return (it->second.footprint + kPieceBytes - 1) / kPieceBytes;
+}
+
+void ResidencyEngine::NoteFreeForSchedule(uint64_t id, uint64_t room, Stream stream) {
   uint64_t seq = 0;
   {
     std::lock_guard lock(mutex_);
     schedule_state_.erase(id);
-    if (!schedule_active_ || !schedule_ready_.load(std::memory_order_acquire)) return;
+    if (room == 0 || !schedule_active_ || !schedule_ready_.load(std::memory_order_acquire)) return;
     seq = ++schedule_seq_;
-    schedule_free_seqs_.push_back(seq);
+    schedule_room_.push_back(ScheduleRoom{seq, room});
   }
   // A failure only loses an ordering hint: the room is then made by the device's own eviction.
   device_->RecordEvent(ScheduleEvent(seq), stream);
@@ -107,7 +115,7 @@ bool ResidencyEngine::PlanScheduled(const std::vector<uint64_t>& ids, bool side,
   ops.clear();
   if (!policy_->ScheduledMoves(&t_scheduled)) {
     schedule_active_ = false;
-    schedule_free_seqs_.clear();
+    schedule_room_.clear();
     return false;
   }
   schedule_active_ = true;
@@ -168,13 +176,18 @@ bool ResidencyEngine::PlanScheduled(const std::vector<uint64_t>& ids, bool side,
       ops.push_back(ScheduleOp{Type::kRecord, On::kEvict, seq});
       evict_seqs.push_back(seq);
       schedule_state_[move.id].evict_seq = seq;
+      schedule_room_.push_back(ScheduleRoom{seq, 1});
     });
   }
   if (!evict_seqs.empty()) schedule_last_evict_seq_ = evict_seqs.back();
+  // Room older than half the ring of events was made long ago (and its event may be recorded
+  // again): it needs no wait.
+  while (!schedule_room_.empty() &&
+         schedule_seq_ - schedule_room_.front().seq >= kScheduleEvents / 2) {
+    schedule_room_.pop_front();
+  }
   // Incoming chunks: prefetches first, then populates (the simulator's order of taking slots).
-  bool waited_frees[2] = {false, false};  // launch, side
-  uint64_t waited[2] = {0, 0};            // the newest evict-stream event each has waited for
-  size_t k = 0;
+  uint64_t waited[2] = {0, 0};  // the event each stream waited for last (launch, side)
   for (const ScheduledMove::Kind kind :
        {ScheduledMove::Kind::kPrefetch, ScheduledMove::Kind::kPopulate}) {
     for (const ResolvedMove& move : resolved) {
@@ -183,22 +196,19 @@ bool ResidencyEngine::PlanScheduled(const std::vector<uint64_t>& ids, bool side,
                        std::find(ids.begin(), ids.end(), move.id) != ids.end();
       const On on = own ? On::kLaunch : On::kSide;
       const int s = own ? 0 : 1;
-      if (!waited_frees[s]) {
-        waited_frees[s] = true;
-        for (const uint64_t seq : schedule_free_seqs_) ops.push_back(ScheduleOp{Type::kWait, on, seq});
-      }
       const uint64_t own_eviction = schedule_state_[move.id].evict_seq;
       ForEachPiece(move.address, move.bytes, [&](uint64_t address, uint64_t bytes) {
-        const uint64_t room = k < evict_seqs.size()
-                                  ? evict_seqs[k]
-                                  : (evict_seqs.empty() ? earlier_evictions : evict_seqs.back());
-        const uint64_t wait = std::max(room, own_eviction);
-        if (wait > waited[s]) {
+        uint64_t room = evict_seqs.empty() ? earlier_evictions : evict_seqs.back();
+        if (!schedule_room_.empty()) {
+          room = schedule_room_.front().seq;
+          if (--schedule_room_.front().chunks == 0) schedule_room_.pop_front();
+        }
+        for (const uint64_t wait : {room, own_eviction}) {
+          if (wait == 0 || wait == waited[s]) continue;
           ops.push_back(ScheduleOp{Type::kWait, on, wait});
           waited[s] = wait;
         }
         ops.push_back(ScheduleOp{Type::kToDevice, on, 0, move.id, address, bytes});
-        ++k;
       });
       if (!own) {
         const uint64_t seq = ++schedule_seq_;
@@ -207,7 +217,6 @@ bool ResidencyEngine::PlanScheduled(const std::vector<uint64_t>& ids, bool side,
       }
     }
   }
-  if (waited_frees[0] || waited_frees[1]) schedule_free_seqs_.clear();
   // The launch waits for the newest side-stream prefetch of what it uses (the side stream being
   // in order, that covers the earlier ones).
   uint64_t ready = 0;
@@ -227,8 +236,7 @@ int ResidencyEngine::IssueScheduled(Stream stream) {
   for (const ScheduleOp& op : t_ops) side |= op.on != ScheduleOp::On::kLaunch;
   const Stream streams[3] = {stream, side ? evict_stream_ : stream, side ? side_stream_ : stream};
   for (const ScheduleOp& op : t_ops) {
-    const Stream on =
-        op.on == ScheduleOp::On::kOther ? op.other : streams[static_cast<int>(op.on)];
+    const Stream on = op.on == ScheduleOp::On::kOther ? op.other : streams[static_cast<int>(op.on)];
     DeviceResult result = kDeviceOk;
     switch (op.type) {
       case ScheduleOp::Type::kRecord:

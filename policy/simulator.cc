@@ -527,12 +527,13 @@ std::string FormatResultTable(const std::vector<SimResult>& results, const SimRe
         ratio(static_cast<double>(s.bytes_moved()), static_cast<double>(bound.bytes_moved())),
         s.demand_faults, s.step_seconds * 1e3, ratio(s.step_seconds, bound.step_seconds),
         s.compute_seconds * 1e3);
-    out += tight != nullptr ? absl::StrFormat(" %9.2f\n", ratio(s.step_seconds, tight->step_seconds))
-                            : "\n";
+    out += tight != nullptr
+               ? absl::StrFormat(" %9.2f\n", ratio(s.step_seconds, tight->step_seconds))
+               : "\n";
   }
   if (tight != nullptr) {
-    out += absl::StrFormat("%-10s %12s %8s %12s %12.2f %9.2f %8.2f %9.2f\n", tight->policy, "-", "-",
-                           "-", tight->step_seconds * 1e3,
+    out += absl::StrFormat("%-10s %12s %8s %12s %12.2f %9.2f %8.2f %9.2f\n", tight->policy, "-",
+                           "-", "-", tight->step_seconds * 1e3,
                            ratio(tight->step_seconds, bound.step_seconds),
                            tight->compute_seconds * 1e3, 1.0);
   }

@@ -207,7 +207,8 @@ TEST_F(PlannedRunTest, SameResultsAndTheSimulatorsBytes) {
   auto seconds = [](const JobRun& run) {
     const std::string key = "\"virtual_seconds\":";
     const size_t at = run.stats.find(key);
-    return at == std::string::npos ? -1.0 : std::strtod(run.stats.c_str() + at + key.size(), nullptr);
+    return at == std::string::npos ? -1.0
+                                   : std::strtod(run.stats.c_str() + at + key.size(), nullptr);
   };
   const double step_seconds = (seconds(runs[6]) - seconds(runs[3])) / 3;
   ASSERT_GT(predicted.step_seconds, 0);

@@ -108,8 +108,6 @@ TEST(Simulator, TableHasOneRowPerPolicyWithRatios) {
   EXPECT_NE(table.find("12.00 MiB     1.50"), std::string::npos) << table;
 }
 
-
-
 // The capacity bound over the small synthetic steps, with one shared copy engine and with two, at
 // several budgets: every policy's step is at least as long, and with a slower link it grows.
 TEST(Simulator, CapacityBoundIsBelowEveryPolicy) {
