@@ -141,6 +141,12 @@ TEST(Simulator, CapacityBoundIsComputeWhenEverythingFits) {
   const SimResult cap = CapacityLowerBound(Cyclic(), Chunks(3));
   EXPECT_DOUBLE_EQ(cap.step_seconds, 4 * kCompute);
   EXPECT_DOUBLE_EQ(cap.compute_seconds, 4 * kCompute);
+  // As a last column and a row of its own in the table.
+  const SimResult bound = ChunkLowerBound(Cyclic(), Chunks(3));
+  const std::string table =
+      FormatResultTable({SimulateDemandPaging(Cyclic(), Chunks(3)), bound}, bound, &cap);
+  EXPECT_NE(table.find("x cap"), std::string::npos) << table;
+  EXPECT_NE(table.find("cap-bound"), std::string::npos) << table;
 }
 
 }  // namespace
