@@ -38,6 +38,62 @@ bool SdpaShape::Visible(int b, int i, int j) const { return !causal || j <= i + 
 
 namespace {
 
+// "cu_seqlens_<which>[b] ..." when sequence b's offsets or length break the kernels' rules.
+std::string VarlenOffsetsError(const std::vector<int>& cu, const char* which, int batch,
+                               const char* max_name, int max_len) {
+  const std::string name = std::string("cu_seqlens_") + which;
+  for (int b = 0; b < batch; ++b) {
+    const int start = cu[b];
+    const int end = cu[b + 1];
+    if (start < 0 || end < start || end > cu[batch]) {
+      return name + " is negative, decreasing or past " + name + "[batch] at sequence " +
+             std::to_string(b) + " (" + name + "[" + std::to_string(b) + "] = " +
+             std::to_string(start) + ", [" + std::to_string(b + 1) + "] = " + std::to_string(end) +
+             ", [batch] = " + std::to_string(cu[batch]) + ")";
+    }
+    if (end - start > max_len) {
+      return "sequence " + std::to_string(b) + " has " + std::to_string(end - start) + " " +
+             which + " tokens in " + name + "; it must be at most " + max_name + " = " +
+             std::to_string(max_len) + " (declare the true maximum; the kernels skip it)";
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+std::string SdpaShapeError(const SdpaShape& s) {
+  const struct {
+    const char* name;
+    int value;
+  } sizes[] = {{"batch", s.batch},       {"heads_q", s.heads_q},   {"heads_kv", s.heads_kv},
+               {"seqlen_q", s.seqlen_q}, {"seqlen_k", s.seqlen_k}, {"head_dim", s.head_dim}};
+  for (const auto& size : sizes) {
+    if (size.value < 1) {
+      return std::string(size.name) + " is " + std::to_string(size.value) +
+             "; it must be at least 1";
+    }
+  }
+  if (s.heads_q % s.heads_kv != 0) {
+    return "heads_q (" + std::to_string(s.heads_q) + ") must be a multiple of heads_kv (" +
+           std::to_string(s.heads_kv) + ")";
+  }
+  if (s.cu_seqlens_q.empty() && s.cu_seqlens_k.empty()) return {};
+  const std::size_t entries = std::size_t(s.batch) + 1;
+  if (s.cu_seqlens_q.size() != entries || s.cu_seqlens_k.size() != entries) {
+    return "cu_seqlens_q has " + std::to_string(s.cu_seqlens_q.size()) + " and cu_seqlens_k " +
+           std::to_string(s.cu_seqlens_k.size()) +
+           " entries; both must be empty or have batch+1 (" + std::to_string(entries) + ")";
+  }
+  if (std::string e = VarlenOffsetsError(s.cu_seqlens_q, "q", s.batch, "seqlen_q", s.seqlen_q);
+      !e.empty()) {
+    return e;
+  }
+  return VarlenOffsetsError(s.cu_seqlens_k, "k", s.batch, "seqlen_k", s.seqlen_k);
+}
+
+namespace {
+
 // Indexing of the packed token-major host arrays.
 struct SdpaIndex {
   const SdpaShape& s;
@@ -83,8 +139,9 @@ RowSoftmax Probabilities(const SdpaShape& s, const float* q, const float* k, con
 
 }  // namespace
 
-void SdpaForward(const SdpaShape& s, const float* q, const float* k, const float* v,
-                 const BiasView& bias, float* o, float* lse) {
+std::string SdpaForward(const SdpaShape& s, const float* q, const float* k, const float* v,
+                        const BiasView& bias, float* o, float* lse) {
+  if (std::string error = SdpaShapeError(s); !error.empty()) return error;
   const SdpaIndex ix{s};
   for (int b = 0; b < s.batch; ++b) {
     for (int h = 0; h < s.heads_q; ++h) {
@@ -101,11 +158,13 @@ void SdpaForward(const SdpaShape& s, const float* q, const float* k, const float
       }
     }
   }
+  return {};
 }
 
-void SdpaBackward(const SdpaShape& s, const float* q, const float* k, const float* v,
-                  const BiasView& bias, const float* d_o, float* dq, float* dk, float* dv,
-                  float* dbias) {
+std::string SdpaBackward(const SdpaShape& s, const float* q, const float* k, const float* v,
+                         const BiasView& bias, const float* d_o, float* dq, float* dk, float* dv,
+                         float* dbias) {
+  if (std::string error = SdpaShapeError(s); !error.empty()) return error;
   const SdpaIndex ix{s};
   const int dim = s.head_dim;
   std::fill(dq, dq + std::size_t(s.TokensQ()) * s.heads_q * dim, 0.0f);
@@ -151,6 +210,7 @@ void SdpaBackward(const SdpaShape& s, const float* q, const float* k, const floa
     dk[n] = float(dk_acc[n]);
     dv[n] = float(dv_acc[n]);
   }
+  return {};
 }
 
 int AdditiveShape::LenS(int b) const {

@@ -17,7 +17,7 @@ struct SdpaShape {
   int batch = 1;
   int heads_q = 1;
   int heads_kv = 1;
-  int seqlen_q = 1;  // varlen: the largest length
+  int seqlen_q = 1;  // varlen: the largest length (longer sequences are errors)
   int seqlen_k = 1;
   int head_dim = 64;
   bool causal = false;  // bottom-right: key j visible to query i when j <= i + len_k - len_q
@@ -25,6 +25,7 @@ struct SdpaShape {
   std::vector<int> cu_seqlens_q;  // empty: fixed length; else batch+1 offsets
   std::vector<int> cu_seqlens_k;
 
+  // The accessors below REQUIRE: SdpaShapeError(*this) is empty.
   bool varlen() const { return !cu_seqlens_q.empty(); }
   int LenQ(int b) const;
   int LenK(int b) const;
@@ -48,15 +49,25 @@ struct BiasView {
   }
 };
 
+// Why the reference cannot compute `shape` (one line naming the input and the value), or "" when
+// it can: a size below 1; heads_q not a multiple of heads_kv; cu_seqlens_q and cu_seqlens_k not
+// both empty or both of batch+1 entries; or, when varlen, a sequence whose offsets are negative,
+// decreasing or past cu_seqlens[batch], or whose length exceeds seqlen_q / seqlen_k. The kernels
+// skip such a sequence and report it in the varlen status (an INVALID_SHAPE call); the reference
+// refuses the whole call instead, naming the first such sequence. Lengths are never clipped.
+std::string SdpaShapeError(const SdpaShape& shape);
+
 // o and lse; lse is -inf (and the output row 0) where a query sees no key.
-void SdpaForward(const SdpaShape& shape, const float* q, const float* k, const float* v,
-                 const BiasView& bias, float* o, float* lse);
+// Returns SdpaShapeError(shape) and, when it is not empty, writes nothing.
+[[nodiscard]] std::string SdpaForward(const SdpaShape& shape, const float* q, const float* k,
+                                      const float* v, const BiasView& bias, float* o, float* lse);
 
 // dq, dk, dv (overwritten) and, when dbias is not nullptr, the bias gradient accumulated (+=)
 // into dbias with bias's strides, summed over broadcast dimensions. The caller zeroes dbias.
-void SdpaBackward(const SdpaShape& shape, const float* q, const float* k, const float* v,
-                  const BiasView& bias, const float* d_o, float* dq, float* dk, float* dv,
-                  float* dbias);
+// Returns SdpaShapeError(shape) and, when it is not empty, writes nothing.
+[[nodiscard]] std::string SdpaBackward(const SdpaShape& shape, const float* q, const float* k,
+                                       const float* v, const BiasView& bias, const float* d_o,
+                                       float* dq, float* dk, float* dv, float* dbias);
 
 // Additive (Bahdanau) attention. Layouts:
 //   query_proj [batch, target_len, units]     key_proj [batch, source_len, units]

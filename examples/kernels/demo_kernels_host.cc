@@ -11,36 +11,29 @@ namespace {
 // Simulated HBM bandwidth used to declare each kernel's compute time (H100: about 2 TB/s).
 constexpr double kDeviceBytesPerSecond = 2.0e12;
 
-template <typename T>
-T Arg(const SimgpuLaunch* launch, int index) {
-  T value;
-  std::memcpy(&value, launch->args[index], sizeof(T));
-  return value;
-}
-
 uint32_t* Words(const SimgpuLaunch* launch) {
-  return reinterpret_cast<uint32_t*>(Arg<uint64_t>(launch, 0));
+  return reinterpret_cast<uint32_t*>(SimgpuArg<uint64_t>(launch, 0));
 }
 
 void Fill(const SimgpuLaunch* launch) {
   uint32_t* words = Words(launch);
-  const uint64_t count = Arg<uint64_t>(launch, 1);
-  const uint32_t seed = Arg<uint32_t>(launch, 2);
+  const uint64_t count = SimgpuArg<uint64_t>(launch, 1);
+  const uint32_t seed = SimgpuArg<uint32_t>(launch, 2);
   for (uint64_t i = 0; i < count; ++i) words[i] = Mix(i, seed);
 }
 
 void Update(const SimgpuLaunch* launch) {
   uint32_t* words = Words(launch);
-  const uint64_t count = Arg<uint64_t>(launch, 1);
-  const uint32_t mul = Arg<uint32_t>(launch, 2);
-  const uint32_t add = Arg<uint32_t>(launch, 3);
+  const uint64_t count = SimgpuArg<uint64_t>(launch, 1);
+  const uint32_t mul = SimgpuArg<uint32_t>(launch, 2);
+  const uint32_t add = SimgpuArg<uint32_t>(launch, 3);
   for (uint64_t i = 0; i < count; ++i) words[i] = words[i] * mul + add;
 }
 
 void Checksum(const SimgpuLaunch* launch) {
   const uint32_t* words = Words(launch);
-  const uint64_t count = Arg<uint64_t>(launch, 1);
-  auto* out = reinterpret_cast<uint64_t*>(Arg<uint64_t>(launch, 2));
+  const uint64_t count = SimgpuArg<uint64_t>(launch, 1);
+  auto* out = reinterpret_cast<uint64_t*>(SimgpuArg<uint64_t>(launch, 2));
   uint64_t sum = 0;
   for (uint64_t i = 0; i < count; ++i) sum += words[i];
   *out += sum;
@@ -48,7 +41,7 @@ void Checksum(const SimgpuLaunch* launch) {
 
 // Time on the simulated device: bytes read and written at HBM bandwidth.
 double WriteTime(const SimgpuLaunch* launch) {
-  return 4.0 * static_cast<double>(Arg<uint64_t>(launch, 1)) / kDeviceBytesPerSecond;
+  return 4.0 * static_cast<double>(SimgpuArg<uint64_t>(launch, 1)) / kDeviceBytesPerSecond;
 }
 double ReadWriteTime(const SimgpuLaunch* launch) { return 2.0 * WriteTime(launch); }
 

@@ -17,21 +17,14 @@ namespace {
 constexpr double kLayerBytesPerSecond = 45.0e9;   // forward: output bytes at the H2D link speed
 constexpr double kDeviceBytesPerSecond = 2.0e12;  // element-wise kernels: HBM (H100: ~2 TB/s)
 
-template <typename T>
-T Arg(const SimgpuLaunch* launch, int index) {
-  T value;
-  std::memcpy(&value, launch->args[index], sizeof(T));
-  return value;
-}
-
 uint32_t* Words(const SimgpuLaunch* launch, int index) {
-  return reinterpret_cast<uint32_t*>(Arg<uint64_t>(launch, index));
+  return reinterpret_cast<uint32_t*>(SimgpuArg<uint64_t>(launch, index));
 }
 
 void Fill(const SimgpuLaunch* launch) {
   uint32_t* out = Words(launch, 0);
-  const uint64_t count = Arg<uint64_t>(launch, 1);
-  const uint32_t seed = Arg<uint32_t>(launch, 2);
+  const uint64_t count = SimgpuArg<uint64_t>(launch, 1);
+  const uint32_t seed = SimgpuArg<uint32_t>(launch, 2);
   for (uint64_t i = 0; i < count; ++i) out[i] = Hash(i, seed);
 }
 
@@ -39,15 +32,15 @@ void ForwardKernel(const SimgpuLaunch* launch) {
   const uint32_t* in = Words(launch, 0);
   const uint32_t* weight = Words(launch, 1);
   uint32_t* out = Words(launch, 2);
-  const uint64_t count = Arg<uint64_t>(launch, 3);
+  const uint64_t count = SimgpuArg<uint64_t>(launch, 3);
   for (uint64_t i = 0; i < count; ++i) out[i] = Forward(in[i], weight[i]);
 }
 
 void Loss(const SimgpuLaunch* launch) {
   const uint32_t* act = Words(launch, 0);
   uint32_t* delta = Words(launch, 1);
-  const uint64_t count = Arg<uint64_t>(launch, 2);
-  const uint32_t seed = Arg<uint32_t>(launch, 3);
+  const uint64_t count = SimgpuArg<uint64_t>(launch, 2);
+  const uint32_t seed = SimgpuArg<uint32_t>(launch, 3);
   for (uint64_t i = 0; i < count; ++i) delta[i] = act[i] ^ Hash(i, seed);
 }
 
@@ -57,7 +50,7 @@ void Backward(const SimgpuLaunch* launch) {
   const uint32_t* delta_in = Words(launch, 2);
   uint32_t* delta_out = Words(launch, 3);
   uint32_t* grad = Words(launch, 4);
-  const uint64_t count = Arg<uint64_t>(launch, 5);
+  const uint64_t count = SimgpuArg<uint64_t>(launch, 5);
   for (uint64_t i = 0; i < count; ++i) {
     delta_out[i] = BackwardDelta(act[i], weight[i], delta_in[i]);
     grad[i] = Gradient(act[i], delta_in[i]);
@@ -66,15 +59,15 @@ void Backward(const SimgpuLaunch* launch) {
 
 void UpdateKernel(const SimgpuLaunch* launch) {
   uint32_t* weight = Words(launch, 0);
-  const uint64_t count = Arg<uint64_t>(launch, 1);
-  const auto* table = reinterpret_cast<const uint64_t*>(Arg<uint64_t>(launch, 2));
-  const uint64_t index = Arg<uint64_t>(launch, 3);
+  const uint64_t count = SimgpuArg<uint64_t>(launch, 1);
+  const auto* table = reinterpret_cast<const uint64_t*>(SimgpuArg<uint64_t>(launch, 2));
+  const uint64_t index = SimgpuArg<uint64_t>(launch, 3);
   const auto* grad = reinterpret_cast<const uint32_t*>(table[index]);  // a device-memory read
   for (uint64_t i = 0; i < count; ++i) weight[i] = Update(weight[i], grad[i]);
 }
 
 double Bytes(const SimgpuLaunch* launch, int count_index) {
-  return 4.0 * static_cast<double>(Arg<uint64_t>(launch, count_index));
+  return 4.0 * static_cast<double>(SimgpuArg<uint64_t>(launch, count_index));
 }
 double FillSeconds(const SimgpuLaunch* l) { return Bytes(l, 1) / kDeviceBytesPerSecond; }
 double ForwardSeconds(const SimgpuLaunch* l) { return Bytes(l, 3) / kLayerBytesPerSecond; }

@@ -18,14 +18,6 @@ std::string TempPath(const std::string& name) {
   return ::testing::TempDir() + "/" + name + "." + std::to_string(::getpid()) + ".json";
 }
 
-// The integer after "key": in `json` (first occurrence), or -1.
-long long Field(const std::string& json, const std::string& key) {
-  const std::string quoted = "\"" + key + "\":";
-  const size_t at = json.find(quoted);
-  if (at == std::string::npos) return -1;
-  return std::strtoll(json.c_str() + at + quoted.size(), nullptr, 10);
-}
-
 TEST(Engine, OversubscribedDemoFinishesUnderRunMode) {
   const std::vector<std::string> job = {
       kOut + "/oversubscribe", "--factor", "3", "--buffer", "4MiB", "--passes", "2"};
@@ -51,23 +43,23 @@ TEST(Engine, OversubscribedDemoFinishesUnderRunMode) {
   const std::string summary = ReadFile(summary_path);
   ASSERT_FALSE(summary.empty()) << "no summary at " << summary_path;
   EXPECT_NE(summary.find("\"policy\":\"learned\""), std::string::npos) << summary;  // the default
-  EXPECT_EQ(Field(summary, "budget_bytes"), 64ll << 20) << summary;
+  EXPECT_EQ(JsonInt(summary, "budget_bytes"), 64ll << 20) << summary;
   // 48 buffers x (fill + 2 updates + checksum), every one resolved.
-  EXPECT_EQ(Field(summary, "launches_resolved"), 48 * 4) << summary;
-  EXPECT_GT(Field(summary, "prefetch_bytes"), 0) << summary;
-  EXPECT_GT(Field(summary, "evict_bytes"), 0) << summary;
-  EXPECT_GE(Field(summary, "discard_bytes"), 192ll << 20) << summary;  // every buffer freed
-  EXPECT_GE(Field(summary, "managed_bytes_peak"), 192ll << 20) << summary;
+  EXPECT_EQ(JsonInt(summary, "launches_resolved"), 48 * 4) << summary;
+  EXPECT_GT(JsonInt(summary, "prefetch_bytes"), 0) << summary;
+  EXPECT_GT(JsonInt(summary, "evict_bytes"), 0) << summary;
+  EXPECT_GE(JsonInt(summary, "discard_bytes"), 192ll << 20) << summary;  // every buffer freed
+  EXPECT_GE(JsonInt(summary, "managed_bytes_peak"), 192ll << 20) << summary;
   EXPECT_NE(summary.find("\"errors\":[]"), std::string::npos) << summary;
 
   const std::string stats = ReadFile(stats_path);
   ASSERT_FALSE(stats.empty()) << "no simgpu stats at " << stats_path;
-  EXPECT_GT(Field(stats, "prefetched_bytes"), 0) << stats;
-  EXPECT_GT(Field(stats, "evicted_bytes"), 0) << stats;
-  EXPECT_EQ(Field(stats, "overcommit_faults"), 0) << stats;
+  EXPECT_GT(JsonInt(stats, "prefetched_bytes"), 0) << stats;
+  EXPECT_GT(JsonInt(stats, "evicted_bytes"), 0) << stats;
+  EXPECT_EQ(JsonInt(stats, "overcommit_faults"), 0) << stats;
   // Plain demand paging faults every 2 MiB chunk of every buffer on every pass (at least 48 x 2 x
   // 4 = 384 faults); with the engine the data is on the device before each kernel.
-  const long long faults = Field(stats, "count");  // demand_faults.count, the first "count"
+  const long long faults = JsonInt(stats, "count");  // demand_faults.count, the first "count"
   EXPECT_GE(faults, 0) << stats;
   EXPECT_LT(faults, 48) << stats;
   std::remove(summary_path.c_str());
@@ -88,8 +80,8 @@ TEST(Engine, BadDeviceMemoryValueIsReportedAndTheDefaultUsed) {
       << shimmed.output;
   const std::string summary = ReadFile(summary_path);
   // Default: physical free memory minus 5% of the total.
-  EXPECT_GT(Field(summary, "budget_bytes"), 0) << summary;
-  EXPECT_LE(Field(summary, "budget_bytes"), 64ll << 20) << summary;
+  EXPECT_GT(JsonInt(summary, "budget_bytes"), 0) << summary;
+  EXPECT_LE(JsonInt(summary, "budget_bytes"), 64ll << 20) << summary;
   EXPECT_NE(summary.find("SPILLWAY_DEVICE_MEMORY"), std::string::npos) << summary;
   std::remove(summary_path.c_str());
 }

@@ -39,16 +39,6 @@ std::string TempPath(const std::string& name) {
   return ::testing::TempDir() + "/" + name + "." + std::to_string(::getpid());
 }
 
-// The integer after "key": in `json` (first occurrence at or after `from`), or -1.
-long long Field(const std::string& json, const std::string& key, const std::string& from = "") {
-  size_t start = from.empty() ? 0 : json.find("\"" + from + "\"");
-  if (start == std::string::npos) return -1;
-  const std::string quoted = "\"" + key + "\":";
-  const size_t at = json.find(quoted, start);
-  if (at == std::string::npos) return -1;
-  return std::strtoll(json.c_str() + at + quoted.size(), nullptr, 10);
-}
-
 std::string Checksum(const std::string& output) {
   const size_t at = output.rfind("checksum 0x");
   return at == std::string::npos ? "" : output.substr(at, 11 + 16);
@@ -145,8 +135,8 @@ JobRun RunProgram(int steps, const std::map<std::string, std::string>& extra_env
 // Bytes simgpu copied over the link: prefetches, faults and write-backs, less the chunks it made
 // resident without a copy because they held no data (zero-filled, as real UVM does).
 long long Moved(const JobRun& run) {
-  return Field(run.stats, "prefetched_bytes") + Field(run.stats, "bytes", "demand_faults") +
-         Field(run.stats, "evicted_bytes") - Field(run.stats, "zero_filled_bytes");
+  return JsonInt(run.stats, "prefetched_bytes") + JsonInt(run.stats, "bytes", "demand_faults") +
+         JsonInt(run.stats, "evicted_bytes") - JsonInt(run.stats, "zero_filled_bytes");
 }
 
 class PlannedRunTest : public ::testing::Test {
@@ -183,12 +173,12 @@ TEST_F(PlannedRunTest, SameResultsAndTheSimulatorsBytes) {
     EXPECT_NE(run.summary.find("\"errors\":[]"), std::string::npos) << run.summary;
     // Recognised at the end of the first step; every later step followed to its end.
     EXPECT_NE(run.summary.find("\"aligned\":true"), std::string::npos) << run.summary;
-    EXPECT_EQ(Field(run.summary, "steps_followed", "policy_file"), steps - 1) << run.summary;
-    EXPECT_EQ(Field(run.summary, "positions_followed", "policy_file"),
+    EXPECT_EQ(JsonInt(run.summary, "steps_followed", "policy_file"), steps - 1) << run.summary;
+    EXPECT_EQ(JsonInt(run.summary, "positions_followed", "policy_file"),
               (steps - 1) * static_cast<long long>(workload_.num_launches()));
-    EXPECT_EQ(Field(run.summary, "moves_issued", "policy_file"),
-              Field(run.summary, "moves_planned", "policy_file"));
-    EXPECT_EQ(Field(run.summary, "mismatches", "policy_file"), 0);
+    EXPECT_EQ(JsonInt(run.summary, "moves_issued", "policy_file"),
+              JsonInt(run.summary, "moves_planned", "policy_file"));
+    EXPECT_EQ(JsonInt(run.summary, "mismatches", "policy_file"), 0);
     runs[steps] = run;
   }
   policy::SimOptions options;
@@ -239,7 +229,7 @@ TEST_F(PlannedRunTest, FallbacksGiveOneLineAndTheLearnedPolicy) {
     ASSERT_EQ(run.result.exit_code, 0) << run.result.output;
     EXPECT_EQ(Checksum(run.result.output), Checksum(reference.result.output));
     EXPECT_NE(run.summary.find("\"aligned\":false"), std::string::npos) << run.summary;
-    EXPECT_EQ(Field(run.summary, "positions_followed", "policy_file"), 0) << run.summary;
+    EXPECT_EQ(JsonInt(run.summary, "positions_followed", "policy_file"), 0) << run.summary;
     if (line.empty()) {
       EXPECT_NE(run.summary.find("\"policy\":\"planned\""), std::string::npos) << run.summary;
       continue;
@@ -283,7 +273,7 @@ TEST_F(PlannedRunTest, PolicyPlannedFromARecordedTraceIsFollowed) {
   for (const int steps : {3, 6}) {
     runs[steps] = RunProgram(steps, {{"SPILLWAY_POLICY", path_}}, true);
     ASSERT_EQ(runs[steps].result.exit_code, 0) << runs[steps].result.output;
-    EXPECT_EQ(Field(runs[steps].summary, "steps_followed", "policy_file"), steps - 1)
+    EXPECT_EQ(JsonInt(runs[steps].summary, "steps_followed", "policy_file"), steps - 1)
         << runs[steps].summary;
   }
   EXPECT_EQ(Checksum(runs[3].result.output), Checksum(RunProgram(3, {}, false).result.output));

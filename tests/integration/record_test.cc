@@ -30,13 +30,6 @@ std::string TempDir(const std::string& name) {
   return dir;
 }
 
-long long Field(const std::string& json, const std::string& key) {
-  const std::string quoted = "\"" + key + "\":";
-  const size_t at = json.find(quoted);
-  if (at == std::string::npos) return -1;
-  return std::strtoll(json.c_str() + at + quoted.size(), nullptr, 10);
-}
-
 // What a test needs from a trace, copied out of the reader's views.
 struct Trace {
   std::string device_name;
@@ -184,11 +177,12 @@ TEST(Record, TraceAgreesWithTheSummaryAndSimgpu) {
   EXPECT_EQ(trace.dropped, 0u);
 
   // Allocations: 12 buffers of 4 MiB and the 8-byte checksum, all freed, as the summary says.
-  EXPECT_EQ(static_cast<long long>(trace.allocs.size()), Field(summary, "count")) << summary;
+  EXPECT_EQ(static_cast<long long>(trace.allocs.size()), JsonInt(summary, "count")) << summary;
   EXPECT_EQ(trace.allocs.size(), 13u);
   EXPECT_EQ(trace.frees.size(), trace.allocs.size());
-  EXPECT_EQ(static_cast<long long>(PeakLiveBytes(trace)), Field(summary, "bytes_peak"));
-  EXPECT_EQ(static_cast<long long>(PeakLiveBytes(trace)), Field(stats, "managed_alloc_bytes_peak"))
+  EXPECT_EQ(static_cast<long long>(PeakLiveBytes(trace)), JsonInt(summary, "bytes_peak"));
+  EXPECT_EQ(static_cast<long long>(PeakLiveBytes(trace)),
+            JsonInt(stats, "managed_alloc_bytes_peak"))
       << stats;
   std::set<uint64_t> ids;
   std::map<uint64_t, uint64_t> bytes_of;
@@ -202,8 +196,8 @@ TEST(Record, TraceAgreesWithTheSummaryAndSimgpu) {
   for (const trace::FreeRecord& f : trace.frees) EXPECT_TRUE(ids.contains(f.allocation_id));
 
   // Launches: as many as simgpu ran, each with its buffer(s) in the access set and a name.
-  EXPECT_EQ(static_cast<long long>(trace.launches.size()), Field(stats, "kernels_launched"));
-  EXPECT_EQ(static_cast<long long>(trace.launches.size()), Field(summary, "launches"));
+  EXPECT_EQ(static_cast<long long>(trace.launches.size()), JsonInt(stats, "kernels_launched"));
+  EXPECT_EQ(static_cast<long long>(trace.launches.size()), JsonInt(summary, "launches"));
   for (size_t i = 0; i < trace.launches.size(); ++i) {
     EXPECT_FALSE(trace.accesses[i].empty()) << "launch " << i;
     for (const trace::AccessRecord& access : trace.accesses[i]) {
@@ -314,7 +308,7 @@ TEST(Record, UnwritableTraceCostsOneLineAndTheJobRuns) {
   EXPECT_NE(run.output.find("/nonexistent-spillway-dir/run.trace"), std::string::npos);
   // The engine still ran (as in run mode) and the summary says what happened.
   const std::string summary = ReadFile(dir + "/summary.json");
-  EXPECT_GT(Field(summary, "prefetch_bytes"), 0) << summary;
+  EXPECT_GT(JsonInt(summary, "prefetch_bytes"), 0) << summary;
   EXPECT_NE(summary.find("SPILLWAY_TRACE"), std::string::npos) << summary;
 }
 

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -59,6 +60,15 @@ std::string ReadFile(const std::string& path) {
   std::stringstream contents;
   contents << in.rdbuf();
   return contents.str();
+}
+
+long long JsonInt(const std::string& json, const std::string& key, const std::string& from) {
+  const size_t start = from.empty() ? 0 : json.find("\"" + from + "\"");
+  if (start == std::string::npos) return -1;
+  const std::string quoted = "\"" + key + "\":";
+  const size_t at = json.find(quoted, start);
+  if (at == std::string::npos) return -1;
+  return std::strtoll(json.c_str() + at + quoted.size(), nullptr, 10);
 }
 
 }  // namespace spillway::testing

@@ -21,6 +21,10 @@ ProcessResult RunProcess(const std::vector<std::string>& argv,
 // Reads a whole file; empty when it cannot be read.
 std::string ReadFile(const std::string& path);
 
+// The integer after `"key":` in `json` (an exit summary or simgpu's stats), at its first
+// occurrence after `"from"` when `from` is not empty; -1 when there is none.
+long long JsonInt(const std::string& json, const std::string& key, const std::string& from = "");
+
 }  // namespace spillway::testing
 
 #endif  // SPILLWAY_TESTS_INTEGRATION_SUBPROCESS_H_

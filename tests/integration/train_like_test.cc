@@ -26,14 +26,6 @@ std::string TempPath(const std::string& name) {
   return ::testing::TempDir() + "/" + name + "." + std::to_string(::getpid()) + ".json";
 }
 
-// The integer after "key": in `json` (first occurrence), or -1.
-long long Field(const std::string& json, const std::string& key) {
-  const std::string quoted = "\"" + key + "\":";
-  const size_t at = json.find(quoted);
-  if (at == std::string::npos) return -1;
-  return std::strtoll(json.c_str() + at + quoted.size(), nullptr, 10);
-}
-
 // The value of the final "checksum 0x..." line of the workload's output, or "".
 std::string Checksum(const std::string& output) {
   const std::string key = "\nchecksum 0x";
@@ -110,7 +102,7 @@ class TrainLikeTest : public ::testing::TestWithParam<std::string> {
     EXPECT_NE(run.summary.find("\"errors\":[]"), std::string::npos) << run.summary;
     EXPECT_NE(run.summary.find("\"policy\":\"" + GetParam() + "\""), std::string::npos)
         << run.summary;
-    EXPECT_EQ(Field(run.stats, "overcommit_faults"), 0) << run.stats;
+    EXPECT_EQ(JsonInt(run.stats, "overcommit_faults"), 0) << run.stats;
   }
 };
 
@@ -122,9 +114,9 @@ TEST_P(TrainLikeTest, OversubscribedRunsMatchTheUnconstrainedRun) {
     ExpectSameResultAsUnconstrained(run, factor, steps);
     // It really was oversubscribed: more managed memory than the device, data sent back to the
     // host.
-    EXPECT_GT(Field(run.stats, "managed_alloc_bytes_peak"), (16ll << 20) * factor * 0.9)
+    EXPECT_GT(JsonInt(run.stats, "managed_alloc_bytes_peak"), (16ll << 20) * factor * 0.9)
         << run.stats;
-    EXPECT_GT(Field(run.stats, "evicted_bytes"), 0) << run.stats;
+    EXPECT_GT(JsonInt(run.stats, "evicted_bytes"), 0) << run.stats;
   }
 }
 
@@ -143,7 +135,7 @@ TEST_P(TrainLikeTest, DataSurvivesManyEvictionRounds) {
   const ShimRun run = RunUnderShim(4.0, 6);
   ExpectSameResultAsUnconstrained(run, 4.0, 6);
   const long long working_set = 4ll * (16 << 20);
-  EXPECT_GT(Field(run.stats, "evicted_bytes"), 4 * working_set) << run.stats;
+  EXPECT_GT(JsonInt(run.stats, "evicted_bytes"), 4 * working_set) << run.stats;
 }
 
 // tl_update reads its gradient through a pointer table in device memory, never a parameter: the
@@ -155,7 +147,7 @@ TEST_P(TrainLikeTest, KernelReachingMemoryThroughADevicePointerGetsCorrectData) 
   const ShimRun run = RunUnderShim(4.0, 3, extra);
   ExpectSameResultAsUnconstrained(run, 4.0, 3, extra);
   // Every launch (24 layers x 3 kernels + fill + loss per step, 24 fills at init) was resolved.
-  EXPECT_EQ(Field(run.summary, "launches_resolved"), 24 + 3 * (24 * 3 + 2)) << run.summary;
+  EXPECT_EQ(JsonInt(run.summary, "launches_resolved"), 24 + 3 * (24 * 3 + 2)) << run.summary;
 }
 
 // Four replicas on four threads, each with its own streams, allocating, freeing and launching at

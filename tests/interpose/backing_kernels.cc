@@ -7,24 +7,17 @@
 
 namespace {
 
-template <typename T>
-T Arg(const SimgpuLaunch* launch, int index) {
-  T value;
-  std::memcpy(&value, launch->args[index], sizeof(value));
-  return value;
-}
-
 void Fill(const SimgpuLaunch* launch) {
-  auto* words = reinterpret_cast<uint32_t*>(Arg<uint64_t>(launch, 0));
-  const uint32_t value = Arg<uint32_t>(launch, 1);
-  const uint64_t count = Arg<uint64_t>(launch, 2);
+  auto* words = reinterpret_cast<uint32_t*>(SimgpuArg<uint64_t>(launch, 0));
+  const uint32_t value = SimgpuArg<uint32_t>(launch, 1);
+  const uint64_t count = SimgpuArg<uint64_t>(launch, 2);
   for (uint64_t i = 0; i < count; ++i) words[i] = value + static_cast<uint32_t>(i);
 }
 
 void Sum(const SimgpuLaunch* launch) {
-  const auto* words = reinterpret_cast<const uint32_t*>(Arg<uint64_t>(launch, 0));
-  const uint64_t count = Arg<uint64_t>(launch, 1);
-  auto* out = reinterpret_cast<uint64_t*>(Arg<uint64_t>(launch, 2));
+  const auto* words = reinterpret_cast<const uint32_t*>(SimgpuArg<uint64_t>(launch, 0));
+  const uint64_t count = SimgpuArg<uint64_t>(launch, 1);
+  auto* out = reinterpret_cast<uint64_t*>(SimgpuArg<uint64_t>(launch, 2));
   uint64_t total = 0;
   for (uint64_t i = 0; i < count; ++i) total += words[i];
   *out += total;

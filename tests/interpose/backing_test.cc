@@ -24,14 +24,6 @@ struct Outcome {
   std::string stats;
 };
 
-// The integer after "key": in `json` (first occurrence), or -1.
-long long Field(const std::string& json, const std::string& key) {
-  const std::string quoted = "\"" + key + "\":";
-  const size_t at = json.find(quoted);
-  if (at == std::string::npos) return -1;
-  return std::strtoll(json.c_str() + at + quoted.size(), nullptr, 10);
-}
-
 // The integer after "key=" in the program's output, or -1.
 long long Fact(const std::string& output, const std::string& key) {
   const size_t at = output.find(key + "=");
@@ -83,14 +75,14 @@ TEST(BackingTest, StreamOrderedAllocationsComeFromAManagedPoolAndOversubscribe) 
   EXPECT_EQ(Fact(run.output, "second_managed"), 1) << run.output;  // the default pool by name
   const std::string& s = run.summary;
   ASSERT_FALSE(s.empty()) << run.output;
-  EXPECT_EQ(Field(s, "count"), 49) << s;  // 48 buffers + the managed result array
-  EXPECT_GE(Field(s, "managed_bytes_peak"), 192ll << 20) << s;
-  EXPECT_GE(Field(s, "discard_bytes"), 192ll << 20) << s;  // every buffer discarded at its free
-  EXPECT_GT(Field(s, "evict_bytes"), 0) << s;
-  EXPECT_EQ(Field(s, "devices"), 1) << s;
+  EXPECT_EQ(JsonInt(s, "count"), 49) << s;  // 48 buffers + the managed result array
+  EXPECT_GE(JsonInt(s, "managed_bytes_peak"), 192ll << 20) << s;
+  EXPECT_GE(JsonInt(s, "discard_bytes"), 192ll << 20) << s;  // every buffer discarded at its free
+  EXPECT_GT(JsonInt(s, "evict_bytes"), 0) << s;
+  EXPECT_EQ(JsonInt(s, "devices"), 1) << s;
   EXPECT_NE(s.find("\"errors\":[]"), std::string::npos) << s;
-  EXPECT_EQ(Field(run.stats, "overcommit_faults"), 0) << run.stats;
-  EXPECT_LE(Field(run.stats, "peak_resident_bytes"), 64ll << 20) << run.stats;
+  EXPECT_EQ(JsonInt(run.stats, "overcommit_faults"), 0) << run.stats;
+  EXPECT_LE(JsonInt(run.stats, "peak_resident_bytes"), 64ll << 20) << run.stats;
 }
 
 TEST(BackingTest, PerThreadDefaultStreamAllocationsAreManagedToo) {
@@ -99,9 +91,9 @@ TEST(BackingTest, PerThreadDefaultStreamAllocationsAreManagedToo) {
   EXPECT_EQ(Fact(run.output, "ptsz_managed"), 1) << run.output;
   EXPECT_EQ(Fact(run.output, "ptsz_wrong"), 0) << run.output;
   const std::string& s = run.summary;
-  EXPECT_EQ(Field(s, "cuMemAllocAsync_ptsz"), 1) << s;
-  EXPECT_EQ(Field(s, "cuMemFreeAsync_ptsz"), 1) << s;
-  EXPECT_GE(Field(s, "discard_bytes"), 4ll << 20) << s;  // discarded on the per-thread stream
+  EXPECT_EQ(JsonInt(s, "cuMemAllocAsync_ptsz"), 1) << s;
+  EXPECT_EQ(JsonInt(s, "cuMemFreeAsync_ptsz"), 1) << s;
+  EXPECT_GE(JsonInt(s, "discard_bytes"), 4ll << 20) << s;  // discarded on the per-thread stream
   EXPECT_NE(s.find("\"errors\":[]"), std::string::npos) << s;
 }
 
@@ -110,8 +102,8 @@ TEST(BackingTest, APoolTheJobCreatedStaysDeviceMemory) {
   ASSERT_EQ(run.status, 0) << run.output;
   EXPECT_EQ(Fact(run.output, "userpool_managed"), 0) << run.output;
   EXPECT_EQ(Fact(run.output, "ipc_result"), 0) << run.output;
-  EXPECT_EQ(Field(run.summary, "managed_bytes_peak"), 0) << run.summary;
-  EXPECT_EQ(Field(run.summary, "ipc_refused"), 0) << run.summary;
+  EXPECT_EQ(JsonInt(run.summary, "managed_bytes_peak"), 0) << run.summary;
+  EXPECT_EQ(JsonInt(run.summary, "ipc_refused"), 0) << run.summary;
 }
 
 TEST(BackingTest, IpcHandleForManagedMemoryIsRefusedClearly) {
@@ -123,7 +115,7 @@ TEST(BackingTest, IpcHandleForManagedMemoryIsRefusedClearly) {
             std::string::npos)
       << run.output;
   EXPECT_NE(run.output.find("SPILLWAY_DEVICE_MODULES"), std::string::npos) << run.output;
-  EXPECT_EQ(Field(run.summary, "ipc_refused"), 1) << run.summary;
+  EXPECT_EQ(JsonInt(run.summary, "ipc_refused"), 1) << run.summary;
   EXPECT_NE(run.summary.find("cuIpcGetMemHandle refused"), std::string::npos) << run.summary;
 }
 
@@ -138,8 +130,8 @@ TEST(BackingTest, AllocationsDuringStreamCaptureStayDeviceMemory) {
   EXPECT_EQ(Fact(run.output, "after_managed"), 1) << run.output;
   EXPECT_EQ(Fact(run.output, "beside_managed"), 1) << run.output;
   EXPECT_EQ(Fact(run.output, "inside_managed"), 0) << run.output;
-  EXPECT_EQ(Field(run.summary, "capture"), 3) << run.summary;
-  EXPECT_EQ(Field(run.summary, "module"), 0) << run.summary;
+  EXPECT_EQ(JsonInt(run.summary, "capture"), 3) << run.summary;
+  EXPECT_EQ(JsonInt(run.summary, "module"), 0) << run.summary;
 }
 
 TEST(BackingTest, AllocationsFromAListedModuleStayDeviceMemory) {
@@ -149,15 +141,15 @@ TEST(BackingTest, AllocationsFromAListedModuleStayDeviceMemory) {
   EXPECT_EQ(Fact(run.output, "library_managed"), 0) << run.output;
   EXPECT_EQ(Fact(run.output, "program_managed"), 1) << run.output;
   EXPECT_EQ(Fact(run.output, "library_ipc_result"), 0) << run.output;
-  EXPECT_EQ(Field(run.summary, "module"), 1) << run.summary;
-  EXPECT_EQ(Field(run.summary, "capture"), 0) << run.summary;
+  EXPECT_EQ(JsonInt(run.summary, "module"), 1) << run.summary;
+  EXPECT_EQ(JsonInt(run.summary, "capture"), 0) << run.summary;
 }
 
 TEST(BackingTest, WithoutTheListTheModulesAllocationsAreManaged) {
   const Outcome run = RunScenario({"module", FAKE_NCCL_LIB}, {});  // default list: libnccl
   ASSERT_EQ(run.status, 0) << run.output;
   EXPECT_EQ(Fact(run.output, "library_managed"), 1) << run.output;
-  EXPECT_EQ(Field(run.summary, "module"), 0) << run.summary;
+  EXPECT_EQ(JsonInt(run.summary, "module"), 0) << run.summary;
 }
 
 TEST(BackingTest, EachDeviceHasItsOwnEngineAndBudget) {
@@ -170,13 +162,13 @@ TEST(BackingTest, EachDeviceHasItsOwnEngineAndBudget) {
   EXPECT_EQ(Fact(run.output, "device0_ordinal"), 0) << run.output;
   EXPECT_EQ(Fact(run.output, "device1_ordinal"), 1) << run.output;
   const std::string& s = run.summary;
-  EXPECT_EQ(Field(s, "devices"), 2) << s;
-  EXPECT_EQ(Field(s, "budget_bytes"), 64ll << 20) << s;  // 2 x 32 MiB
-  EXPECT_GT(Field(s, "evict_bytes"), 0) << s;
+  EXPECT_EQ(JsonInt(s, "devices"), 2) << s;
+  EXPECT_EQ(JsonInt(s, "budget_bytes"), 64ll << 20) << s;  // 2 x 32 MiB
+  EXPECT_GT(JsonInt(s, "evict_bytes"), 0) << s;
   EXPECT_NE(s.find("\"errors\":[]"), std::string::npos) << s;
   // Each device stayed within its own capacity, and each held data.
-  EXPECT_EQ(Field(run.stats, "devices"), 2) << run.stats;
-  EXPECT_EQ(Field(run.stats, "overcommit_faults"), 0) << run.stats;
+  EXPECT_EQ(JsonInt(run.stats, "devices"), 2) << run.stats;
+  EXPECT_EQ(JsonInt(run.stats, "overcommit_faults"), 0) << run.stats;
   const size_t at = run.stats.find("\"peak_resident_bytes_by_device\":[");
   ASSERT_NE(at, std::string::npos) << run.stats;
   long long first = 0, second = 0;
@@ -197,16 +189,16 @@ TEST(BackingTest, BallastHoldsThePhysicalMemoryBeyondTheBudget) {
   ASSERT_EQ(run.status, 0) << run.output;
   // 64 MiB free at the start, less the 16 MiB budget, less 5% of 64 MiB headroom.
   const long long ballast = (64ll << 20) - (16ll << 20) - (64ll << 20) / 20;
-  EXPECT_EQ(Field(run.summary, "ballast_bytes"), ballast) << run.summary;
+  EXPECT_EQ(JsonInt(run.summary, "ballast_bytes"), ballast) << run.summary;
   EXPECT_NE(run.output.find("SPILLWAY_BALLAST: device 0 holds"), std::string::npos) << run.output;
-  EXPECT_GE(Field(run.stats, "peak_resident_bytes"), ballast) << run.stats;
+  EXPECT_GE(JsonInt(run.stats, "peak_resident_bytes"), ballast) << run.stats;
 }
 
 TEST(BackingTest, BadBallastValueIsReported) {
   const Outcome run = RunScenario({"info"}, {{"SPILLWAY_BALLAST", "yes"}});
   ASSERT_EQ(run.status, 0) << run.output;
   EXPECT_NE(run.output.find("SPILLWAY_BALLAST: cannot use 'yes'"), std::string::npos) << run.output;
-  EXPECT_EQ(Field(run.summary, "ballast_bytes"), 0) << run.summary;
+  EXPECT_EQ(JsonInt(run.summary, "ballast_bytes"), 0) << run.summary;
 }
 
 }  // namespace

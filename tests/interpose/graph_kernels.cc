@@ -7,22 +7,15 @@
 
 namespace {
 
-template <typename T>
-T Arg(const SimgpuLaunch* launch, int index) {
-  T value;
-  std::memcpy(&value, launch->args[index], sizeof(value));
-  return value;
-}
-
 void ScaleAdd(const SimgpuLaunch* launch) {
-  auto* dst = reinterpret_cast<uint32_t*>(Arg<uint64_t>(launch, 0));
-  const auto* src = reinterpret_cast<const uint32_t*>(Arg<uint64_t>(launch, 1));
-  const uint32_t a = Arg<uint32_t>(launch, 2);
-  const uint64_t n = Arg<uint64_t>(launch, 3);
+  auto* dst = reinterpret_cast<uint32_t*>(SimgpuArg<uint64_t>(launch, 0));
+  const auto* src = reinterpret_cast<const uint32_t*>(SimgpuArg<uint64_t>(launch, 1));
+  const uint32_t a = SimgpuArg<uint32_t>(launch, 2);
+  const uint64_t n = SimgpuArg<uint64_t>(launch, 3);
   for (uint64_t i = 0; i < n; ++i) dst[i] = dst[i] * a + src[i];
 }
 
-double Seconds(const SimgpuLaunch* launch) { return Arg<uint64_t>(launch, 3) * 8 / 2e12; }
+double Seconds(const SimgpuLaunch* launch) { return SimgpuArg<uint64_t>(launch, 3) * 8 / 2e12; }
 
 constexpr SimgpuParam kScaleAddParams[] = {{0, 8}, {8, 8}, {16, 4}, {24, 8}};
 constexpr SimgpuKernel kKernels[] = {{"scale_add", 4, kScaleAddParams, ScaleAdd, Seconds}};

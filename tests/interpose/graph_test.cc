@@ -24,14 +24,6 @@ struct Outcome {
   std::string stats;
 };
 
-// The integer after "key": in `json` (first occurrence), or -1.
-long long Field(const std::string& json, const std::string& key) {
-  const std::string quoted = "\"" + key + "\":";
-  const size_t at = json.find(quoted);
-  if (at == std::string::npos) return -1;
-  return std::strtoll(json.c_str() + at + quoted.size(), nullptr, 10);
-}
-
 // The text after "checksum=" up to the end of its line, or "".
 std::string Checksum(const std::string& output) {
   const size_t at = output.find("checksum=");
@@ -70,7 +62,7 @@ Outcome RunJob(const std::string& mode, std::map<std::string, std::string> env, 
   return run;
 }
 
-long long Faults(const Outcome& run) { return Field(run.stats, "count"); }  // demand_faults
+long long Faults(const Outcome& run) { return JsonInt(run.stats, "count"); }  // demand_faults
 
 TEST(GraphTest, GraphLaunchesGetAccessSetsAndFaultLess) {
   const Outcome reference = RunJob("direct", {}, /*shim=*/false, "256MiB");
@@ -86,23 +78,23 @@ TEST(GraphTest, GraphLaunchesGetAccessSetsAndFaultLess) {
   const Outcome without = RunJob("graph", {{"SPILLWAY_GRAPH_ACCESS", "0"}});
   ASSERT_EQ(without.status, 0) << without.output;
   EXPECT_EQ(Checksum(without.output), expected);
-  EXPECT_EQ(Field(without.summary, "prefetch_bytes"), 0) << without.summary;
+  EXPECT_EQ(JsonInt(without.summary, "prefetch_bytes"), 0) << without.summary;
 
   const Outcome with = RunJob("graph", {});
   ASSERT_EQ(with.status, 0) << with.output;
   EXPECT_EQ(Checksum(with.output), expected);
   const std::string& s = with.summary;
   ASSERT_FALSE(s.empty()) << with.output;
-  EXPECT_EQ(Field(s, "cuGraphLaunch"), 12) << s;
-  EXPECT_EQ(Field(s, "cuGraphInstantiateWithFlags"), 3) << s;
-  EXPECT_GT(Field(s, "prefetch_bytes"), 0) << s;
+  EXPECT_EQ(JsonInt(s, "cuGraphLaunch"), 12) << s;
+  EXPECT_EQ(JsonInt(s, "cuGraphInstantiateWithFlags"), 3) << s;
+  EXPECT_GT(JsonInt(s, "prefetch_bytes"), 0) << s;
   EXPECT_NE(s.find("\"errors\":[]"), std::string::npos) << s;
-  EXPECT_GT(Field(with.stats, "prefetched_bytes"), 0) << with.stats;
-  EXPECT_LE(Field(with.stats, "peak_resident_bytes"), 32ll << 20) << with.stats;
+  EXPECT_GT(JsonInt(with.stats, "prefetched_bytes"), 0) << with.stats;
+  EXPECT_LE(JsonInt(with.stats, "peak_resident_bytes"), 32ll << 20) << with.stats;
   // Each graph's 16 MiB is brought in before its launch instead of faulting in under the kernels.
   EXPECT_LT(Faults(with) * 2, Faults(without)) << with.stats << "\n" << without.stats;
   std::printf("demand faults: %lld without graph access sets, %lld with; prefetched %lld bytes\n",
-              Faults(without), Faults(with), Field(with.stats, "prefetched_bytes"));
+              Faults(without), Faults(with), JsonInt(with.stats, "prefetched_bytes"));
 }
 
 TEST(GraphTest, ChangedExecsGetNoAccessSetUntilUpdated) {
@@ -112,14 +104,14 @@ TEST(GraphTest, ChangedExecsGetNoAccessSetUntilUpdated) {
   const Outcome stale = RunJob("setparams", {{"SPILLWAY_LOG", "info"}});
   ASSERT_EQ(stale.status, 0) << stale.output;
   EXPECT_EQ(Checksum(stale.output), Checksum(reference.output));
-  EXPECT_EQ(Field(stale.summary, "prefetch_bytes"), 0) << stale.summary;
+  EXPECT_EQ(JsonInt(stale.summary, "prefetch_bytes"), 0) << stale.summary;
   EXPECT_NE(stale.output.find("changed by cuGraphExecKernelNodeSetParams_v2"), std::string::npos)
       << stale.output;
 
   const Outcome updated = RunJob("update", {});
   ASSERT_EQ(updated.status, 0) << updated.output;
   EXPECT_EQ(Checksum(updated.output), Checksum(reference.output));
-  EXPECT_GT(Field(updated.summary, "prefetch_bytes"), 0) << updated.summary;
+  EXPECT_GT(JsonInt(updated.summary, "prefetch_bytes"), 0) << updated.summary;
 }
 
 TEST(GraphTest, HooksFoundThroughCuGetProcAddressWorkToo) {
@@ -128,8 +120,8 @@ TEST(GraphTest, HooksFoundThroughCuGetProcAddressWorkToo) {
   const Outcome run = RunJob("procaddress", {});
   ASSERT_EQ(run.status, 0) << run.output;
   EXPECT_EQ(Checksum(run.output), Checksum(reference.output));
-  EXPECT_EQ(Field(run.summary, "cuGraphInstantiateWithFlags"), 3) << run.summary;
-  EXPECT_GT(Field(run.summary, "prefetch_bytes"), 0) << run.summary;
+  EXPECT_EQ(JsonInt(run.summary, "cuGraphInstantiateWithFlags"), 3) << run.summary;
+  EXPECT_GT(JsonInt(run.summary, "prefetch_bytes"), 0) << run.summary;
   EXPECT_LT(Faults(run), 48) << run.stats;  // half of what 96 without access sets would be
 }
 
@@ -138,7 +130,7 @@ TEST(GraphTest, ABadSettingIsOneLineAndTheDefault) {
   ASSERT_EQ(run.status, 0) << run.output;
   EXPECT_NE(run.output.find("SPILLWAY_GRAPH_ACCESS: cannot use 'maybe'"), std::string::npos)
       << run.output;
-  EXPECT_GT(Field(run.summary, "prefetch_bytes"), 0) << run.summary;
+  EXPECT_GT(JsonInt(run.summary, "prefetch_bytes"), 0) << run.summary;
 }
 
 }  // namespace

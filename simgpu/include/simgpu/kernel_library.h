@@ -63,6 +63,16 @@ typedef const SimgpuKernelLibrary* (*SimgpuKernelLibraryFn)(void);
 
 #ifdef __cplusplus
 }
+
+#include <string.h>
+
+/* C++ kernels: the value of parameter `index` of `launch`, as type T. */
+template <typename T>
+T SimgpuArg(const SimgpuLaunch* launch, int index) {
+  T value;
+  memcpy(&value, launch->args[index], sizeof(T));
+  return value;
+}
 #endif
 
 #endif /* SIMGPU_KERNEL_LIBRARY_H_ */
