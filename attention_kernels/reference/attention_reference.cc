@@ -38,7 +38,8 @@ bool SdpaShape::Visible(int b, int i, int j) const { return !causal || j <= i + 
 
 namespace {
 
-// "cu_seqlens_<which>[b] ..." when sequence b's offsets or length break the kernels' rules.
+// Why the first sequence whose offsets or length in `cu` break the kernels' per-sequence rules
+// (VarlenSequenceErrors, src/workspace.h) cannot be computed, or "" when none does.
 std::string VarlenOffsetsError(const std::vector<int>& cu, const char* which, int batch,
                                const char* max_name, int max_len) {
   const std::string name = std::string("cu_seqlens_") + which;
@@ -46,15 +47,15 @@ std::string VarlenOffsetsError(const std::vector<int>& cu, const char* which, in
     const int start = cu[b];
     const int end = cu[b + 1];
     if (start < 0 || end < start || end > cu[batch]) {
-      return name + " is negative, decreasing or past " + name + "[batch] at sequence " +
-             std::to_string(b) + " (" + name + "[" + std::to_string(b) + "] = " +
-             std::to_string(start) + ", [" + std::to_string(b + 1) + "] = " + std::to_string(end) +
+      return name + " at sequence " + std::to_string(b) + " is negative, decreasing or past " +
+             name + "[batch] ([" + std::to_string(b) + "] = " + std::to_string(start) + ", [" +
+             std::to_string(b + 1) + "] = " + std::to_string(end) +
              ", [batch] = " + std::to_string(cu[batch]) + ")";
     }
     if (end - start > max_len) {
-      return "sequence " + std::to_string(b) + " has " + std::to_string(end - start) + " " +
-             which + " tokens in " + name + "; it must be at most " + max_name + " = " +
-             std::to_string(max_len) + " (declare the true maximum; the kernels skip it)";
+      return name + ": sequence " + std::to_string(b) + " has " + std::to_string(end - start) +
+             " tokens, more than " + max_name + " = " + std::to_string(max_len) +
+             " (declare the true maximum; the kernels skip such a sequence)";
     }
   }
   return {};

@@ -244,6 +244,10 @@ Check ValidateSdpaForward(const spillway_attention_sdpa_forward_args_t& a) {
 Check ValidateSdpaBackward(const spillway_attention_sdpa_backward_args_t& a) {
   const spillway_attention_sdpa_problem_t& p = a.problem;
   if (Check c = CheckSdpaCommon(p, a.q, a.k, a.v, a.bias, a.o, a.lse); !c.ok()) return c;
+  if (a.deterministic != 0 && a.deterministic != 1) {
+    return Fail(SPILLWAY_ATTENTION_ERROR_INVALID_ARGUMENT,
+                "deterministic is " + Num(a.deterministic) + "; it must be 0 or 1");
+  }
   const SdpaTensors e = Extents(p);
   for (Check c : {CheckTensor(a.d_o, {"d_o", true, false, true}, e.q),
                   CheckTensor(a.dq, {"dq", true, true, true}, e.q),

@@ -22,8 +22,6 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include <cstdio>
-#include <cstdlib>
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -208,12 +206,6 @@ void OpenForHostLocked(int32_t idx) {
   }
 }
 
-// TEMPDBG
-std::atomic<uint64_t> g_dbg_access{0};
-struct DbgRec { uint64_t access; int32_t idx; int zero; };
-DbgRec g_dbg[65536];
-std::atomic<uint32_t> g_dbg_n{0};
-struct DbgDump { ~DbgDump() { if (!getenv("SIMGPU_FAULT_DUMP")) return; FILE* f = fopen(getenv("SIMGPU_FAULT_DUMP"), "w"); uint32_t n = g_dbg_n.load(); for (uint32_t i = 0; i < n && i < 65536; ++i) fprintf(f, "%lu %d %d\n", (unsigned long)g_dbg[i].access, g_dbg[i].idx, g_dbg[i].zero); fclose(f);} } g_dbg_dump;
 // The SIGSEGV path. Returns true when the access may be retried.
 bool HandleFault(uintptr_t addr) {
   uintptr_t base = reinterpret_cast<uintptr_t>(g_arena);
@@ -241,9 +233,7 @@ bool HandleFault(uintptr_t addr) {
   if (!MakeRoomLocked(device, kChunkBytes, &evicted)) {
     stats().overcommit_faults.fetch_add(1, std::memory_order_relaxed);
   }
-  const bool dbg_zero = !MakeResidentLocked(idx, device);
-  { uint32_t n = g_dbg_n.fetch_add(1); if (n < 65536) g_dbg[n] = DbgRec{g_dbg_access.load(), idx, dbg_zero ? 1 : 0}; }
-  if (dbg_zero) {
+  if (!MakeResidentLocked(idx, device)) {
     account->zero_filled_bytes += kChunkBytes;
     stats().zero_filled_bytes.fetch_add(kChunkBytes, std::memory_order_relaxed);
   }
@@ -415,7 +405,6 @@ bool ResidencyInit() {
 }
 
 void BeginDeviceAccess(DeviceAccount* account) {
-  g_dbg_access.fetch_add(1);
   if (g_open_top.load(std::memory_order_relaxed) > 0) {
     SpinGuard guard;
     uint32_t top = g_open_top.load(std::memory_order_relaxed);

@@ -137,10 +137,14 @@ TEST_P(SdpaGpuTest, ForwardAndBackwardMatchReference) {
   const ref::BiasView bias_view{cfg.bias ? bias.data() : nullptr, bb, bh, br};
 
   std::vector<float> o_ref(nq), lse_ref(std::size_t(shape.TokensQ()) * cfg.heads_q);
-  ref::SdpaForward(shape, q.data(), k.data(), v.data(), bias_view, o_ref.data(), lse_ref.data());
+  EXPECT_EQ(ref::SdpaForward(shape, q.data(), k.data(), v.data(), bias_view, o_ref.data(),
+                             lse_ref.data()),
+            "");
   std::vector<float> dq_ref(nq), dk_ref(nk), dv_ref(nk), dbias_ref(nbias, 0.0f);
-  ref::SdpaBackward(shape, q.data(), k.data(), v.data(), bias_view, d_o.data(), dq_ref.data(),
-                    dk_ref.data(), dv_ref.data(), cfg.bias ? dbias_ref.data() : nullptr);
+  EXPECT_EQ(
+      ref::SdpaBackward(shape, q.data(), k.data(), v.data(), bias_view, d_o.data(), dq_ref.data(),
+                        dk_ref.data(), dv_ref.data(), cfg.bias ? dbias_ref.data() : nullptr),
+      "");
 
   DeviceBuffer<uint16_t> dev_q(Encode(q, cfg.dtype)), dev_k(Encode(k, cfg.dtype)),
       dev_v(Encode(v, cfg.dtype)), dev_do(Encode(d_o, cfg.dtype)), dev_o(nq), dev_dq(nq),
@@ -284,10 +288,12 @@ TEST(SdpaVarlenGpuTest, ASequenceLongerThanDeclaredIsSkippedAndReported) {
   const std::vector<float> q = RandomInput(nq, gen, dtype), k = RandomInput(nk, gen, dtype),
                            v = RandomInput(nk, gen, dtype), d_o = RandomInput(nq, gen, dtype);
   std::vector<float> o_ref(nq), lse_ref(std::size_t(shape.TokensQ()) * kHeads);
-  ref::SdpaForward(shape, q.data(), k.data(), v.data(), {}, o_ref.data(), lse_ref.data());
+  EXPECT_EQ(ref::SdpaForward(shape, q.data(), k.data(), v.data(), {}, o_ref.data(), lse_ref.data()),
+            "");
   std::vector<float> dq_ref(nq), dk_ref(nk), dv_ref(nk);
-  ref::SdpaBackward(shape, q.data(), k.data(), v.data(), {}, d_o.data(), dq_ref.data(),
-                    dk_ref.data(), dv_ref.data(), nullptr);
+  EXPECT_EQ(ref::SdpaBackward(shape, q.data(), k.data(), v.data(), {}, d_o.data(), dq_ref.data(),
+                              dk_ref.data(), dv_ref.data(), nullptr),
+            "");
 
   DeviceBuffer<uint16_t> dev_q(Encode(q, dtype)), dev_k(Encode(k, dtype)), dev_v(Encode(v, dtype)),
       dev_do(Encode(d_o, dtype)), dev_o(nq), dev_dq(nq), dev_dk(nk), dev_dv(nk);

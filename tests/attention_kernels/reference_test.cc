@@ -60,7 +60,8 @@ struct SdpaCase {
   void Forward(std::vector<float>& o, std::vector<float>& lse) const {
     o.assign(OElems(), 0.0f);
     lse.assign(LseElems(), 0.0f);
-    SdpaForward(shape, q.data(), k.data(), v.data(), bias_view, o.data(), lse.data());
+    EXPECT_EQ(SdpaForward(shape, q.data(), k.data(), v.data(), bias_view, o.data(), lse.data()),
+              "");
   }
   double Loss() const {  // sum(O * dO): its gradients are the backward pass's outputs
     std::vector<float> o, lse;
@@ -122,8 +123,9 @@ void CheckGradient(SdpaCase& c, std::vector<float>& x, const std::vector<float>&
 void CheckAllGradients(SdpaCase& c) {
   std::vector<float> dq(c.q.size()), dk(c.k.size()), dv(c.v.size());
   std::vector<float> dbias(c.bias.size(), 0.0f);
-  SdpaBackward(c.shape, c.q.data(), c.k.data(), c.v.data(), c.bias_view, c.d_o.data(), dq.data(),
-               dk.data(), dv.data(), c.bias.empty() ? nullptr : dbias.data());
+  EXPECT_EQ(SdpaBackward(c.shape, c.q.data(), c.k.data(), c.v.data(), c.bias_view, c.d_o.data(),
+                         dq.data(), dk.data(), dv.data(), c.bias.empty() ? nullptr : dbias.data()),
+            "");
   CheckGradient(c, c.q, dq, "dq");
   CheckGradient(c, c.k, dk, "dk");
   CheckGradient(c, c.v, dv, "dv");
@@ -162,7 +164,7 @@ TEST(SdpaReferenceTest, CausalMaskIsBottomRightAligned) {
   plain.seqlen_q = 1;
   plain.seqlen_k = 3;
   std::vector<float> o1(4), lse1(1);
-  SdpaForward(plain, c.q.data(), c.k.data(), c.v.data(), {}, o1.data(), lse1.data());
+  EXPECT_EQ(SdpaForward(plain, c.q.data(), c.k.data(), c.v.data(), {}, o1.data(), lse1.data()), "");
   for (int d = 0; d < 4; ++d) EXPECT_FLOAT_EQ(o[d], o1[d]);
 
   // More queries than keys: the first two rows see nothing (zero output, lse -inf).
@@ -193,8 +195,9 @@ TEST(SdpaReferenceTest, VarlenEqualsPerSequenceCalls) {
   std::vector<float> o, lse;
   c.Forward(o, lse);
   std::vector<float> dq(c.q.size()), dk(c.k.size()), dv(c.v.size());
-  SdpaBackward(s, c.q.data(), c.k.data(), c.v.data(), {}, c.d_o.data(), dq.data(), dk.data(),
-               dv.data(), nullptr);
+  EXPECT_EQ(SdpaBackward(s, c.q.data(), c.k.data(), c.v.data(), {}, c.d_o.data(), dq.data(),
+                         dk.data(), dv.data(), nullptr),
+            "");
   for (int b = 0; b < 2; ++b) {
     SdpaShape one = s;
     one.batch = 1;
@@ -205,10 +208,13 @@ TEST(SdpaReferenceTest, VarlenEqualsPerSequenceCalls) {
     const std::size_t qo = std::size_t(s.FirstTokenQ(b)) * 2 * 4;
     const std::size_t ko = std::size_t(s.FirstTokenK(b)) * 2 * 4;
     std::vector<float> o1(one.seqlen_q * 8), lse1(one.seqlen_q * 2);
-    SdpaForward(one, c.q.data() + qo, c.k.data() + ko, c.v.data() + ko, {}, o1.data(), lse1.data());
+    EXPECT_EQ(SdpaForward(one, c.q.data() + qo, c.k.data() + ko, c.v.data() + ko, {}, o1.data(),
+                          lse1.data()),
+              "");
     std::vector<float> dq1(o1.size()), dk1(one.seqlen_k * 8), dv1(one.seqlen_k * 8);
-    SdpaBackward(one, c.q.data() + qo, c.k.data() + ko, c.v.data() + ko, {}, c.d_o.data() + qo,
-                 dq1.data(), dk1.data(), dv1.data(), nullptr);
+    EXPECT_EQ(SdpaBackward(one, c.q.data() + qo, c.k.data() + ko, c.v.data() + ko, {},
+                           c.d_o.data() + qo, dq1.data(), dk1.data(), dv1.data(), nullptr),
+              "");
     for (std::size_t n = 0; n < o1.size(); ++n) {
       EXPECT_EQ(o[qo + n], o1[n]);
       EXPECT_EQ(dq[qo + n], dq1[n]);
@@ -219,6 +225,80 @@ TEST(SdpaReferenceTest, VarlenEqualsPerSequenceCalls) {
       EXPECT_EQ(dv[ko + n], dv1[n]);
     }
   }
+}
+
+// A shape the reference cannot compute (the kernels would reject it on the host, or skip the
+// sequence and report it in the varlen status) is an error naming the input; nothing is written.
+TEST(SdpaReferenceTest, BadShapesAreErrorsAndWriteNothing) {
+  SdpaShape valid;
+  valid.batch = 2;
+  valid.heads_q = 2;
+  valid.heads_kv = 2;
+  valid.seqlen_q = 5;
+  valid.seqlen_k = 4;
+  valid.head_dim = 4;
+  valid.cu_seqlens_q = {0, 3, 8};
+  valid.cu_seqlens_k = {0, 4, 6};
+  const SdpaCase c(valid);  // buffers sized for `valid`: no bad shape below reads them
+  ASSERT_EQ(SdpaShapeError(valid), "");
+  const struct {
+    std::function<void(SdpaShape&)> edit;
+    std::string message;
+  } kCases[] = {
+      {[](SdpaShape& s) {
+         s.cu_seqlens_q = {0, 3};
+       },
+       "cu_seqlens_q has 2 and cu_seqlens_k 3 entries; both must be empty or have batch+1 (3)"},
+      {[](SdpaShape& s) {
+         s.cu_seqlens_k = {0, 4, 6, 6};
+       },
+       "cu_seqlens_q has 3 and cu_seqlens_k 4 entries; both must be empty or have batch+1 (3)"},
+      {[](SdpaShape& s) { s.cu_seqlens_q.clear(); },
+       "cu_seqlens_q has 0 and cu_seqlens_k 3 entries; both must be empty or have batch+1 (3)"},
+      {[](SdpaShape& s) { s.heads_kv = 4; }, "heads_q (2) must be a multiple of heads_kv (4)"},
+      {[](SdpaShape& s) { s.heads_q = 3; }, "heads_q (3) must be a multiple of heads_kv (2)"},
+      {[](SdpaShape& s) { s.heads_kv = 0; }, "heads_kv is 0; it must be at least 1"},
+      {[](SdpaShape& s) { s.batch = 0; }, "batch is 0; it must be at least 1"},
+      {[](SdpaShape& s) { s.seqlen_q = 4; },
+       "cu_seqlens_q: sequence 1 has 5 tokens, more than seqlen_q = 4 (declare the true maximum; "
+       "the kernels skip such a sequence)"},
+      {[](SdpaShape& s) { s.seqlen_k = 3; },
+       "cu_seqlens_k: sequence 0 has 4 tokens, more than seqlen_k = 3 (declare the true maximum; "
+       "the kernels skip such a sequence)"},
+      {[](SdpaShape& s) {
+         s.cu_seqlens_k = {0, 4, 3};
+       },
+       "cu_seqlens_k at sequence 0 is negative, decreasing or past cu_seqlens_k[batch] ([0] = 0, "
+       "[1] = 4, [batch] = 3)"},
+      {[](SdpaShape& s) {
+         s.cu_seqlens_q = {-1, 3, 8};
+       },
+       "cu_seqlens_q at sequence 0 is negative, decreasing or past cu_seqlens_q[batch] ([0] = -1, "
+       "[1] = 3, [batch] = 8)"},
+  };
+  const float kSentinel = 7.0f;
+  for (const auto& bad : kCases) {
+    SdpaShape s = valid;
+    bad.edit(s);
+    EXPECT_EQ(SdpaShapeError(s), bad.message);
+    std::vector<float> o(c.OElems(), kSentinel), lse(c.LseElems(), kSentinel);
+    EXPECT_EQ(SdpaForward(s, c.q.data(), c.k.data(), c.v.data(), {}, o.data(), lse.data()),
+              bad.message);
+    EXPECT_EQ(o, std::vector<float>(o.size(), kSentinel));
+    EXPECT_EQ(lse, std::vector<float>(lse.size(), kSentinel));
+    std::vector<float> dq(c.q.size(), kSentinel), dk(c.k.size(), kSentinel),
+        dv(c.v.size(), kSentinel);
+    EXPECT_EQ(SdpaBackward(s, c.q.data(), c.k.data(), c.v.data(), {}, c.d_o.data(), dq.data(),
+                           dk.data(), dv.data(), nullptr),
+              bad.message);
+    EXPECT_EQ(dq, std::vector<float>(dq.size(), kSentinel));
+    EXPECT_EQ(dk, std::vector<float>(dk.size(), kSentinel));
+    EXPECT_EQ(dv, std::vector<float>(dv.size(), kSentinel));
+  }
+  SdpaShape longest = valid;  // lengths equal to the declared maxima are valid
+  longest.cu_seqlens_q = {0, 5, 10};
+  longest.cu_seqlens_k = {0, 4, 4};
+  EXPECT_EQ(SdpaShapeError(longest), "");
 }
 
 TEST(SdpaReferenceTest, GroupedQueryEqualsRepeatedKvHeads) {
@@ -243,15 +323,17 @@ TEST(SdpaReferenceTest, GroupedQueryEqualsRepeatedKvHeads) {
   }
   std::vector<float> o, lse, o4(c.q.size()), lse4(c.LseElems());
   c.Forward(o, lse);
-  SdpaForward(full, c.q.data(), k4.data(), v4.data(), {}, o4.data(), lse4.data());
+  EXPECT_EQ(SdpaForward(full, c.q.data(), k4.data(), v4.data(), {}, o4.data(), lse4.data()), "");
   EXPECT_EQ(o, o4);
   EXPECT_EQ(lse, lse4);
   std::vector<float> dq(c.q.size()), dk(c.k.size()), dv(c.v.size());
   std::vector<float> dq4(c.q.size()), dk4(k4.size()), dv4(v4.size());
-  SdpaBackward(s, c.q.data(), c.k.data(), c.v.data(), {}, c.d_o.data(), dq.data(), dk.data(),
-               dv.data(), nullptr);
-  SdpaBackward(full, c.q.data(), k4.data(), v4.data(), {}, c.d_o.data(), dq4.data(), dk4.data(),
-               dv4.data(), nullptr);
+  EXPECT_EQ(SdpaBackward(s, c.q.data(), c.k.data(), c.v.data(), {}, c.d_o.data(), dq.data(),
+                         dk.data(), dv.data(), nullptr),
+            "");
+  EXPECT_EQ(SdpaBackward(full, c.q.data(), k4.data(), v4.data(), {}, c.d_o.data(), dq4.data(),
+                         dk4.data(), dv4.data(), nullptr),
+            "");
   ExpectNear(dq, dq4, 1e-6);
   for (int t = 0; t < s.TokensK(); ++t) {
     for (int hk = 0; hk < 2; ++hk) {
@@ -293,14 +375,16 @@ TEST(SdpaReferenceTest, BroadcastBiasEqualsMaterialisedBias) {
     std::vector<float> o_full, lse_full, o, lse(c.LseElems());
     c.Forward(o_full, lse_full);
     o.resize(c.OElems());
-    SdpaForward(s, c.q.data(), c.k.data(), c.v.data(), l.view, o.data(), lse.data());
+    EXPECT_EQ(SdpaForward(s, c.q.data(), c.k.data(), c.v.data(), l.view, o.data(), lse.data()), "");
     EXPECT_EQ(o, o_full);
     std::vector<float> dq(c.q.size()), dk(c.k.size()), dv(c.v.size());
     std::vector<float> dbias_full(c.bias.size(), 0.0f), dbias(l.data->size(), 0.0f);
-    SdpaBackward(s, c.q.data(), c.k.data(), c.v.data(), c.bias_view, c.d_o.data(), dq.data(),
-                 dk.data(), dv.data(), dbias_full.data());
-    SdpaBackward(s, c.q.data(), c.k.data(), c.v.data(), l.view, c.d_o.data(), dq.data(), dk.data(),
-                 dv.data(), dbias.data());
+    EXPECT_EQ(SdpaBackward(s, c.q.data(), c.k.data(), c.v.data(), c.bias_view, c.d_o.data(),
+                           dq.data(), dk.data(), dv.data(), dbias_full.data()),
+              "");
+    EXPECT_EQ(SdpaBackward(s, c.q.data(), c.k.data(), c.v.data(), l.view, c.d_o.data(), dq.data(),
+                           dk.data(), dv.data(), dbias.data()),
+              "");
     std::vector<float> summed(dbias.size(), 0.0f);
     for (int b = 0; b < 2; ++b) {
       for (int h = 0; h < 3; ++h) {

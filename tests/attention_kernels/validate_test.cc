@@ -282,6 +282,48 @@ TEST_F(ValidateTest, BackwardChecksWorkspaceAndBiasGradient) {
   EXPECT_EQ(testing::LaunchCount(), 1);
 }
 
+// The shapes the CPU reference refuses (SdpaShapeError) are refused here too, before any launch:
+// more kv heads than query heads (a zero group size) and a query head count not a multiple.
+TEST_F(ValidateTest, HeadCountsTheReferenceRefusesAreRejectedBeforeLaunch) {
+  for (const int32_t heads_kv : {16, 3, 0}) {
+    auto f = ForwardArgs();
+    f.problem.num_heads_kv = heads_kv;
+    const std::string want = heads_kv == 0
+                                 ? "num_heads_kv is 0"
+                                 : "multiple of num_heads_kv (" + std::to_string(heads_kv) + ")";
+    ExpectForwardFails(f, SPILLWAY_ATTENTION_ERROR_INVALID_SHAPE, want);
+    auto b = BackwardArgs();
+    b.problem.num_heads_kv = heads_kv;
+    EXPECT_EQ(spillway_attention_sdpa_backward(&b, At(0), 1 << 20, nullptr),
+              SPILLWAY_ATTENTION_ERROR_INVALID_SHAPE);
+    EXPECT_PRED2(Contains, spillway_attention_last_error_message(), want);
+  }
+  EXPECT_EQ(testing::LaunchCount(), 0);
+}
+
+TEST_F(ValidateTest, BackwardDeterministicMustBeZeroOrOne) {
+  for (const int32_t bad : {2, -1, 0x7fffffff}) {
+    auto a = BackwardArgs();
+    a.deterministic = bad;
+    EXPECT_EQ(spillway_attention_sdpa_backward(&a, At(0), 6400, nullptr),
+              SPILLWAY_ATTENTION_ERROR_INVALID_ARGUMENT);
+    EXPECT_EQ(std::string(spillway_attention_last_error_message()),
+              "deterministic is " + std::to_string(bad) + "; it must be 0 or 1");
+    std::size_t bytes = 0;
+    EXPECT_EQ(spillway_attention_sdpa_backward_workspace_size(&a, &bytes),
+              SPILLWAY_ATTENTION_ERROR_INVALID_ARGUMENT);
+  }
+  EXPECT_EQ(testing::LaunchCount(), 0);
+  for (const int32_t good : {0, 1}) {
+    auto a = BackwardArgs();
+    a.deterministic = good;
+    EXPECT_EQ(spillway_attention_sdpa_backward(&a, At(0), 6400, nullptr),
+              SPILLWAY_ATTENTION_SUCCESS)
+        << spillway_attention_last_error_message();
+  }
+  EXPECT_EQ(testing::LaunchCount(), 2);
+}
+
 TEST_F(ValidateTest, AdditiveChecksSizesAndOnChipBudget) {
   auto a = AdditiveForwardArgs();
   EXPECT_EQ(spillway_attention_additive_forward(&a, nullptr, 0, nullptr),

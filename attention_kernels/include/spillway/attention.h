@@ -130,7 +130,8 @@ typedef struct spillway_attention_sdpa_forward_args {
 /* The forward's inputs and outputs plus d_o; writes dq, dk, dv (layouts as q, k, v) and, when
  * dbias.data is set, dbias (needs bias; same zero-stride pattern as bias: the gradient is summed
  * over broadcast dimensions). The kernels are deterministic (no atomics) whether or not
- * `deterministic` is set; the flag reserves the right to a faster atomic path when it is 0. */
+ * `deterministic` is set; the flag reserves the right to a faster atomic path when it is 0. It
+ * must be 0 or 1: any other value is SPILLWAY_ATTENTION_ERROR_INVALID_ARGUMENT. */
 typedef struct spillway_attention_sdpa_backward_args {
   spillway_attention_sdpa_problem_t problem;
   spillway_attention_tensor_t q, k, v;
