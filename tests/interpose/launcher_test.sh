@@ -124,9 +124,15 @@ grep -qF 'spillway:   first error: cuMemPrefetchAsync: \"bad\" value' "$tmp/out"
 grep -qxF "spillway:   summary: $tmp/own.json" "$tmp/out" || fail "no summary path line"
 
 # Signals sent to the launcher reach the job; its status comes back.
-"$spillway" run -- bash -c 'trap "exit 3" TERM; sleep 5 & wait' >/dev/null 2>&1 &
+# The job says when its trap is set (a fixed sleep loses the race on a loaded machine).
+"$spillway" run -- bash -c 'trap "exit 3" TERM; : >"$1"; sleep 10 & wait' job "$tmp/ready" \
+  >/dev/null 2>&1 &
 launcher=$!
-sleep 0.5
+for _ in $(seq 600); do
+  [[ -e "$tmp/ready" ]] && break
+  sleep 0.05
+done
+[[ -e "$tmp/ready" ]] || fail "the job under the launcher did not start within 30 s"
 kill -TERM "$launcher"
 wait "$launcher"
 rc=$?
