@@ -8,23 +8,14 @@
 
 #include "benchmark/benchmark.h"
 #include "interpose/caller_module.h"
+#include "profiler/callsite/benchmark_depth.h"
 #include "profiler/callsite/unwinder.h"
 
 namespace spillway::interpose {
 namespace {
 
-constexpr int kDepth = 16;  // extra frames below the benchmark body, as in call_site_benchmark
-
-// Calls `body` `depth` frames deeper than the caller.
-template <typename Body>
-__attribute__((noinline)) void AtDepth(int depth, const Body& body) {
-  if (depth == 0) {
-    body();
-  } else {
-    AtDepth(depth - 1, body);
-  }
-  benchmark::ClobberMemory();  // no tail call: each level keeps its frame
-}
+constexpr int kDepth = callsite::kBenchmarkDepth;
+using callsite::AtDepth;
 
 void Run(benchmark::State& state, const char* unwinder) {
   callsite::ResetUnwinderForTesting(unwinder);

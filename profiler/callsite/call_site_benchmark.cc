@@ -4,24 +4,14 @@
 #include <execinfo.h>
 
 #include "benchmark/benchmark.h"
+#include "profiler/callsite/benchmark_depth.h"
 #include "profiler/callsite/call_site_table.h"
 #include "profiler/callsite/unwinder.h"
 
 namespace spillway::callsite {
 namespace {
 
-constexpr int kDepth = 16;  // extra frames below the benchmark body
-
-// Calls `body` `depth` frames deeper than the caller.
-template <typename Body>
-__attribute__((noinline)) void AtDepth(int depth, const Body& body) {
-  if (depth == 0) {
-    body();
-  } else {
-    AtDepth(depth - 1, body);
-  }
-  benchmark::ClobberMemory();  // no tail call: each level keeps its frame
-}
+constexpr int kDepth = kBenchmarkDepth;
 
 void BM_LibunwindBacktrace(benchmark::State& state) {
   if (!UnwinderAvailable()) state.SkipWithError("libunwind.so.8 missing");
