@@ -1,7 +1,20 @@
 // CaptureTracker: the stream captures in progress, by stream.
 #include "interpose/capture_state.h"
 
+#include "interpose/log.h"
+
 namespace spillway::interpose {
+namespace {
+
+// The calling thread's interaction mode (initial-exec: read on the launch path of a preloaded
+// library).
+thread_local int t_thread_mode __attribute__((tls_model("initial-exec"))) = CaptureTracker::kGlobal;
+
+}  // namespace
+
+void CaptureTracker::OnThreadModeSet(int mode) { t_thread_mode = mode; }
+
+int CaptureTracker::ThreadMode() { return t_thread_mode; }
 
 void CaptureTracker::OnBegin(const void* stream, int mode) {
   std::lock_guard lock(mutex_);
@@ -31,13 +44,29 @@ bool CaptureTracker::IsCapturing(const void* stream) const {
 
 bool CaptureTracker::ActiveForThisThread() const {
   if (counted_.load(std::memory_order_relaxed) == 0) return false;
+  const int thread_mode = t_thread_mode;
+  if (thread_mode == kRelaxed) return false;
   const pthread_t self = pthread_self();
   std::lock_guard lock(mutex_);
   for (const auto& [stream, capture] : captures_) {
-    if (capture.mode == kGlobal) return true;
-    if (capture.mode == kThreadLocal && pthread_equal(capture.thread, self) != 0) return true;
+    // The thread's own capture (not relaxed) holds it back in global and thread-local mode;
+    // another thread's only a global-mode thread, and only when that capture is global too.
+    if (capture.mode != kRelaxed && pthread_equal(capture.thread, self) != 0) return true;
+    if (capture.mode == kGlobal && thread_mode == kGlobal) return true;
   }
   return false;
+}
+
+bool CaptureTracker::HoldsBack(const char* what) {
+  if (!ActiveForThisThread()) return false;
+  held_back_.fetch_add(1, std::memory_order_relaxed);
+  if (!said_.exchange(true, std::memory_order_relaxed)) {
+    Log(LogLevel::kInfo,
+        "a stream capture is in progress that a driver call from this thread would invalidate: "
+        "%s skipped (and any such call while it lasts; counted in engine.capture_skips)",
+        what);
+  }
+  return true;
 }
 
 }  // namespace spillway::interpose

@@ -27,6 +27,7 @@ using EventRecordFn = CUresult (*)(CUevent, CUstream);
 using StreamWaitEventFn = CUresult (*)(CUstream, CUevent, unsigned int);
 using EventQueryFn = CUresult (*)(CUevent);
 using EventElapsedFn = CUresult (*)(float*, CUevent, CUevent);
+using AdviseFn = CUresult (*)(CUdeviceptr, size_t, CUmem_advise, CUmemLocation);
 
 constinit UnhookedFunction g_prefetch{"cuMemPrefetchAsync"};
 constinit UnhookedFunction g_discard{"cuMemDiscardBatchAsync"};
@@ -39,6 +40,7 @@ constinit UnhookedFunction g_event_record{"cuEventRecord"};
 constinit UnhookedFunction g_stream_wait_event{"cuStreamWaitEvent"};
 constinit UnhookedFunction g_event_query{"cuEventQuery"};
 constinit UnhookedFunction g_event_elapsed{"cuEventElapsedTime"};
+constinit UnhookedFunction g_advise{"cuMemAdvise"};  // at the 13.0 ABI: cuMemAdvise_v2
 
 template <typename Fn>
 Fn Real(HookId id) {
@@ -131,6 +133,22 @@ policy::DeviceResult DriverDevice::DiscardAndPrefetch(uint64_t address, uint64_t
   size_t location_index = 0;
   return discard_prefetch(&pointer, &size, 1, &location, &location_index, 1, 0,
                           static_cast<CUstream>(stream));
+}
+
+policy::DeviceResult DriverDevice::PlaceOnHost(uint64_t address, uint64_t bytes) {
+  const auto advise = Lookup<AdviseFn>(g_advise);
+  if (advise == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  CUmemLocation host{};
+  host.type = CU_MEM_LOCATION_TYPE_HOST;
+  host.id = 0;
+  const CUresult preferred = advise(address, bytes, CU_MEM_ADVISE_SET_PREFERRED_LOCATION, host);
+  if (preferred != CUDA_SUCCESS) return preferred;
+  const CUresult mapped = advise(address, bytes, CU_MEM_ADVISE_SET_ACCESSED_BY, DeviceLocation());
+  if (mapped != CUDA_SUCCESS) {
+    // Half-placed memory would fault back and forth: take the preference back.
+    advise(address, bytes, CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION, host);
+  }
+  return mapped;
 }
 
 policy::DeviceResult DriverDevice::MemoryInfo(uint64_t* free, uint64_t* total) {

@@ -1,6 +1,6 @@
 // The residency engine's device interface over the real driver: the hooked functions come from
-// the shim's table of real functions, the others (prefetch, discard, parameter info) from the
-// real cuGetProcAddress, once (streams and events too: the shim does not hook them). Also the
+// the shim's table of real functions, the others (prefetch, discard, advise, parameter info) from
+// the real cuGetProcAddress, once (streams and events too: the shim does not hook them). Also the
 // per-CUfunction cache of parameter layouts.
 #ifndef SPILLWAY_INTERPOSE_DRIVER_DEVICE_H_
 #define SPILLWAY_INTERPOSE_DRIVER_DEVICE_H_
@@ -25,6 +25,7 @@ class DriverDevice final : public policy::Device {
   policy::DeviceResult Discard(uint64_t address, uint64_t bytes, policy::Stream stream) override;
   policy::DeviceResult DiscardAndPrefetch(uint64_t address, uint64_t bytes,
                                           policy::Stream stream) override;
+  policy::DeviceResult PlaceOnHost(uint64_t address, uint64_t bytes) override;
   policy::DeviceResult MemoryInfo(uint64_t* free, uint64_t* total) override;
   policy::DeviceResult CreateSideStream(policy::Stream* stream) override;
   policy::DeviceResult CreateEvent(policy::Event* event) override;

@@ -138,6 +138,8 @@ void PrepareGraphLaunch(CUgraphExec exec, CUstream stream, bool per_thread) {
   if (per_thread && stream == nullptr) stream = CU_STREAM_PER_THREAD;
   // Launched into a capture, the graph becomes a child graph node: nothing runs now.
   if (Captures().IsCapturing(stream)) return;
+  // A capture that this thread's unsafe calls would invalidate: no moves (demand paging).
+  if (Captures().HoldsBack("the engine's moves for a graph launch")) return;
   policy::ResidencyEngine* engine = Engine();
   if (engine == nullptr) return;
   thread_local std::vector<uint64_t> words;  // keep their capacity: no allocation once warm

@@ -213,6 +213,19 @@ struct Replace {
   static constexpr bool kActive = false;
 };
 
+// The thread's capture interaction mode, as it sets it (the driver hands back the previous one).
+template <>
+struct Replace<HookId::k_cuThreadExchangeStreamCaptureMode> {
+  static constexpr bool kActive = true;
+  static CUresult Run(CUresult (*real)(CUstreamCaptureMode*), CUstreamCaptureMode* mode) {
+    int wanted = -1;  // read as an int: the job may pass any value (the driver refuses it)
+    if (mode != nullptr) std::memcpy(&wanted, mode, sizeof(wanted));
+    const CUresult result = real(mode);
+    if (result == CUDA_SUCCESS && wanted >= 0) CaptureTracker::OnThreadModeSet(wanted);
+    return result;
+  }
+};
+
 // Says `format` once per `flag` (and keeps it for the summary's errors).
 #define SPILLWAY_REPORT_ONCE(flag, ...)                    \
   do {                                                     \
@@ -285,6 +298,12 @@ struct Replace<HookId::k_cuMemFree_v2> {
     const std::optional<policy::Allocation> found = Allocations().Erase(dptr);
     if (found.has_value()) {
       policy::ResidencyEngine* engine = EngineOf(found->device);
+      // During any capture the synchronization and the discard could fail or break it (the free
+      // itself is the job's call): the engine only forgets the allocation.
+      if (engine != nullptr && Captures().AnyInProgress()) {
+        engine->Forget(*found);
+        return real(dptr);
+      }
       if (engine != nullptr && found->backing == policy::Backing::kManaged) {
         // cuMemFree waits for the device anyway; waiting first makes the discard safe even for
         // work on non-blocking streams that still reads the memory.
@@ -398,7 +417,10 @@ struct ReplaceAsyncFree {
       if (policy::ResidencyEngine* engine = EngineOf(found->device)) {
         const policy::Stream ordered =
             kPerThread && stream == nullptr ? CU_STREAM_PER_THREAD : stream;
-        if (engine->OnFree(*found, ordered) != 0) {
+        // A free into a capture, or while a capture forbids this thread's other calls: no discard.
+        if (Captures().IsCapturing(ordered) || Captures().HoldsBack("a discard")) {
+          engine->Forget(*found);
+        } else if (engine->OnFree(*found, ordered) != 0) {
           SPILLWAY_REPORT_ONCE(reported,
                                "discard before cuMemFreeAsync failed; freeing without it");
         }
@@ -466,9 +488,17 @@ struct Replace<HookId::k_cuDeviceTotalMem_v2> {
 // Before a launch: resolve the access set and let the engine move data on `stream`.
 void PrepareLaunch(CUfunction function, CUstream stream, void** kernel_params, void** extra,
                    bool per_thread) {
-  policy::ResidencyEngine* engine = Engine();
-  if (engine == nullptr && !Recording()) return;  // record mode writes the access set
   if (per_thread && stream == nullptr) stream = CU_STREAM_PER_THREAD;
+  // A launch on a capturing stream is recorded into a graph, not run: nothing to move now. Any
+  // other launch while a capture forbids this thread's unsafe calls gets no moves either (they
+  // could invalidate the capture; counted): it relies on demand paging. Neither starts the engine
+  // while such a capture lasts.
+  const bool captured = Captures().IsCapturing(stream);
+  const bool held_back = captured ? Captures().ActiveForThisThread()
+                                  : Captures().HoldsBack("the engine's moves for a launch");
+  policy::ResidencyEngine* engine = held_back ? nullptr : Engine();
+  // Record mode writes the access set in any case.
+  if (engine == nullptr && !Recording()) return;
   policy::AccessSet& access = record_hooks::LaunchAccessSet();  // no allocation once warm
   access.clear();
   // The pointer words, for arenas (per 2 MiB chunk) and record mode's access offsets.
@@ -484,8 +514,7 @@ void PrepareLaunch(CUfunction function, CUstream stream, void** kernel_params, v
     resolved = policy::ResolveFromExtra(Allocations(), extra, &access, &words);
   }
   if (resolved) CountResolvedLaunch();
-  // A launch on a capturing stream is recorded into a graph, not run: nothing to move now.
-  if (engine == nullptr || Captures().IsCapturing(stream)) return;
+  if (engine == nullptr || captured) return;
   if (engine->OnLaunch(access, words, stream, reinterpret_cast<uintptr_t>(function)) != 0) {
     SPILLWAY_REPORT_ONCE(reported,
                          "a prefetch or eviction before a launch failed; the launch "
@@ -501,6 +530,7 @@ struct ReplaceLaunch {
                       unsigned int bx, unsigned int by, unsigned int bz, unsigned int shared,
                       CUstream stream, void** params, void** extra) {
     PrepareLaunch(f, stream, params, extra, kPerThread);
+    if (Recording()) StartKernelTiming();  // after the engine's waits: the kernel alone
     return real(f, gx, gy, gz, bx, by, bz, shared, stream, params, extra);
   }
   template <typename Fn>
@@ -508,12 +538,14 @@ struct ReplaceLaunch {
                       unsigned int bx, unsigned int by, unsigned int bz, unsigned int shared,
                       CUstream stream, void** params) {
     PrepareLaunch(f, stream, params, nullptr, kPerThread);
+    if (Recording()) StartKernelTiming();  // after the engine's waits: the kernel alone
     return real(f, gx, gy, gz, bx, by, bz, shared, stream, params);
   }
   template <typename Fn>
   static CUresult Run(Fn real, const CUlaunchConfig* config, CUfunction f, void** params,
                       void** extra) {
     PrepareLaunch(f, config != nullptr ? config->hStream : nullptr, params, extra, kPerThread);
+    if (Recording()) StartKernelTiming();  // after the engine's waits: the kernel alone
     return real(config, f, params, extra);
   }
 };

@@ -291,7 +291,11 @@ struct TimeState {
   std::vector<PendingTime> pending;
 };
 TimeState* g_times = nullptr;  // guarded by g_time_mutex; never freed
+// This thread's launch in progress: its start event, taken by BeginLaunch and recorded by
+// StartKernelTiming once the engine's own waits and moves for the launch are issued.
 thread_local CUevent t_launch_start = nullptr;
+thread_local uint64_t t_launch_stream = 0;
+thread_local bool t_start_recorded = false;
 
 CUevent TakeEvent(TimeState& times) {
   if (!times.free_events.empty()) {
@@ -353,6 +357,7 @@ constexpr uint64_t kExitWaitNs = 1000000000;  // how long exit waits for unfinis
 void CollectTimesAtExit() {
   trace::TraceWriter* writer = g_writer.load(std::memory_order_acquire);
   if (writer == nullptr || g_cupti_times.load(std::memory_order_relaxed)) return;
+  if (Captures().ActiveForThisThread()) return;  // a capture still open at exit: no queries
   ReentrancyGuard guard;
   const uint64_t deadline = trace::TraceClockNs() + kExitWaitNs;
   size_t left = 0;
@@ -478,11 +483,19 @@ uint64_t BeginLaunch(uint64_t stream) {
   const uint64_t correlation = g_correlation.fetch_add(1, std::memory_order_relaxed) + 1;
   t_launch_start = nullptr;
   if (g_cupti_times.load(std::memory_order_relaxed) || Writer() == nullptr) return correlation;
+  // Untimed: a launch into a capture (its events would be captured, not run), and any launch while
+  // a capture forbids this thread's unsafe calls (reading the events would invalidate it).
+  if (Captures().IsCapturing(reinterpret_cast<const void*>(stream)) ||
+      Captures().HoldsBack("the recorder's kernel timing")) {
+    return correlation;
+  }
   std::lock_guard lock(g_time_mutex);
   if (g_times == nullptr) g_times = new TimeState;
   TimeState& times = *g_times;
   if (times.failed) return correlation;
   if (times.base == nullptr) {
+    // The base goes on the legacy stream, which must not meet a capture in progress.
+    if (Captures().AnyInProgress()) return correlation;
     times.base = TakeEvent(times);
     if (times.base == nullptr || !RecordEvent(times.base, 0)) {
       times.failed = true;
@@ -497,24 +510,30 @@ uint64_t BeginLaunch(uint64_t stream) {
     }
     if (times.pending.size() >= kMaxPending) return correlation;  // untimed until the next sync
   }
-  CUevent start = TakeEvent(times);
-  if (start != nullptr && RecordEvent(start, stream)) {
-    t_launch_start = start;
-  } else if (start != nullptr) {
-    times.free_events.push_back(start);
-  }
+  // Recorded by StartKernelTiming, right before the kernel: an event recorded now would also time
+  // the waits the engine puts on the stream for its prefetches (not the kernel's time).
+  t_launch_start = TakeEvent(times);
+  t_launch_stream = stream;
+  t_start_recorded = false;
   return correlation;
+}
+
+void StartKernelTiming() {
+  if (t_launch_start == nullptr || t_start_recorded) return;
+  t_start_recorded = RecordEvent(t_launch_start, t_launch_stream);
 }
 
 void EndLaunch(uint64_t correlation_id, bool launched, const LaunchShape& shape,
                const policy::AccessSet& accesses, const std::vector<uint64_t>& words) {
   trace::TraceWriter* writer = g_writer.load(std::memory_order_acquire);
   CUevent start = t_launch_start;
+  const bool started = t_start_recorded;
   t_launch_start = nullptr;
+  t_start_recorded = false;
   if (start != nullptr) {
     std::lock_guard lock(g_time_mutex);
     TimeState& times = *g_times;
-    CUevent end = launched ? TakeEvent(times) : nullptr;
+    CUevent end = launched && started ? TakeEvent(times) : nullptr;
     if (end != nullptr && RecordEvent(end, shape.stream)) {
       times.pending.push_back(PendingTime{correlation_id, start, end, shape.stream});
     } else {
@@ -593,6 +612,7 @@ void RecordSynchronize(trace::SyncWhat what, uint64_t handle, uint64_t start_ns)
   record.what = what;
   record.handle = handle;
   writer->Write(record);
+  if (Captures().HoldsBack("the recorder's kernel timing")) return;  // queries would break it
   std::lock_guard lock(g_time_mutex);
   if (g_times != nullptr && !g_times->pending.empty()) CollectTimes(*g_times, writer);
 }

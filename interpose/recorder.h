@@ -43,7 +43,7 @@ void RecordAlloc(uint64_t address, uint64_t bytes, trace::AllocKind kind, uint64
                  uint64_t allocation_id);
 void RecordFree(uint64_t address, uint64_t allocation_id, uint64_t stream);
 
-// Launches: BeginLaunch before the real launch (starts the kernel timing on `stream`) returns a
+// Launches: BeginLaunch before the launch (prepares the kernel timing on `stream`) returns a
 // correlation id for EndLaunch, which writes the launch record after it succeeded.
 struct LaunchShape {
   void* function = nullptr;
@@ -53,6 +53,9 @@ struct LaunchShape {
   uint64_t stream = 0;
 };
 uint64_t BeginLaunch(uint64_t stream);
+// Records the launch's start event: called after the engine's own waits and moves for the launch
+// are issued, right before the real launch (a launch that never calls it gets no kernel time).
+void StartKernelTiming();
 // `words`: the pointer words of the launch's parameters; each access is written from the lowest
 // word pointing into its allocation to the allocation's end (the whole allocation without one).
 void EndLaunch(uint64_t correlation_id, bool launched, const LaunchShape& shape,

@@ -181,6 +181,7 @@ SummaryData CollectSummary() {
     if (engine->adherence(&adherence)) data.policy_file.push_back(std::move(adherence));
   }
   data.launches_resolved = g_launches_resolved.load(std::memory_order_relaxed);
+  data.capture_skips = Captures().held_back();
   const int problems = std::min(g_problem_count.load(std::memory_order_relaxed), kMaxProblems);
   for (int i = 0; i < problems; ++i) {
     if (g_problems[i].ready.load(std::memory_order_acquire))

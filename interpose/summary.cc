@@ -40,6 +40,7 @@ std::string FormatSummary(const SummaryData& data) {
   json.Key("devices").Uint(data.engine_devices);
   json.Key("ballast_bytes").Uint(data.ballast_bytes);
   json.Key("launches_resolved").Uint(data.launches_resolved);
+  json.Key("capture_skips").Uint(data.capture_skips);
   if (!data.policy_file.empty()) {
     // One object for all devices: counters summed, aligned when any engine follows the schedule.
     policy::ScheduleAdherence sum;
@@ -56,6 +57,9 @@ std::string FormatSummary(const SummaryData& data) {
       sum.prefetch_bytes += a.prefetch_bytes;
       sum.populate_bytes += a.populate_bytes;
       sum.mismatches += a.mismatches;
+      sum.host_placements += a.host_placements;
+      sum.host_bytes += a.host_bytes;
+      sum.host_failures += a.host_failures;
       if (sum.fallback_reason.empty()) sum.fallback_reason = a.fallback_reason;
     }
     json.Key("policy_file").BeginObject();
@@ -71,6 +75,9 @@ std::string FormatSummary(const SummaryData& data) {
     json.Key("prefetch_bytes").Uint(sum.prefetch_bytes);
     json.Key("populate_bytes").Uint(sum.populate_bytes);
     json.Key("mismatches").Uint(sum.mismatches);
+    json.Key("host_placements").Uint(sum.host_placements);
+    json.Key("host_bytes").Uint(sum.host_bytes);
+    json.Key("host_failures").Uint(sum.host_failures);
     json.Key("fallback_reason").String(sum.fallback_reason);
     json.EndObject();
   }

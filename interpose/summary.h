@@ -42,6 +42,9 @@ struct SummaryData {
   uint64_t engine_devices = 0;  // devices with an engine
   uint64_t ballast_bytes = 0;   // SPILLWAY_BALLAST, summed over devices
   uint64_t launches_resolved = 0;
+  // The shim's own driver calls (moves, discards, kernel timing) skipped because a stream capture
+  // in progress would have been invalidated by them.
+  uint64_t capture_skips = 0;
   // SPILLWAY_POLICY: how closely each engine followed the policy file; empty without one.
   std::vector<policy::ScheduleAdherence> policy_file;
   std::vector<std::string> errors;

@@ -41,6 +41,13 @@ class Device {
                                           Stream /*stream*/) {
     return 801;  // CUDA_ERROR_NOT_SUPPORTED
   }
+  // @brief Places [address, address + bytes) on the host with the device mapping it: kernels read
+  // and write it over the link and it does not migrate on their accesses
+  // (cuMemAdvise SET_PREFERRED_LOCATION = the host, then SET_ACCESSED_BY = the device). Moves
+  // nothing itself. A non-zero result when the driver cannot: the range is then left as it was.
+  virtual DeviceResult PlaceOnHost(uint64_t /*address*/, uint64_t /*bytes*/) {
+    return 801;  // CUDA_ERROR_NOT_SUPPORTED
+  }
   // @brief Physical free and total device memory.
   virtual DeviceResult MemoryInfo(uint64_t* free, uint64_t* total) = 0;
   // @brief Creates a stream that does not synchronize with the legacy default stream (for moves

@@ -45,6 +45,9 @@ struct ScheduleAdherence {
   uint64_t prefetch_bytes = 0;
   uint64_t populate_bytes = 0;
   uint64_t mismatches = 0;       // times the job left the planned step (the learned policy took over)
+  uint64_t host_placements = 0;  // allocations a host rule placed on the host (advice accepted)
+  uint64_t host_bytes = 0;       // their bytes
+  uint64_t host_failures = 0;    // placements the device refused (those allocations are swapped)
   std::string fallback_reason;   // the latest reason the learned policy decided; empty: none
 };
 
@@ -94,6 +97,14 @@ class EvictionPolicy {
   // @brief Whether the engine may prefetch allocation `id` when it plans a launch itself (a
   // policy file's host and never rules say no).
   virtual bool MayPrefetch(uint64_t /*id*/) { return true; }
+  // @brief The allocations newly placed on the host (a policy file's host rules) since the last
+  // call, each once; `out` is cleared first. The engine advises the device to keep them on the host
+  // and map them remotely (Device::PlaceOnHost), and from then on neither moves them nor counts
+  // them against the budget.
+  virtual void TakeHostPlacements(std::vector<uint64_t>* out) { out->clear(); }
+  // @brief The device refused to place allocation `id` on the host (`result`: its CUresult): the
+  // policy moves it as it would a `swap` allocation from now on.
+  virtual void HostPlacementFailed(uint64_t /*id*/, int /*result*/) {}
   // @brief How closely the run followed a policy file; null without one.
   virtual const ScheduleAdherence* adherence() const { return nullptr; }
 };

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -35,6 +36,14 @@ class PlannedPolicy final : public EvictionPolicy {
     }
     usable_ = problem.empty();
     if (!usable_) Fallback(true, problem);
+    for (const PolicyRule& rule : file_.rules) {
+      if (!log_ || (rule.call_site.empty() && rule.module.empty())) continue;
+      log_(true,
+           absl::StrCat(adherence_.path, rule.line > 0 ? absl::StrCat(":", rule.line) : "",
+                        ": this rule matches by ", rule.call_site.empty() ? "module" : "call_site",
+                        ", which a run does not know yet; it applies in spillway plan and "
+                        "simulate only: write it by order or size"));
+    }
   }
 
   std::string_view name() const override { return usable_ ? "planned" : learned_->name(); }
@@ -74,6 +83,8 @@ class PlannedPolicy final : public EvictionPolicy {
     const uint64_t bytes = it == sizes_.end() ? 0 : it->second;
     if (it != sizes_.end()) sizes_.erase(it);
     pinned_.erase(id);
+    if (host_.erase(id) != 0) std::erase(host_pending_, id);
+    no_host_.erase(id);
     const auto bound = workload_id_.find(id);
     if (bound != workload_id_.end()) {
       binding_[bound->second] = 0;
@@ -119,6 +130,27 @@ class PlannedPolicy final : public EvictionPolicy {
   bool MayPrefetch(uint64_t id) override {
     const auto it = pinned_.find(id);
     return it == pinned_.end() || it->second == RuleAction::kKeep;
+  }
+
+  void TakeHostPlacements(std::vector<uint64_t>* out) override {
+    out->clear();
+    out->swap(host_pending_);
+  }
+
+  void HostPlacementFailed(uint64_t id, int result) override {
+    if (host_.erase(id) == 0) return;
+    no_host_.insert(id);
+    pinned_.erase(id);  // moved as swap from now on
+    const auto size = sizes_.find(id);
+    const uint64_t bytes = size == sizes_.end() ? 0 : size->second;
+    adherence_.host_placements -= std::min<uint64_t>(adherence_.host_placements, 1);
+    adherence_.host_bytes -= std::min(adherence_.host_bytes, bytes);
+    // One line for the first refusal; later ones are counted (engine.policy_file.host_failures).
+    if (adherence_.host_failures++ == 0 && log_) {
+      log_(true, absl::StrCat(adherence_.path, ": the device refused to place an allocation of ",
+                              bytes, " bytes on the host (cuMemAdvise: error ", result,
+                              "); host-rule allocations it refuses are swapped instead"));
+    }
   }
 
   const ScheduleAdherence* adherence() const override { return &adherence_; }
@@ -229,6 +261,8 @@ class PlannedPolicy final : public EvictionPolicy {
       const auto size = sizes_.find(id);
       const uint64_t offset = uint64_t{r.first_chunk} * kChunkBytes;
       if (id == 0 || size == sizes_.end() || offset >= size->second) continue;
+      // Host and never allocations are not the schedule's to move (as the simulator has it).
+      if (!MayPrefetch(id)) continue;
       const uint64_t length = std::min(uint64_t{r.num_chunks} * kChunkBytes, size->second - offset);
       moves_.push_back(ScheduledMove{kind, id, offset, length});
       ++adherence_.moves_issued;
@@ -236,18 +270,27 @@ class PlannedPolicy final : public EvictionPolicy {
     }
   }
 
-  // Records the rule action for allocation `id` (`w`: its number in the policy, 0 = unknown).
+  // Records the rule action for allocation `id` (`w`: its number in the policy, 0 = unknown). A
+  // host placement is for the allocation's life (the engine has advised the device); one the
+  // device refused makes the allocation a swap one.
   void ApplyRules(uint64_t id, uint64_t w) {
-    if (file_.rules.empty()) return;
+    if (file_.rules.empty() || host_.contains(id)) return;
     WorkloadAllocation a;
     a.id = w;
     a.bytes = sizes_[id];
     a.persistent = w != 0 && w <= file_.persistent;
-    const RuleAction action = file_.ActionFor(a);
+    RuleAction action = file_.ActionFor(a);
+    if (action == RuleAction::kHost && no_host_.contains(id)) action = RuleAction::kSwap;
     if (action == RuleAction::kSwap) {
       pinned_.erase(id);
-    } else {
-      pinned_[id] = action;
+      return;
+    }
+    pinned_[id] = action;
+    if (action == RuleAction::kHost) {
+      host_.insert(id);
+      host_pending_.push_back(id);
+      ++adherence_.host_placements;
+      adherence_.host_bytes += a.bytes;
     }
   }
 
@@ -282,6 +325,9 @@ class PlannedPolicy final : public EvictionPolicy {
   std::vector<uint64_t> binding_;                       // policy number -> engine id (0: none)
   std::unordered_map<uint64_t, uint64_t> workload_id_;  // engine id -> policy number
   std::unordered_map<uint64_t, RuleAction> pinned_;     // engine ids a rule keeps from moving
+  std::unordered_set<uint64_t> host_;                   // placed on the host (or to be)
+  std::vector<uint64_t> host_pending_;                  // of them, not yet taken by the engine
+  std::unordered_set<uint64_t> no_host_;                // the device refused to place them
   uint64_t event_in_step_ = 0;
   uint64_t unmatched_events_ = 0;  // events before the step was first recognised
   uint64_t position_ = 0;

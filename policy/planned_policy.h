@@ -6,9 +6,12 @@
 // (the signature does not match at a step's end, or a move names an allocation the job does not
 // have), and when the file cannot be used at all, the learned policy decides — with one log line
 // saying why, never a failed job. The learned policy sees every event throughout, so it is warm
-// when it takes over. Rules: `keep`, `host` and `never` allocations are never victims of the
-// learned policy, and `host`/`never` ones are not prefetched by it (host placement with remote
-// access is not executed: the engine has no advise call yet). See docs/policy.md.
+// when it takes over. Rules (by size, and by order once the allocations are numbered): `keep`,
+// `host` and `never` allocations are never victims of the learned policy, `host`/`never` ones are
+// not prefetched by it and the schedule's moves of them are dropped (as the simulator has it), and
+// each `host` one is handed to the engine once (TakeHostPlacements), which advises the device to
+// keep it on the host and map it remotely (policy/residency_engine_host.cc); one the device
+// refuses is moved as `swap` from then on, said in one line. See docs/policy.md.
 #ifndef SPILLWAY_POLICY_PLANNED_POLICY_H_
 #define SPILLWAY_POLICY_PLANNED_POLICY_H_
 

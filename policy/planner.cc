@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <map>
 #include <queue>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "policy/simulator_replay.h"
@@ -171,6 +173,30 @@ absl::StatusOr<PolicyFile> PlanSchedule(const Workload& w, const PlanOptions& op
   return policy;
 }
 
+// Host rules for the persistent allocations made at call site `site`, by allocation order (one
+// rule per run of consecutive ids): the engine knows an allocation's order in a run but not its
+// call site, so a rule by order is one it can execute (docs/policy.md, "Rules").
+std::vector<PolicyRule> HostRulesFor(const Workload& w, const std::string& site) {
+  std::vector<uint64_t> ids;
+  for (const WorkloadAllocation& a : w.allocations) {
+    if (a.persistent && a.call_site == site) ids.push_back(a.id);
+  }
+  std::sort(ids.begin(), ids.end());
+  std::vector<PolicyRule> rules;
+  for (const uint64_t id : ids) {
+    if (!rules.empty() && rules.back().last_order + 1 == id) {
+      rules.back().last_order = id;
+      continue;
+    }
+    PolicyRule rule;
+    rule.first_order = id;
+    rule.last_order = id;
+    rule.action = RuleAction::kHost;
+    rules.push_back(rule);
+  }
+  return rules;
+}
+
 }  // namespace
 
 absl::StatusOr<PolicyFile> PlanPolicy(const Workload& w, const PlanOptions& options) {
@@ -188,10 +214,8 @@ absl::StatusOr<PolicyFile> PlanPolicy(const Workload& w, const PlanOptions& opti
   }
   PlanOptions trial = options;
   for (const std::string& site : sites) {
-    PolicyRule host;
-    host.call_site = site;
-    host.action = RuleAction::kHost;
-    trial.rules.push_back(host);
+    const std::vector<PolicyRule> host = HostRulesFor(w, site);
+    trial.rules.insert(trial.rules.end(), host.begin(), host.end());
     absl::StatusOr<PolicyFile> plan = PlanSchedule(w, trial);
     if (!plan.ok()) return plan.status();
     const SimResult result = SimulatePlanned(w, *plan, options.sim);
@@ -201,7 +225,7 @@ absl::StatusOr<PolicyFile> PlanPolicy(const Workload& w, const PlanOptions& opti
       best_seconds = result.step_seconds;
       best = *std::move(plan);
     } else {
-      trial.rules.pop_back();
+      trial.rules.resize(trial.rules.size() - host.size());
     }
   }
   return best;

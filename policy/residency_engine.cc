@@ -12,6 +12,20 @@ struct PlannedMove {
   uint64_t id;  // the allocation's, to tell a failed move from one whose allocation was freed
   uint64_t base;
   uint64_t size;
+  uint64_t seq = 0;  // an eviction: the order event recorded after it (0: none)
+};
+
+// An order event a stream waits for before a move (the `before`-th of the moves issued there).
+struct OrderWait {
+  size_t before;
+  uint64_t seq;
+};
+
+// An order event recorded on `stream` (a victim's last use there), that the evicting stream then
+// waits for before its evictions.
+struct LastUse {
+  Stream stream;
+  uint64_t seq;
 };
 
 namespace {
@@ -43,6 +57,13 @@ thread_local std::vector<uint64_t> t_next;
 thread_local std::vector<uint64_t> t_unallocated;
 thread_local std::vector<uint64_t> t_needed;
 thread_local std::vector<LaunchTimer::Sample> t_samples;
+thread_local std::vector<uint64_t> t_room_waits;
+thread_local std::vector<RoomLedger::Room> t_taken;
+thread_local std::vector<std::pair<Stream, uint64_t>> t_launch_waited;
+thread_local std::vector<OrderWait> t_own_waits;
+thread_local std::vector<OrderWait> t_side_waits;
+thread_local std::vector<LastUse> t_own_last_uses;
+thread_local std::vector<LastUse> t_evict_last_uses;
 
 uint64_t Bytes(const std::vector<PlannedMove>& moves) {
   uint64_t bytes = 0;
@@ -94,22 +115,27 @@ uint64_t ResidencyEngine::step_length() const {
 }
 
 void ResidencyEngine::OnAllocated(const Allocation& allocation) {
-  std::lock_guard lock(mutex_);
-  if (allocation.backing != Backing::kManaged) {
-    fixed_bytes_ += allocation.size;
-    return;
+  bool host = false;  // a policy file's host rule places it (or another) on the host
+  {
+    std::lock_guard lock(mutex_);
+    if (allocation.backing != Backing::kManaged) {
+      fixed_bytes_ += allocation.size;
+      return;
+    }
+    tracked_[allocation.id] = Tracked{
+        allocation.base, allocation.size, false, 0, 0, Footprint(allocation.base, allocation.size)};
+    policy_->ObserveAllocated(allocation.id, allocation.size);
+    host = PlanHostPlacements();  // residency_engine_host.cc
   }
-  tracked_[allocation.id] = Tracked{
-      allocation.base, allocation.size, false, 0, 0, Footprint(allocation.base, allocation.size)};
-  policy_->ObserveAllocated(allocation.id, allocation.size);
+  if (host) IssueHostPlacements(nullptr);
 }
 
-void ResidencyEngine::Forget(const Allocation& allocation) {
-  std::lock_guard lock(mutex_);
+uint64_t ResidencyEngine::ForgetLocked(const Allocation& allocation) {
   if (allocation.backing != Backing::kManaged) {
     fixed_bytes_ -= std::min(fixed_bytes_, allocation.size);
-    return;
+    return 0;
   }
+  const uint64_t resident_before = resident_bytes_;
   const auto it = tracked_.find(allocation.id);
   if (it != tracked_.end()) {
     if (it->second.resident) resident_bytes_ -= it->second.footprint;
@@ -117,16 +143,104 @@ void ResidencyEngine::Forget(const Allocation& allocation) {
   }
   ForgetArena(allocation.id);
   policy_->Forget(allocation.id);
+  schedule_state_.erase(allocation.id);
+  return resident_before - resident_bytes_;
+}
+
+void ResidencyEngine::Forget(const Allocation& allocation) {
+  std::lock_guard lock(mutex_);
+  ForgetLocked(allocation);
 }
 
 int ResidencyEngine::OnFree(const Allocation& allocation, Stream stream) {
-  const uint64_t room = ScheduleRoomOf(allocation);  // residency_engine_schedule.cc
-  Forget(allocation);
+  uint64_t seq = 0;
+  {
+    std::lock_guard lock(mutex_);
+    const uint64_t room = ForgetLocked(allocation);
+    // Its room is free once `stream` has run the discard (after its last use there): an order
+    // event recorded after it, which what takes the room waits for.
+    if (room != 0 && (seq = NextOrderEvent()) != 0) room_.Add(seq, stream, room);
+  }
   if (allocation.backing != Backing::kManaged) return 0;
-  if (device_->Discard(allocation.base, allocation.size, stream) != kDeviceOk) return 1;
-  discard_bytes_.fetch_add(allocation.size, std::memory_order_relaxed);
-  NoteFreeForSchedule(allocation.id, room, stream);
-  return 0;
+  int failures = 0;
+  if (device_->Discard(allocation.base, allocation.size, stream) != kDeviceOk) {
+    failures = 1;
+  } else {
+    discard_bytes_.fetch_add(allocation.size, std::memory_order_relaxed);
+  }
+  // A failure only loses an ordering hint: the room is then made by the device's own eviction.
+  // (Another thread may take the room between the lock and this record: its wait then finds the
+  // event's previous recording, long complete, and orders nothing.)
+  if (seq != 0) device_->RecordEvent(OrderEvent(seq), stream);
+  return failures;
+}
+
+bool ResidencyEngine::OrderEventsReady() {
+  std::call_once(order_once_, [this] {
+    for (Event& event : order_events_) {
+      if (device_->CreateEvent(&event) != kDeviceOk) return;
+    }
+    order_ready_.store(true, std::memory_order_release);
+  });
+  return order_ready_.load(std::memory_order_acquire);
+}
+
+uint64_t ResidencyEngine::NextOrderEvent() {
+  return order_ready_.load(std::memory_order_acquire) ? ++order_seq_ : 0;
+}
+
+void ResidencyEngine::PlanEviction(Tracked* tracked, uint64_t seq, Stream on) {
+  tracked->resident = false;
+  tracked->pending_batch = 0;
+  resident_bytes_ -= tracked->footprint;
+  if (seq == 0) return;
+  tracked->evict_seq = seq;
+  tracked->evicted_on = on;
+  room_.Add(seq, on, tracked->footprint);
+}
+
+namespace {
+
+// Appends the wait for order event `seq` (recorded on `from`) by stream `on`, unless `on` is
+// `from` (in order already) or `on` waited for a newer event on `from` (events on one stream
+// complete in order): `waited` holds the newest event `on` waited for, per stream.
+void AddWait(uint64_t seq, Stream from, Stream on, std::vector<std::pair<Stream, uint64_t>>* waited,
+             std::vector<uint64_t>* waits) {
+  if (seq == 0 || from == on) return;
+  for (auto& [stream, newest] : *waited) {
+    if (stream != from) continue;
+    if (newest >= seq) return;
+    newest = seq;
+    waits->push_back(seq);
+    return;
+  }
+  waited->emplace_back(from, seq);
+  waits->push_back(seq);
+}
+
+}  // namespace
+
+void ResidencyEngine::TakeRoom(const Tracked& tracked, Stream on, uint64_t* own_room,
+                               std::vector<uint64_t>* waits) {
+  std::vector<std::pair<Stream, uint64_t>>* waited =
+      on == side_stream_ ? &side_waited_ : &t_launch_waited;
+  // Its own eviction, if still queued elsewhere (an eviction older than half the ring is done).
+  if (tracked.evict_seq != 0 && order_seq_ - tracked.evict_seq < kOrderEvents / 2) {
+    AddWait(tracked.evict_seq, tracked.evicted_on, on, waited, waits);
+  }
+  uint64_t bytes = tracked.footprint;
+  const uint64_t own = std::min(bytes, *own_room);  // freed before it on `on`: no wait
+  *own_room -= own;
+  bytes -= own;
+  const uint64_t used = fixed_bytes_ + resident_bytes_;
+  const uint64_t free = budget_bytes_ > used ? budget_bytes_ - used : 0;
+  room_.Trim(order_seq_, kOrderEvents / 2, free);
+  // Room free all along (not in the ledger, nor this launch's own) is taken first.
+  const uint64_t ledgered = room_.bytes() + *own_room;
+  std::vector<RoomLedger::Room>& taken = t_taken;
+  taken.clear();
+  room_.Take(bytes, free > ledgered ? free - ledgered : 0, &taken);
+  for (const RoomLedger::Room& room : taken) AddWait(room.seq, room.stream, on, waited, waits);
 }
 
 bool ResidencyEngine::Evictable(const void* context, uint64_t id) {
@@ -167,7 +281,17 @@ uint64_t ResidencyEngine::SizeLookahead(uint64_t stamp, const std::vector<uint64
   return sizer_.Window(stamp, policy_->step_length(), needed);
 }
 
-uint64_t ResidencyEngine::PlanLookahead(uint64_t stamp, uint64_t access_bytes,
+void ResidencyEngine::NoteLastUse(const Tracked& tracked, Stream stream,
+                                  std::vector<LastUse>* last_uses) {
+  if (!tracked.launched || tracked.last_stream == stream) return;
+  for (const LastUse& last_use : *last_uses) {
+    if (last_use.stream == tracked.last_stream) return;
+  }
+  const uint64_t seq = NextOrderEvent();
+  if (seq != 0) last_uses->push_back(LastUse{tracked.last_stream, seq});
+}
+
+uint64_t ResidencyEngine::PlanLookahead(uint64_t stamp, Stream stream, uint64_t access_bytes,
                                         std::vector<PlannedMove>* side_moves) {
   std::vector<uint64_t>& next = t_next;
   policy_->PredictNextUses(options_.lookahead_launches, &next);
@@ -208,12 +332,13 @@ uint64_t ResidencyEngine::PlanLookahead(uint64_t stamp, uint64_t access_bytes,
     const uint64_t distance = victim == 0 ? 0 : policy_->NextUse(victim);
     if (victim == 0 || distance <= headroom_window) break;
     Tracked& tracked = tracked_.at(victim);
-    tracked.resident = false;
-    tracked.pending_batch = 0;
-    resident_bytes_ -= tracked.footprint;
-    side_moves->push_back(PlannedMove{false, victim, tracked.base, tracked.size});
+    NoteLastUse(tracked, stream, &t_evict_last_uses);
+    const uint64_t seq = NextOrderEvent();
+    PlanEviction(&tracked, seq, evict_stream_);
+    side_moves->push_back(PlannedMove{false, victim, tracked.base, tracked.size, seq});
   }
   const uint64_t budget = budget_bytes_ > headroom ? budget_bytes_ - headroom : 0;
+  size_t prefetches = 0;
   for (const uint64_t id : next) {  // nearest use first
     const auto it = tracked_.find(id);
     if (it == tracked_.end() || it->second.resident) continue;
@@ -225,12 +350,18 @@ uint64_t ResidencyEngine::PlanLookahead(uint64_t stamp, uint64_t access_bytes,
       const uint64_t victim = policy_->PickVictim(&Evictable, &context);
       if (victim == 0 || policy_->NextUse(victim) <= distance) break;
       Tracked& tracked = tracked_.at(victim);
-      tracked.resident = false;
-      tracked.pending_batch = 0;
-      resident_bytes_ -= tracked.footprint;
-      side_moves->push_back(PlannedMove{false, victim, tracked.base, tracked.size});
+      NoteLastUse(tracked, stream, &t_evict_last_uses);
+      const uint64_t seq = NextOrderEvent();
+      PlanEviction(&tracked, seq, evict_stream_);
+      side_moves->push_back(PlannedMove{false, victim, tracked.base, tracked.size, seq});
     }
     if (fixed_bytes_ + resident_bytes_ + it->second.footprint > budget) break;
+    // It comes in once the room it takes is free (the discards' and evictions' events).
+    t_room_waits.clear();
+    uint64_t no_own_room = 0;
+    TakeRoom(it->second, side_stream_, &no_own_room, &t_room_waits);
+    for (const uint64_t seq : t_room_waits) t_side_waits.push_back(OrderWait{prefetches, seq});
+    ++prefetches;
     it->second.resident = true;
     it->second.pending_batch = batch;
     resident_bytes_ += it->second.footprint;
@@ -239,28 +370,26 @@ uint64_t ResidencyEngine::PlanLookahead(uint64_t stamp, uint64_t access_bytes,
   if (side_moves->empty()) return 0;
   batches_ = batch;
   issued_batches_.store(batch, std::memory_order_release);
-  for (const PlannedMove& move : *side_moves) {
-    if (!move.to_device) last_evict_batch_ = batch;
-  }
   return batch;
 }
 
 uint64_t ResidencyEngine::PollBatches() {
-  constexpr uint64_t kRingBatches = kEvents / 3;
+  constexpr uint64_t kRingBatches = kEvents / 2;
   const uint64_t issued = issued_batches_.load(std::memory_order_acquire);
   uint64_t done = polled_batch_.load(std::memory_order_relaxed);
   // A batch whose events were reused since is long done.
   if (issued > done + kRingBatches - 1) done = issued - (kRingBatches - 1);
   for (int query = 0; query < 8 && done < issued; ++query) {
-    if (device_->QueryEvent(BatchEvent(done + 1, 2)) != kDeviceOk) break;
+    if (device_->QueryEvent(BatchEvent(done + 1, 1)) != kDeviceOk) break;
     ++done;
   }
   polled_batch_.store(done, std::memory_order_relaxed);
   return done;
 }
 
-int ResidencyEngine::IssueLookahead(const std::vector<PlannedMove>& moves, uint64_t batch,
-                                    bool after_launch) {
+int ResidencyEngine::IssueLookahead(const std::vector<PlannedMove>& moves, uint64_t batch) {
+  static const std::vector<LastUse> kNoLastUses;
+  static const std::vector<OrderWait> kNoWaits;
   std::vector<PlannedMove>& evictions = t_evictions;
   std::vector<PlannedMove>& prefetches = t_prefetches;
   evictions.clear();
@@ -268,37 +397,41 @@ int ResidencyEngine::IssueLookahead(const std::vector<PlannedMove>& moves, uint6
   for (const PlannedMove& move : moves) (move.to_device ? prefetches : evictions).push_back(move);
   int failures = 0;
   if (!evictions.empty()) {
-    const Event evicted = BatchEvent(batch, 1);
+    // After the victims' last uses: what the launch stream has so far, and other streams' uses.
     if (device_->StreamWaitEvent(evict_stream_, BatchEvent(batch, 0)) != kDeviceOk) ++failures;
     // The write-backs' time on the evict stream gives the device-to-host bandwidth.
     const int transfer =
         options_.size_lookahead_from_time ? timer_.BeginTransfer(evict_stream_) : -1;
-    failures += Issue(evictions, evict_stream_, true);
+    failures += Issue(evictions, evict_stream_, true, t_evict_last_uses, kNoWaits);
     if (transfer >= 0) timer_.EndTransfer(transfer, Bytes(evictions), false, evict_stream_);
-    // Prefetches need the room: the side stream waits for the evictions (and so for every earlier
-    // eviction, the evict stream being in order).
-    if (device_->RecordEvent(evicted, evict_stream_) != kDeviceOk ||
-        device_->StreamWaitEvent(side_stream_, evicted) != kDeviceOk) {
-      ++failures;
-    }
   }
-  // Evictions this launch made on its own stream free room too.
-  if (after_launch && evictions.empty() &&
-      device_->StreamWaitEvent(side_stream_, BatchEvent(batch, 0)) != kDeviceOk) {
-    ++failures;
-  }
+  // Each prefetch waits for the events of the room it takes (t_side_waits), so one batch's
+  // evictions overlap the previous batch's prefetches.
   // The prefetches' time on the prefetch stream gives the bandwidth the lookahead is sized with.
   const bool timed = options_.size_lookahead_from_time && !prefetches.empty();
   const int transfer = timed ? timer_.BeginTransfer(side_stream_) : -1;
-  failures += Issue(prefetches, side_stream_, true);
+  failures += Issue(prefetches, side_stream_, true, kNoLastUses, t_side_waits);
   if (transfer >= 0) timer_.EndTransfer(transfer, Bytes(prefetches), true, side_stream_);
-  if (device_->RecordEvent(BatchEvent(batch, 2), side_stream_) != kDeviceOk) ++failures;
+  if (device_->RecordEvent(BatchEvent(batch, 1), side_stream_) != kDeviceOk) ++failures;
   return failures;
 }
 
-int ResidencyEngine::Issue(const std::vector<PlannedMove>& moves, Stream stream, bool ahead) {
+int ResidencyEngine::Issue(const std::vector<PlannedMove>& moves, Stream stream, bool ahead,
+                           const std::vector<LastUse>& last_uses,
+                           const std::vector<OrderWait>& waits) {
   int failures = 0;
-  for (const PlannedMove& move : moves) {
+  for (const LastUse& last_use : last_uses) {
+    if (device_->RecordEvent(OrderEvent(last_use.seq), last_use.stream) != kDeviceOk ||
+        device_->StreamWaitEvent(stream, OrderEvent(last_use.seq)) != kDeviceOk) {
+      ++failures;
+    }
+  }
+  size_t wait = 0;
+  for (size_t m = 0; m < moves.size(); ++m) {
+    const PlannedMove& move = moves[m];
+    for (; wait < waits.size() && waits[wait].before <= m; ++wait) {
+      if (device_->StreamWaitEvent(stream, OrderEvent(waits[wait].seq)) != kDeviceOk) ++failures;
+    }
     const DeviceResult result = move.to_device
                                     ? device_->PrefetchToDevice(move.base, move.size, stream)
                                     : device_->PrefetchToHost(move.base, move.size, stream);
@@ -312,6 +445,10 @@ int ResidencyEngine::Issue(const std::vector<PlannedMove>& moves, Stream stream,
       if (ahead) lookahead_bytes_.fetch_add(move.size, std::memory_order_relaxed);
     } else {
       evict_bytes_.fetch_add(move.size, std::memory_order_relaxed);
+    }
+    // The room is free (and the data on the host) once the stream gets here.
+    if (move.seq != 0 && device_->RecordEvent(OrderEvent(move.seq), stream) != kDeviceOk) {
+      ++failures;
     }
   }
   return failures;
@@ -344,9 +481,9 @@ int ResidencyEngine::OnLaunch(const AccessSet& access, const std::vector<uint64_
     timer_.Poll(&samples);
     done_batch = PollBatches();
   }
-  uint64_t wait_batch = 0, batch = 0, wait_evicted = 0;
+  uint64_t wait_batch = 0, batch = 0;
   uint64_t stamp = 0;
-  bool scheduled = false;
+  bool scheduled = false, host = false;
   {
     std::lock_guard lock(mutex_);
     stamp = ++launch_stamp_;
@@ -360,14 +497,17 @@ int ResidencyEngine::OnLaunch(const AccessSet& access, const std::vector<uint64_
     }
     ExpandAccess(access, words, &ids, &sizes);
     policy_->ObserveLaunch(LaunchView{function, ids.data(), sizes.data(), ids.size()});
+    host = PlanHostPlacements();  // residency_engine_host.cc
     uint64_t needed = 0, access_bytes = 0;
     for (const uint64_t id : ids) {
       const auto it = tracked_.find(id);
       if (it == tracked_.end()) continue;
       if (it->second.used_by_launch != stamp) access_bytes += it->second.footprint;
       it->second.used_by_launch = stamp;
+      it->second.launched = true;
+      it->second.last_stream = stream;
       policy_->Touch(id);
-      if (!it->second.resident) needed += it->second.footprint;
+      if (!it->second.resident && !it->second.on_host) needed += it->second.footprint;
       // Prefetched ahead and not waited for yet: the launch waits for the newest such batch.
       if (it->second.resident && it->second.pending_batch != 0) {
         wait_batch = std::max(wait_batch, it->second.pending_batch);
@@ -376,56 +516,70 @@ int ResidencyEngine::OnLaunch(const AccessSet& access, const std::vector<uint64_
     }
     // A policy file's schedule decides this launch's moves (residency_engine_schedule.cc).
     scheduled = PlanScheduled(ids, side, stream);
-    // Evict until the access set fits beside what stays, or nothing else can go.
+    // Evict until the access set fits beside what stays, or nothing else can go: on this stream,
+    // after the victims' last uses elsewhere; one order event after the evictions.
+    t_own_last_uses.clear();
+    t_own_waits.clear();
+    t_evict_last_uses.clear();
+    t_side_waits.clear();
+    t_launch_waited.clear();
     const EvictableContext context{&tracked_, stamp, 0};
+    uint64_t own_seq = 0, own_room = 0;
     while (!scheduled && fixed_bytes_ + resident_bytes_ + needed > budget_bytes_) {
       const uint64_t victim = policy_->PickVictim(&Evictable, &context);
       if (victim == 0) break;
       Tracked& tracked = tracked_.at(victim);
-      tracked.resident = false;
-      tracked.pending_batch = 0;
-      resident_bytes_ -= tracked.footprint;
+      NoteLastUse(tracked, stream, &t_own_last_uses);
+      if (own_seq == 0) own_seq = NextOrderEvent();
+      // Its room is this launch's own until the prefetches below have taken what they need.
+      own_room += tracked.footprint;
+      PlanEviction(&tracked, 0, stream);
+      if (own_seq != 0) {
+        tracked.evict_seq = own_seq;
+        tracked.evicted_on = stream;
+      }
       moves.push_back(PlannedMove{false, victim, tracked.base, tracked.size});
     }
-    // Prefetch what fits; what does not is left to demand paging.
+    if (own_seq != 0 && !moves.empty()) moves.back().seq = own_seq;
+    // Prefetch what fits (each after the events of the room it takes); what does not is left to
+    // demand paging.
     for (const uint64_t id : ids) {
       const auto it = tracked_.find(id);
       if (scheduled || it == tracked_.end() || it->second.resident) continue;
       if (!policy_->MayPrefetch(it->first)) continue;
       if (fixed_bytes_ + resident_bytes_ + it->second.footprint > budget_bytes_) continue;
+      t_room_waits.clear();
+      TakeRoom(it->second, stream, &own_room, &t_room_waits);
+      for (const uint64_t seq : t_room_waits) t_own_waits.push_back(OrderWait{moves.size(), seq});
       it->second.resident = true;
       resident_bytes_ += it->second.footprint;
       moves.push_back(PlannedMove{true, it->first, it->second.base, it->second.size});
     }
-    // The launch's own prefetches must not run before the evict stream has made the room it
-    // counted on (or before an eviction of the same allocation still queued there).
-    const bool own_prefetch = std::any_of(moves.begin(), moves.end(),
-                                          [](const PlannedMove& move) { return move.to_device; });
-    if (own_prefetch) wait_evicted = last_evict_batch_;
-    if (side && !scheduled) batch = PlanLookahead(stamp, access_bytes, &side_moves);
+    // The own evictions' room left over is free for others once this stream has run them.
+    if (own_seq != 0) room_.Add(own_seq, stream, own_room);
+    if (side && !scheduled) batch = PlanLookahead(stamp, stream, access_bytes, &side_moves);
     if (policy_->step_length() != 0) step_seen_.store(true, std::memory_order_relaxed);
   }
   int failures = 0;
   // The previous launch's kernel interval ends here, before this launch's own waits and moves.
   if (timing) timer_.LaunchArrived(stamp, stream);
-  if (wait_batch != 0 && device_->StreamWaitEvent(stream, BatchEvent(wait_batch, 2)) != kDeviceOk) {
+  if (wait_batch != 0 && device_->StreamWaitEvent(stream, BatchEvent(wait_batch, 1)) != kDeviceOk) {
     ++failures;
   }
-  if (wait_evicted != 0 &&
-      device_->StreamWaitEvent(stream, BatchEvent(wait_evicted, 1)) != kDeviceOk) {
-    ++failures;
-  }
-  failures += Issue(moves, stream, false);
+  if (host) IssueHostPlacements(stream);
+  failures += Issue(moves, stream, false, t_own_last_uses, t_own_waits);
   if (timing) timer_.KernelReady(stamp, stream);
   if (scheduled) {
     failures += IssueScheduled(stream);  // residency_engine_schedule.cc
   } else if (batch != 0) {
-    // The side streams start after what the launch stream has so far (the victims' last uses and
-    // this launch's own moves), then signal the launches that need the prefetches.
+    // The evictions ahead start after what the launch stream has so far (the victims' last uses
+    // there); the prefetches signal the launches that need them.
     const Event after_launch_stream = BatchEvent(batch, 0);
     if (device_->RecordEvent(after_launch_stream, stream) != kDeviceOk) ++failures;
-    failures += IssueLookahead(side_moves, batch, !moves.empty());
+    failures += IssueLookahead(side_moves, batch);
   }
+  // The order events (room ledger, schedules) exist from the second launch with side streams.
+  if (side) OrderEventsReady();
   return failures;
 }
 

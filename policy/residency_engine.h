@@ -5,10 +5,13 @@
 // victim's last use there, a prefetch before the kernel). When the policy predicts the next
 // launches (a detected training step), it also prefetches their access sets ahead, on side
 // streams: evictions on an evict stream that first waits for an event recorded on the launch
-// stream (so a victim's earlier uses have completed), prefetches on a prefetch stream that waits
-// for those evictions (the room), evicting only allocations needed later than what comes in and
-// leaving room for the allocations the next launches will make; the launch needing the data waits
-// for an event recorded after its prefetch. Large allocations reached through interior pointers
+// stream and on the stream of each victim's last use, prefetches on a prefetch stream, evicting
+// only allocations needed later than what comes in and leaving room for the allocations the next
+// launches will make; the launch needing the data waits for an event recorded after its prefetch.
+// Room counts as free when a discard or an eviction is planned, but is free on the device only
+// once that work has run on its stream: every discard and eviction is followed by an event there,
+// kept with its room in a RoomLedger (oldest first), and every prefetch waits for the events of
+// the room it takes. Large allocations reached through interior pointers
 // (arenas) are tracked per 2 MiB chunk. Frees of managed memory are discarded first, so dead data
 // never moves. See docs/engine.md.
 //
@@ -20,11 +23,11 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "policy/access_set.h"
@@ -33,10 +36,13 @@
 #include "policy/eviction_policy.h"
 #include "policy/launch_timer.h"
 #include "policy/lookahead_sizer.h"
+#include "policy/room_ledger.h"
 
 namespace spillway::policy {
 
 struct PlannedMove;  // residency_engine.cc
+struct OrderWait;    // residency_engine.cc
+struct LastUse;      // residency_engine.cc
 
 struct EngineOptions {
   // How many launches ahead the access sets are prefetched on the side stream (when the policy
@@ -112,11 +118,16 @@ class ResidencyEngine {
     uint64_t base = 0;
     uint64_t size = 0;
     bool resident = false;
-    uint64_t used_by_launch = 0;  // the launch stamp of the last launch whose access set had it
-    uint64_t pending_batch = 0;   // the lookahead batch that prefetched it, until a launch waits
-    uint64_t footprint = 0;       // what it takes of the budget when resident (see Footprint)
+    uint64_t used_by_launch = 0;   // the launch stamp of the last launch whose access set had it
+    uint64_t pending_batch = 0;    // the lookahead batch that prefetched it, until a launch waits
+    uint64_t footprint = 0;        // what it takes of the budget when resident (see Footprint)
+    bool on_host = false;          // placed on the host by a rule: never moved, out of budget
+    bool launched = false;         // a launch's access set has had it
+    Stream last_stream = nullptr;  // the stream of its newest such launch
+    uint64_t evict_seq = 0;        // the order event after its newest eviction (0: none)
+    Stream evicted_on = nullptr;   // the stream of that eviction
   };
-  static constexpr size_t kEvents = 96;  // a ring of events, three per lookahead batch
+  static constexpr size_t kEvents = 64;  // a ring of events, two per lookahead batch
 
   // An arena: a large allocation tracked per chunk (the chunks' ids are PieceId(id, chunk)).
   struct Arena {
@@ -143,44 +154,69 @@ class ResidencyEngine {
   // REQUIRES: mutex_ held. Plans the lookahead moves after launch `stamp`; returns the batch
   // (0 when there is nothing to move).
   // `access_bytes`: the footprint of the launch's own access set.
-  uint64_t PlanLookahead(uint64_t stamp, uint64_t access_bytes,
+  uint64_t PlanLookahead(uint64_t stamp, Stream stream, uint64_t access_bytes,
                          std::vector<PlannedMove>* side_moves);
   // Queries (without waiting) the prefetch events of the batches not yet seen complete, oldest
   // first; returns the newest batch up to which all are complete. No lock held.
   uint64_t PollBatches();
   // Creates the side stream and the events once; false when the device cannot.
   bool SideStreamReady();
-  // Event `which` (0: after the launch stream, 1: evictions done, 2: prefetches done) of a batch.
+  // Event `which` (0: after the launch stream, 1: prefetches done) of a batch.
   Event BatchEvent(uint64_t batch, size_t which) const {
-    return events_[(3 * batch + which) % kEvents];
+    return events_[(2 * batch + which) % kEvents];
   }
-  // Issues a lookahead batch's `moves` (planned at a launch on `stream`, after which
-  // BatchEvent(batch, 0) was recorded there): evictions on the evict stream once the launch
-  // stream's earlier work is done, prefetches on the side stream once those evictions are done, so
-  // one batch's evictions overlap the previous batch's prefetches. Returns the failures.
-  int IssueLookahead(const std::vector<PlannedMove>& moves, uint64_t batch, bool after_launch);
+  // Issues a lookahead batch's `moves` (planned at a launch, after which BatchEvent(batch, 0) was
+  // recorded on its stream): evictions on the evict stream once the launch stream's earlier work
+  // and the victims' last uses elsewhere are done, each followed by its order event; prefetches on
+  // the side stream, each after the order events of the room it takes (both planned by
+  // PlanLookahead into thread-local lists). Returns the failures.
+  int IssueLookahead(const std::vector<PlannedMove>& moves, uint64_t batch);
+  // REQUIRES: mutex_ held. Frees `tracked` (to be written back on `on`, order event `seq`
+  // recorded after it; 0: none): its room goes into the ledger.
+  void PlanEviction(Tracked* tracked, uint64_t seq, Stream on);
+  // REQUIRES: mutex_ held. When `tracked` was last used on a stream other than `stream` (where
+  // its eviction will follow what is issued so far), appends an order event to record there, for
+  // the evicting stream to wait for, once per stream.
+  void NoteLastUse(const Tracked& tracked, Stream stream, std::vector<LastUse>* last_uses);
+  // REQUIRES: mutex_ held. Takes room for `tracked` coming in on `on`: appends to `waits` the
+  // order events (not on `on` itself, not waited for there yet) that free it, oldest room first,
+  // and the event after its own newest eviction. `own_room`: bytes this launch's own evictions on
+  // `on` freed that are not taken yet (taken first: no wait).
+  void TakeRoom(const Tracked& tracked, Stream on, uint64_t* own_room,
+                std::vector<uint64_t>* waits);
+  // REQUIRES: mutex_ held. A new order event (its ring position); 0 when they do not exist yet.
+  uint64_t NextOrderEvent();
   // REQUIRES: mutex_ held. How many launches ahead of launch `stamp` data has to start moving:
   // with the lookahead sized from time, the window LookaheadSizer gives for the bytes the
   // predicted allocations `next` (nearest first) still need; else options_.lookahead_launches.
   uint64_t SizeLookahead(uint64_t stamp, const std::vector<uint64_t>& next);
-  // Issues `moves` on `stream`, counting bytes; returns the failures.
-  int Issue(const std::vector<PlannedMove>& moves, Stream stream, bool ahead);
+  // Issues `moves` on `stream`, counting bytes: first, for each of `last_uses`, its event recorded
+  // on its stream and waited for on `stream`; before each move the waits of `waits` for it; after
+  // a move with an order event, that event. Returns the failures.
+  int Issue(const std::vector<PlannedMove>& moves, Stream stream, bool ahead,
+            const std::vector<LastUse>& last_uses, const std::vector<OrderWait>& waits);
+  // REQUIRES: mutex_ held. Forgets `allocation`; returns the bytes of the budget that frees.
+  uint64_t ForgetLocked(const Allocation& allocation);
   // REQUIRES: mutex_ held. When the policy's schedule decides the launch being planned (`ids`:
   // its access set), takes its moves, updates residency and plans the device calls that execute
-  // them (with side streams: chunk by chunk, ordered by the schedule's events).
+  // them (with side streams: chunk by chunk, ordered by order events).
   // residency_engine_schedule.cc.
   bool PlanScheduled(const std::vector<uint64_t>& ids, bool side, Stream stream);
   // Issues the calls PlanScheduled planned (before the kernel on `stream`); returns the failures.
   int IssueScheduled(Stream stream);
-  // While a schedule is followed: the 2 MiB slots freeing `allocation` makes (0 when it is not
-  // resident), and, once its discard is issued on `stream`, those slots as room for the schedule's
-  // incoming moves (after an event there).
-  uint64_t ScheduleRoomOf(const Allocation& allocation) const;
-  void NoteFreeForSchedule(uint64_t id, uint64_t room, Stream stream);
-  // The schedule's events, created once outside the lock; false when the device cannot.
-  bool ScheduleEventsReady();
-  static constexpr size_t kScheduleEvents = 2048;
-  Event ScheduleEvent(uint64_t seq) const { return schedule_events_[seq % kScheduleEvents]; }
+  // REQUIRES: mutex_ held. Takes the policy's new host placements (EvictionPolicy::
+  // TakeHostPlacements) and plans them: each leaves the budget for good, a resident one to be
+  // written back. False when there are none. residency_engine_host.cc.
+  bool PlanHostPlacements();
+  // Places what PlanHostPlacements planned on the host (Device::PlaceOnHost; write-backs on
+  // `stream`, after any lookahead prefetch of them); a refusal is handed back to the policy, and
+  // that allocation is moved as any other from then on. No lock held.
+  void IssueHostPlacements(Stream stream);
+  // The order events (the room ledger's and the schedule's), created once outside the lock;
+  // false when the device cannot.
+  bool OrderEventsReady();
+  static constexpr size_t kOrderEvents = 2048;
+  Event OrderEvent(uint64_t seq) const { return order_events_[seq % kOrderEvents]; }
   // Per allocation while a schedule is followed: the event after its newest side-stream prefetch
   // (0: none to wait for) and after its newest eviction.
   struct ScheduleState {
@@ -200,8 +236,7 @@ class ResidencyEngine {
   uint64_t fixed_bytes_ = 0;                       // guarded by mutex_
   uint64_t launch_stamp_ = 0;                      // guarded by mutex_
   uint64_t batches_ = 0;                           // lookahead batches planned; guarded by mutex_
-  uint64_t last_evict_batch_ = 0;  // the newest batch with evictions; guarded by mutex_
-  uint64_t done_batch_ = 0;        // batches up to this one were seen complete; guarded by mutex_
+  uint64_t done_batch_ = 0;  // batches up to this one were seen complete; guarded by mutex_
   std::atomic<uint64_t> issued_batches_{0};  // batches_, read without the lock
   std::atomic<uint64_t> polled_batch_{0};    // what PollBatches saw complete
   std::once_flag side_once_;
@@ -209,19 +244,20 @@ class ResidencyEngine {
   Stream side_stream_ = nullptr;         // lookahead prefetches; written once under side_once_
   Stream evict_stream_ = nullptr;        // lookahead evictions; written once under side_once_
   std::array<Event, kEvents> events_{};  // written once under side_once_
+  // Order events used (a ring: OrderEvent); guarded by mutex_.
+  uint64_t order_seq_ = 0;
+  // Room counted free whose discard or eviction may not have run yet; guarded by mutex_.
+  RoomLedger room_;
+  // The newest order event the side stream waited for, per stream it was recorded on (waits for
+  // older ones there are implied); guarded by mutex_.
+  std::vector<std::pair<Stream, uint64_t>> side_waited_;
+  std::once_flag order_once_;
+  std::atomic<bool> order_ready_{false};
+  std::array<Event, kOrderEvents> order_events_{};  // written once under order_once_
   // The schedule's execution (residency_engine_schedule.cc); guarded by mutex_ unless noted.
   bool schedule_active_ = false;          // the latest launch followed a schedule
-  uint64_t schedule_seq_ = 0;             // schedule events used
   uint64_t schedule_last_evict_seq_ = 0;  // the event after the newest scheduled eviction
   std::unordered_map<uint64_t, ScheduleState> schedule_state_;
-  struct ScheduleRoom {
-    uint64_t seq;     // the event after which the slots are free
-    uint64_t chunks;  // how many
-  };
-  std::deque<ScheduleRoom> schedule_room_;  // device slots not taken yet, oldest first
-  std::once_flag schedule_once_;
-  std::atomic<bool> schedule_ready_{false};
-  std::array<Event, kScheduleEvents> schedule_events_{};  // written once under schedule_once_
   std::atomic<uint64_t> prefetch_bytes_{0};
   std::atomic<uint64_t> lookahead_bytes_{0};
   std::atomic<uint64_t> evict_bytes_{0};

@@ -5,10 +5,11 @@
 //
 // - evictions go on the evict stream after what the launch stream has issued so far (so an
 //   eviction follows the victim's last use), one chunk per call, each followed by an event;
-// - room is a ledger of 2 MiB slots in the order they were made: the frees' discards (a resident
-//   allocation's chunks, after an event on the free's stream) and the evictions; each chunk
-//   brought in takes the oldest slot and waits for the event that made it (when the ledger is
-//   empty, for the newest eviction), and for any eviction of its own allocation still queued;
+// - room is the engine's RoomLedger (policy/room_ledger.h), in the order it was made: the frees'
+//   discards (a resident allocation's footprint, after an event on the free's stream) and the
+//   evictions (a 2 MiB slot each); each chunk brought in takes the oldest 2 MiB and waits for the
+//   events that made it (when the ledger is empty, for the newest eviction), and for any eviction
+//   of its own allocation still queued;
 // - prefetches go on the side stream, an event after each allocation's chunks; a populate (a
 //   fresh chunk, no copy) of an allocation this launch uses goes on the launch stream, so the
 //   kernel does not wait behind unrelated copies;
@@ -66,6 +67,7 @@ thread_local std::vector<ScheduledMove> t_scheduled;
 thread_local std::vector<ResolvedMove> t_resolved;
 thread_local std::vector<ScheduleOp> t_ops;
 thread_local std::vector<uint64_t> t_evict_seqs;
+thread_local std::vector<RoomLedger::Room> t_slot;
 
 }  // namespace
 
@@ -77,37 +79,6 @@ bool ResidencyEngine::adherence(ScheduleAdherence* out) const {
   return true;
 }
 
-bool ResidencyEngine::ScheduleEventsReady() {
-  std::call_once(schedule_once_, [this] {
-    for (Event& event : schedule_events_) {
-      if (device_->CreateEvent(&event) != kDeviceOk) return;
-    }
-    schedule_ready_.store(true, std::memory_order_release);
-  });
-  return schedule_ready_.load(std::memory_order_acquire);
-}
-
-uint64_t ResidencyEngine::ScheduleRoomOf(const Allocation& allocation) const {
-  std::lock_guard lock(mutex_);
-  if (!schedule_active_) return 0;
-  const auto it = tracked_.find(allocation.id);
-  if (it == tracked_.end() || !it->second.resident) return 0;
-  return (it->second.footprint + kPieceBytes - 1) / kPieceBytes;
-}
-
-void ResidencyEngine::NoteFreeForSchedule(uint64_t id, uint64_t room, Stream stream) {
-  uint64_t seq = 0;
-  {
-    std::lock_guard lock(mutex_);
-    schedule_state_.erase(id);
-    if (room == 0 || !schedule_active_ || !schedule_ready_.load(std::memory_order_acquire)) return;
-    seq = ++schedule_seq_;
-    schedule_room_.push_back(ScheduleRoom{seq, room});
-  }
-  // A failure only loses an ordering hint: the room is then made by the device's own eviction.
-  device_->RecordEvent(ScheduleEvent(seq), stream);
-}
-
 bool ResidencyEngine::PlanScheduled(const std::vector<uint64_t>& ids, bool side, Stream stream) {
   std::vector<ResolvedMove>& resolved = t_resolved;
   std::vector<ScheduleOp>& ops = t_ops;
@@ -115,7 +86,6 @@ bool ResidencyEngine::PlanScheduled(const std::vector<uint64_t>& ids, bool side,
   ops.clear();
   if (!policy_->ScheduledMoves(&t_scheduled)) {
     schedule_active_ = false;
-    schedule_room_.clear();
     return false;
   }
   schedule_active_ = true;
@@ -139,7 +109,7 @@ bool ResidencyEngine::PlanScheduled(const std::vector<uint64_t>& ids, bool side,
   }
   using Type = ScheduleOp::Type;
   using On = ScheduleOp::On;
-  if (!side || !schedule_ready_.load(std::memory_order_acquire)) {
+  if (!side || !order_ready_.load(std::memory_order_acquire)) {
     for (const ResolvedMove& move : resolved) {  // in the file's order, before the kernel
       ops.push_back(ScheduleOp{IsIncoming(move.kind) ? Type::kToDevice : Type::kToHost, On::kLaunch,
                                0, move.id, move.address, move.bytes});
@@ -150,10 +120,11 @@ bool ResidencyEngine::PlanScheduled(const std::vector<uint64_t>& ids, bool side,
   std::vector<uint64_t>& evict_seqs = t_evict_seqs;
   evict_seqs.clear();
   const uint64_t earlier_evictions = schedule_last_evict_seq_;
+  Stream const evict_stream = evict_stream_;
   for (const ResolvedMove& move : resolved) {
     if (IsIncoming(move.kind)) continue;
     if (evict_seqs.empty() && ops.empty()) {
-      const uint64_t after_launch = ++schedule_seq_;
+      const uint64_t after_launch = ++order_seq_;
       ops.push_back(ScheduleOp{Type::kRecord, On::kLaunch, after_launch});
       ops.push_back(ScheduleOp{Type::kWait, On::kEvict, after_launch});
       // A victim last used on another stream (an optimizer's): after what that stream has so far.
@@ -165,27 +136,24 @@ bool ResidencyEngine::PlanScheduled(const std::vector<uint64_t>& ids, bool side,
         bool seen = false;
         for (const ScheduleOp& op : ops) seen |= op.on == On::kOther && op.other == last;
         if (seen) continue;
-        const uint64_t after_last_use = ++schedule_seq_;
+        const uint64_t after_last_use = ++order_seq_;
         ops.push_back(ScheduleOp{Type::kRecord, On::kOther, after_last_use, 0, 0, 0, last});
         ops.push_back(ScheduleOp{Type::kWait, On::kEvict, after_last_use});
       }
     }
     ForEachPiece(move.address, move.bytes, [&](uint64_t address, uint64_t bytes) {
       ops.push_back(ScheduleOp{Type::kToHost, On::kEvict, 0, move.id, address, bytes});
-      const uint64_t seq = ++schedule_seq_;
+      const uint64_t seq = ++order_seq_;
       ops.push_back(ScheduleOp{Type::kRecord, On::kEvict, seq});
       evict_seqs.push_back(seq);
       schedule_state_[move.id].evict_seq = seq;
-      schedule_room_.push_back(ScheduleRoom{seq, 1});
+      room_.Add(seq, evict_stream, kPieceBytes);
     });
   }
   if (!evict_seqs.empty()) schedule_last_evict_seq_ = evict_seqs.back();
   // Room older than half the ring of events was made long ago (and its event may be recorded
   // again): it needs no wait.
-  while (!schedule_room_.empty() &&
-         schedule_seq_ - schedule_room_.front().seq >= kScheduleEvents / 2) {
-    schedule_room_.pop_front();
-  }
+  room_.Trim(order_seq_, kOrderEvents / 2, UINT64_MAX);
   // Incoming chunks: prefetches first, then populates (the simulator's order of taking slots).
   uint64_t waited[2] = {0, 0};  // the event each stream waited for last (launch, side)
   for (const ScheduledMove::Kind kind :
@@ -198,12 +166,15 @@ bool ResidencyEngine::PlanScheduled(const std::vector<uint64_t>& ids, bool side,
       const int s = own ? 0 : 1;
       const uint64_t own_eviction = schedule_state_[move.id].evict_seq;
       ForEachPiece(move.address, move.bytes, [&](uint64_t address, uint64_t bytes) {
-        uint64_t room = evict_seqs.empty() ? earlier_evictions : evict_seqs.back();
-        if (!schedule_room_.empty()) {
-          room = schedule_room_.front().seq;
-          if (--schedule_room_.front().chunks == 0) schedule_room_.pop_front();
+        std::vector<RoomLedger::Room>& slot = t_slot;
+        slot.clear();
+        room_.Take(kPieceBytes, 0, &slot);
+        if (slot.empty()) {
+          slot.push_back({evict_seqs.empty() ? earlier_evictions : evict_seqs.back(), nullptr, 0});
         }
-        for (const uint64_t wait : {room, own_eviction}) {
+        slot.push_back({own_eviction, nullptr, 0});
+        for (const RoomLedger::Room& room : slot) {
+          const uint64_t wait = room.seq;
           if (wait == 0 || wait == waited[s]) continue;
           ops.push_back(ScheduleOp{Type::kWait, on, wait});
           waited[s] = wait;
@@ -211,7 +182,7 @@ bool ResidencyEngine::PlanScheduled(const std::vector<uint64_t>& ids, bool side,
         ops.push_back(ScheduleOp{Type::kToDevice, on, 0, move.id, address, bytes});
       });
       if (!own) {
-        const uint64_t seq = ++schedule_seq_;
+        const uint64_t seq = ++order_seq_;
         ops.push_back(ScheduleOp{Type::kRecord, On::kSide, seq});
         schedule_state_[move.id].ready_seq = seq;
       }
@@ -240,10 +211,10 @@ int ResidencyEngine::IssueScheduled(Stream stream) {
     DeviceResult result = kDeviceOk;
     switch (op.type) {
       case ScheduleOp::Type::kRecord:
-        if (device_->RecordEvent(ScheduleEvent(op.seq), on) != kDeviceOk) ++failures;
+        if (device_->RecordEvent(OrderEvent(op.seq), on) != kDeviceOk) ++failures;
         continue;
       case ScheduleOp::Type::kWait:
-        if (device_->StreamWaitEvent(on, ScheduleEvent(op.seq)) != kDeviceOk) ++failures;
+        if (device_->StreamWaitEvent(on, OrderEvent(op.seq)) != kDeviceOk) ++failures;
         continue;
       // A plan's discard (dead data) and populate (not yet written) are decided from the kernels
       // alone: a host copy or fill the plan does not see (cuMemcpy*, cuMemset* on the job's
@@ -265,9 +236,6 @@ int ResidencyEngine::IssueScheduled(Stream stream) {
       if (tracked_.contains(op.id)) ++failures;
     }
   }
-  // The schedule's events are created on the first scheduled launch with side streams; until
-  // then its moves go on the launch stream.
-  if (SideStreamReady()) ScheduleEventsReady();
   return failures;
 }
 

@@ -44,18 +44,46 @@ struct SimResult {
   uint64_t bytes_moved() const { return h2d_bytes + d2h_bytes + remote_bytes; }
 };
 
+// Chunks that hold no data (never resident since their allocation) are zero-filled when they fault
+// in, as on simgpu: the fault's batch latency, no transfer.
 SimResult SimulateDemandPaging(const Workload& w, const SimOptions& options);
 
-// `make` builds a fresh policy (called once); `name` labels the result.
+// `make` builds a fresh policy (called once); `name` labels the result. A model of the engine
+// without its lookahead (every move on the launch stream before the kernel), kept for the planner's
+// tests; SimulateEngine runs the engine itself.
 SimResult SimulateEvictionPolicy(const Workload& w, const SimOptions& options,
                                  const std::function<std::unique_ptr<EvictionPolicy>()>& make,
                                  const std::string& name);
+
+// How SimulateEngine sets up the residency engine (EngineOptions, as the shim sets them from
+// SPILLWAY_LOOKAHEAD): `auto` (the default) sizes the lookahead from observed times up to 64
+// launches; a fixed count without `lookahead_auto`; 0 turns the lookahead off.
+struct EngineSimOptions {
+  int lookahead_launches = 64;
+  bool lookahead_auto = true;
+};
+
+// The residency engine itself (policy/residency_engine.h, with `make`'s policy and its side-stream
+// lookahead sized by LookaheadSizer) driven over the step against a simulated device with
+// simgpu's cost model, residency and streams (policy/simulator_engine.cc): each launch's OnLaunch
+// moves, then the kernel on the launch stream; frees discarded through OnFree. A device slot is
+// usable once the eviction or free that emptied it has completed. The engine gets
+// kEngineWarmupSteps steps before the reported one (to detect the step and time the kernels). The
+// kernels touch the workload's ranges (a trace's arena ranges already end where the engine ends
+// them, policy/trace_workload.h); the engine sees a pointer into each range's first chunk.
+// `name` labels the result.
+SimResult SimulateEngine(const Workload& w, const SimOptions& options,
+                         const std::function<std::unique_ptr<EvictionPolicy>()>& make,
+                         const std::string& name, const EngineSimOptions& engine = {});
+inline constexpr uint32_t kEngineWarmupSteps = 5;
 
 // Follows `policy`'s schedule and rules; what the schedule misses is demand-faulted.
 SimResult SimulatePlanned(const Workload& w, const PolicyFile& policy, const SimOptions& options);
 
 // Belady over 2 MiB chunks: fewest chunks moved for the budget; first touches of fresh
-// allocations and dead data move nothing; step time = max(compute, copy-engine time).
+// allocations and dead data move nothing; step time = max(compute, copy-engine time). Over five
+// steps, the cheapest of the three between the first and the last (the step after a cold start
+// can cost more than a steady one).
 SimResult ChunkLowerBound(const Workload& w, const SimOptions& options);
 
 // A capacity-aware lower bound on the step time (docs/simulate.md, "The capacity bound"): for

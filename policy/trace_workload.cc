@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "policy/residency_engine.h"
 #include "policy/step_signature.h"
 #include "profiler/trace/trace_reader.h"
 
@@ -19,6 +20,7 @@ namespace {
 struct TraceAllocation {
   uint64_t bytes = 0;
   uint64_t call_site = 0;
+  std::vector<uint64_t> offsets;  // where launches' pointers into it point, sorted, distinct
 };
 
 struct Access {
@@ -59,7 +61,7 @@ absl::StatusOr<TraceEvents> ReadEvents(const std::string& path) {
       strings[s->id] = std::string(s->text);
     } else if (const auto* a = std::get_if<trace::AllocRecord>(&record)) {
       if (a->kind == trace::AllocKind::kHost || a->bytes == 0) continue;
-      out.allocations[a->allocation_id] = TraceAllocation{a->bytes, a->call_site};
+      out.allocations[a->allocation_id] = TraceAllocation{a->bytes, a->call_site, {}};
       live_by_address[a->address] = a->allocation_id;
       Event e;
       e.kind = StepEvent::Kind::kAlloc;
@@ -91,6 +93,9 @@ absl::StatusOr<TraceEvents> ReadEvents(const std::string& path) {
                                       [&](const Access& x) { return x.alloc == r.allocation_id; });
         if (!seen) sizes.push_back(known->second.bytes);
         e.accesses.push_back(Access{r.allocation_id, r.offset, r.bytes});
+        std::vector<uint64_t>& offsets = known->second.offsets;
+        const auto at = std::lower_bound(offsets.begin(), offsets.end(), r.offset);
+        if (at == offsets.end() || *at != r.offset) offsets.insert(at, r.offset);
       }
       e.token = LaunchToken(sizes.data(), sizes.size());
       out.events.push_back(std::move(e));
@@ -101,6 +106,20 @@ absl::StatusOr<TraceEvents> ReadEvents(const std::string& path) {
     }
   }
   return out;
+}
+
+// Where an access's range ends, in bytes. The recorder writes a pointer into an allocation as the
+// range from it to the allocation's end (it cannot know the tensor's size); in an arena (at least
+// ResidencyEngine::kArenaMinBytes, reached through an interior pointer) such a range ends at the
+// next offset any launch's pointer was seen at (the next tensor), as the engine names it
+// (docs/engine.md, "Arenas"). Every row of the simulator and the planner read these ranges.
+uint64_t AccessEnd(const TraceAllocation& t, uint64_t offset, uint64_t bytes) {
+  const uint64_t end = bytes == 0 ? t.bytes : std::min(t.bytes, offset + bytes);
+  const bool arena =
+      t.bytes >= ResidencyEngine::kArenaMinBytes && !t.offsets.empty() && t.offsets.back() != 0;
+  if (!arena || end != t.bytes) return end;
+  const auto next = std::upper_bound(t.offsets.begin(), t.offsets.end(), offset);
+  return next == t.offsets.end() ? end : std::min(end, *next);
 }
 
 // The longest stretch around `r` where every event repeats the one `period` earlier: [a, b).
@@ -211,7 +230,7 @@ absl::StatusOr<Workload> BuildStep(const std::string& path, const TraceEvents& r
         if (found == id_of.end()) continue;
         const uint64_t bytes = w.allocation(found->second).bytes;
         const uint64_t offset = std::min(x.offset, bytes - 1);
-        const uint64_t end = x.bytes == 0 ? bytes : std::min(bytes, offset + x.bytes);
+        const uint64_t end = AccessEnd(read.allocations.at(x.alloc), offset, x.bytes);
         const uint64_t first = offset / kChunkBytes;
         const uint64_t last = (std::max(end, offset + 1) - 1) / kChunkBytes;
         s.launch.accesses.push_back(ChunkRange{found->second, static_cast<uint32_t>(first),
@@ -234,7 +253,7 @@ absl::StatusOr<Workload> BuildStep(const std::string& path, const TraceEvents& r
 absl::StatusOr<Workload> WorkloadFromTrace(const std::string& path) {
   absl::StatusOr<TraceEvents> read = ReadEvents(path);
   if (!read.ok()) return read.status();
-  const std::vector<Event>& ev = read->events;
+  const auto& ev = read->events;  // (`Event` alone: also device.h's)
   const size_t n = ev.size();
   // The period: the repetition covering the most events (ties: the shorter period) that makes a
   // whole step, found from candidate distances to earlier events with the same token as a few

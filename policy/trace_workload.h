@@ -3,7 +3,9 @@
 // allocations, frees and launches, and describes its last whole repetition. Allocations live at
 // the step's start are the persistent ones; each launch touches the 2 MiB chunks of the parts of
 // allocations its access set names, and takes its compute time from the trace's kernel times
-// (0 when the trace has none). Events are compared the way the engine recognises a step
+// (0 when the trace has none). A pointer into an arena (docs/engine.md), recorded as the range to
+// the allocation's end, is taken to end at the next offset pointers into it were seen at, as the
+// engine names it. Events are compared the way the engine recognises a step
 // (policy/step_signature.h), so a policy planned from the trace is one the engine can follow.
 #ifndef SPILLWAY_POLICY_TRACE_WORKLOAD_H_
 #define SPILLWAY_POLICY_TRACE_WORKLOAD_H_

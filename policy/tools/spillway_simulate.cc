@@ -1,7 +1,8 @@
 // spillway-simulate TRACE|--synthetic NAME (--device-memory SIZE | --oversubscription X)
 //                   [--policy FILE]
-// Predicts one steady-state training step under plain demand paging, the engine's eviction
-// policies, the planned policy (FILE, or planned on the spot) and the chunk-level lower bound:
+// Predicts one steady-state training step under plain demand paging, the residency engine with
+// its eviction policies (lru; learned with its default lookahead and without: learned-nola), the
+// planned policy (FILE, or planned on the spot) and the chunk-level lower bound:
 // bytes moved, demand faults, step time, and each one's ratio to the bound (docs/simulate.md).
 // spillway-simulate --benchmark prints the table of docs/results/planner-simulate.md.
 #include <cstdio>
@@ -30,8 +31,12 @@ absl::StatusOr<std::vector<SimResult>> SimulateAll(const Workload& w, const SimO
                                                    const PolicyFile* policy) {
   std::vector<SimResult> results;
   results.push_back(SimulateDemandPaging(w, options));
-  results.push_back(SimulateEvictionPolicy(w, options, MakeLruPolicy, "lru"));
-  results.push_back(SimulateEvictionPolicy(w, options, MakeLearnedPolicy, "learned"));
+  // The residency engine itself: lru (which predicts nothing, so never looks ahead), learned
+  // with its default lookahead (SPILLWAY_LOOKAHEAD=auto) and without (SPILLWAY_LOOKAHEAD=0).
+  results.push_back(SimulateEngine(w, options, MakeLruPolicy, "lru"));
+  results.push_back(SimulateEngine(w, options, MakeLearnedPolicy, "learned"));
+  results.push_back(
+      SimulateEngine(w, options, MakeLearnedPolicy, "learned-nola", EngineSimOptions{0, false}));
   PolicyFile planned;
   if (policy == nullptr) {
     PlanOptions plan_options;

@@ -688,6 +688,7 @@ CUresult cuCtxGetStreamPriorityRange(int* leastPriority, int* greatestPriority) 
 
 CUresult cuCtxSynchronize(void) {
   SIMGPU_REQUIRE_CTX();
+  if (CUresult r = RefuseIfCaptureForbids()) return r;
   SynchronizeAll();
   return CUDA_SUCCESS;
 }

@@ -96,6 +96,7 @@ CUresult FindKernel(Module* m, const char* name, Function** out) {
 
 CUresult StreamSync(CUstream h, bool ptsz) {
   SIMGPU_REQUIRE_CTX();
+  if (CUresult r = RefuseIfCaptureForbids()) return r;
   Stream* s = nullptr;
   if (CUresult r = ResolveStream(h, ptsz, &s)) return r;
   SynchronizeStream(s);
@@ -104,6 +105,7 @@ CUresult StreamSync(CUstream h, bool ptsz) {
 
 CUresult StreamQuery(CUstream h, bool ptsz) {
   SIMGPU_REQUIRE_CTX();
+  if (CUresult r = RefuseIfCaptureForbids()) return r;
   Stream* s = nullptr;
   if (CUresult r = ResolveStream(h, ptsz, &s)) return r;
   return StreamIdle(s) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
@@ -469,6 +471,7 @@ CUresult cuEventRecordWithFlags_ptsz(CUevent e, CUstream s, unsigned int flags) 
 
 CUresult cuEventQuery(CUevent hEvent) {
   SIMGPU_REQUIRE_CTX();
+  if (CUresult r = RefuseIfCaptureForbids()) return r;
   Event* e = LiveEvent(hEvent);
   if (e == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   std::lock_guard<std::mutex> lock(SyncMutex());
@@ -477,6 +480,7 @@ CUresult cuEventQuery(CUevent hEvent) {
 
 CUresult cuEventSynchronize(CUevent hEvent) {
   SIMGPU_REQUIRE_CTX();
+  if (CUresult r = RefuseIfCaptureForbids()) return r;
   Event* e = LiveEvent(hEvent);
   if (e == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   MarkerPtr m;

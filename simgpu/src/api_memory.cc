@@ -82,6 +82,9 @@ double RunDeviceWork(double start, Dir dir, uint64_t bytes, int device,
 
 CUresult Copy(void* dst, const void* src, size_t bytes, CUstream h, bool ptsz, bool sync, Dir dir) {
   SIMGPU_REQUIRE_CTX();
+  if (sync) {
+    if (CUresult r = RefuseIfCaptureForbids()) return r;
+  }
   if (bytes == 0) return CUDA_SUCCESS;
   if (dst == nullptr || src == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if ((dir == Dir::kH2D || dir == Dir::kD2D) &&
@@ -204,6 +207,7 @@ CUresult EnqueueRanges(std::vector<RangeOp> ranges, RangeKind kind, CUstream h, 
 CUresult Prefetch(CUdeviceptr ptr, size_t bytes, CUmemLocation loc, unsigned flags, CUstream h,
                   bool ptsz) {
   SIMGPU_REQUIRE_CTX();
+  if (CUresult r = RefuseIfCaptureForbids()) return r;
   if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
   Where where;
   int device = 0;
@@ -227,6 +231,7 @@ CUresult Batch(CUdeviceptr* dptrs, size_t* sizes, size_t count, CUmemLocation* l
                size_t* loc_idxs, size_t num_locs, unsigned long long flags, CUstream h, bool ptsz,
                RangeKind kind) {
   SIMGPU_REQUIRE_CTX();
+  if (CUresult r = RefuseIfCaptureForbids()) return r;
   if (flags != 0 || count == 0 || dptrs == nullptr || sizes == nullptr)
     return CUDA_ERROR_INVALID_VALUE;
   if (kind != RangeKind::kDiscard) {
@@ -415,12 +420,14 @@ CUresult cuMemGetInfo(unsigned int* free, unsigned int* total) {
 
 CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
   SIMGPU_REQUIRE_CTX();
+  if (CUresult r = RefuseIfCaptureForbids()) return r;
   return AllocateDevice(bytesize, nullptr, dptr);
 }
 
 // The 32-bit-pointer ABI: simgpu's arena lies above 4 GiB, so no address fits.
 CUresult cuMemAlloc(CUdeviceptr_v1* dptr, unsigned int bytesize) {
   SIMGPU_REQUIRE_CTX();
+  if (CUresult r = RefuseIfCaptureForbids()) return r;
   if (dptr == nullptr || bytesize == 0) return CUDA_ERROR_INVALID_VALUE;
   CUdeviceptr p = 0;
   if (CUresult r = AllocateDevice(bytesize, nullptr, &p)) return r;
@@ -435,6 +442,7 @@ CUresult cuMemAlloc(CUdeviceptr_v1* dptr, unsigned int bytesize) {
 CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pPitch, size_t WidthInBytes, size_t Height,
                             unsigned int ElementSizeBytes) {
   SIMGPU_REQUIRE_CTX();
+  if (CUresult r = RefuseIfCaptureForbids()) return r;
   if (dptr == nullptr || pPitch == nullptr || WidthInBytes == 0 || Height == 0) {
     return CUDA_ERROR_INVALID_VALUE;
   }
@@ -449,6 +457,7 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pPitch, size_t WidthInByt
 
 CUresult cuMemFree_v2(CUdeviceptr dptr) {
   SIMGPU_REQUIRE_CTX();
+  if (CUresult r = RefuseIfCaptureForbids()) return r;
   if (dptr == 0) return CUDA_SUCCESS;
   // Freeing waits for the device, as on the real driver.
   SynchronizeAll();
@@ -459,12 +468,14 @@ CUresult cuMemFree(CUdeviceptr_v1 dptr) { return cuMemFree_v2(dptr); }
 
 CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsigned int flags) {
   SIMGPU_REQUIRE_CTX();
+  if (CUresult r = RefuseIfCaptureForbids()) return r;
   if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST) return CUDA_ERROR_INVALID_VALUE;
   return AllocateManaged(bytesize, nullptr, dptr);
 }
 
 CUresult cuMemAllocHost_v2(void** pp, size_t bytesize) {
   SIMGPU_REQUIRE_CTX();
+  if (CUresult r = RefuseIfCaptureForbids()) return r;
   if (pp == nullptr || bytesize == 0) return CUDA_ERROR_INVALID_VALUE;
   void* p = std::aligned_alloc(4096, (bytesize + 4095) / 4096 * 4096);
   if (p == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
@@ -479,6 +490,7 @@ CUresult cuMemHostAlloc(void** pp, size_t bytesize, unsigned int Flags) {
 
 CUresult cuMemFreeHost(void* p) {
   SIMGPU_REQUIRE_CTX();
+  if (CUresult r = RefuseIfCaptureForbids()) return r;
   std::free(p);
   return CUDA_SUCCESS;
 }

@@ -61,6 +61,9 @@ std::set<Graph*>* g_graphs = new std::set<Graph*>();           // guarded by g_m
 std::set<const Node*>* g_nodes = new std::set<const Node*>();  // guarded by g_mu
 std::set<Exec*>* g_execs = new std::set<Exec*>();              // guarded by g_mu
 std::unordered_map<Stream*, Capture>* g_captures = new std::unordered_map<Stream*, Capture>();
+std::atomic<int> g_strict_captures{0};  // captures in g_captures not in relaxed mode
+// The calling thread's capture interaction mode (cuThreadExchangeStreamCaptureMode).
+thread_local int t_interaction_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
 
 Graph* LiveGraph(CUgraph h) {  // REQUIRES: g_mu held
   Graph* g = reinterpret_cast<Graph*>(h);
@@ -343,6 +346,7 @@ CUresult BeginCapture(CUstream h, CUstreamCaptureMode mode, bool ptsz) {
   Graph* g = new Graph();
   g_graphs->insert(g);
   (*g_captures)[s] = Capture{g, nullptr, std::this_thread::get_id(), static_cast<int>(mode)};
+  if (mode != CU_STREAM_CAPTURE_MODE_RELAXED) g_strict_captures.fetch_add(1);
   return CUDA_SUCCESS;
 }
 
@@ -358,6 +362,7 @@ CUresult EndCapture(CUstream h, CUgraph* graph, bool ptsz) {
     return CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
   }
   Graph* g = it->second.graph;
+  if (it->second.mode != CU_STREAM_CAPTURE_MODE_RELAXED) g_strict_captures.fetch_sub(1);
   g_captures->erase(it);
   s->capture_mode.store(-1);
   *graph = nullptr;
@@ -370,6 +375,25 @@ CUresult EndCapture(CUstream h, CUgraph* graph, bool ptsz) {
 }
 
 }  // namespace
+
+CUresult RefuseIfCaptureForbids() {
+  if (g_strict_captures.load(std::memory_order_relaxed) == 0) return CUDA_SUCCESS;
+  const int thread_mode = t_interaction_mode;
+  if (thread_mode == CU_STREAM_CAPTURE_MODE_RELAXED) return CUDA_SUCCESS;
+  const std::thread::id self = std::this_thread::get_id();
+  bool refused = false;
+  std::lock_guard<std::mutex> lock(*g_mu);
+  for (auto& [stream, capture] : *g_captures) {
+    const bool own = capture.mode != CU_STREAM_CAPTURE_MODE_RELAXED && capture.thread == self;
+    const bool global = capture.mode == CU_STREAM_CAPTURE_MODE_GLOBAL &&
+                        thread_mode == CU_STREAM_CAPTURE_MODE_GLOBAL;
+    if (own || global) {
+      stream->capture_invalidated.store(true, std::memory_order_relaxed);  // as the driver does
+      refused = true;
+    }
+  }
+  return refused ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS;
+}
 
 CUresult CaptureKernel(Stream* s, Function* fn, const LaunchDims& dims, std::vector<char> buffer) {
   std::lock_guard<std::mutex> lock(*g_mu);
@@ -419,6 +443,22 @@ CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream stream, CUgraph graph, const 
                                           CUstreamCaptureMode mode) {
   (void)stream, (void)graph, (void)deps, (void)edges, (void)count, (void)mode;
   SIMGPU_GRAPH_UNSUPPORTED("captures into an existing graph");
+}
+// The calling thread's interaction mode: set to *mode, the previous one handed back. Needs no
+// context (the driver keeps it per thread).
+CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode* mode) {
+  SIMGPU_REQUIRE_INIT();
+  if (mode == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  int wanted = 0;  // read as an int: a job may pass any value
+  std::memcpy(&wanted, mode, sizeof(wanted));
+  if (wanted != CU_STREAM_CAPTURE_MODE_GLOBAL && wanted != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
+      wanted != CU_STREAM_CAPTURE_MODE_RELAXED) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  const int previous = t_interaction_mode;
+  t_interaction_mode = wanted;
+  *mode = static_cast<CUstreamCaptureMode>(previous);
+  return CUDA_SUCCESS;
 }
 CUresult cuStreamEndCapture(CUstream stream, CUgraph* graph) {
   return EndCapture(stream, graph, false);

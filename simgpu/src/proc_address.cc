@@ -193,6 +193,7 @@ const ProcEntry kProcs[] = {
     PT("cuStreamIsCapturing", 10000, cuStreamIsCapturing, cuStreamIsCapturing_ptsz),
     PT("cuStreamBeginCapture", 10010, cuStreamBeginCapture_v2, cuStreamBeginCapture_v2_ptsz),
     PT("cuStreamEndCapture", 10000, cuStreamEndCapture, cuStreamEndCapture_ptsz),
+    F("cuThreadExchangeStreamCaptureMode", 10010, cuThreadExchangeStreamCaptureMode),
     PT("cuStreamBeginCaptureToGraph", 12030, cuStreamBeginCaptureToGraph,
        cuStreamBeginCaptureToGraph_ptsz),
     F("cuIpcGetMemHandle", 4010, cuIpcGetMemHandle),

@@ -253,6 +253,12 @@ MarkerPtr EnqueueKernel(Stream* s, const SimgpuKernel* k, const LaunchDims& dims
                         std::vector<MarkerPtr> extra_deps = {});
 // Records a launch on capturing stream `s` as a kernel node of the capture's graph.
 CUresult CaptureKernel(Stream* s, Function* fn, const LaunchDims& dims, std::vector<char> buffer);
+// For a "potentially unsafe" call (allocation, free, prefetch, query, synchronization, synchronous
+// copy) by the calling thread: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, and the captures that forbid
+// it invalidated, while a global-mode capture is in progress in any thread (unless this thread's
+// interaction mode is not global) or a global/thread-local one begun by this thread (unless this
+// thread is in relaxed mode); CUDA_SUCCESS otherwise (lock-free while no such capture exists).
+CUresult RefuseIfCaptureForbids();
 
 // ---- pools -------------------------------------------------------------------------------------
 

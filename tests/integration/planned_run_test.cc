@@ -146,7 +146,7 @@ class PlannedRunTest : public ::testing::Test {
     ASSERT_TRUE(policy::ValidateWorkload(workload_).ok());
     policy::PlanOptions options;
     options.sim.device_memory = kBudget;
-    options.place_on_host = false;  // the engine does not execute host placement
+    options.place_on_host = false;  // generated host rules name call sites: not known in a run
     absl::StatusOr<policy::PolicyFile> plan = policy::PlanPolicy(workload_, options);
     ASSERT_TRUE(plan.ok()) << plan.status();
     plan_ = *plan;
@@ -282,6 +282,61 @@ TEST_F(PlannedRunTest, PolicyPlannedFromARecordedTraceIsFollowed) {
   const policy::SimResult predicted = policy::SimulatePlanned(*from_trace, *plan, sim);
   const double per_step = static_cast<double>(Moved(runs[6]) - Moved(runs[3])) / 3;
   EXPECT_NEAR(per_step / static_cast<double>(predicted.h2d_bytes + predicted.d2h_bytes), 1.0, 0.05);
+}
+
+// A host rule (docs/policy.md): the first layer's weights placed on the host, the rest planned
+// around them. The run gives the same checksum; from the step the weights are numbered in (the
+// second) on, simgpu maps them remotely at every use and never brings them in
+// (remote_mapped_bytes per step is the simulator's remote traffic, read and write counted once);
+// the bytes moved per followed step are the simulator's within 5%.
+TEST_F(PlannedRunTest, HostRuleIsExecutedAsTheSimulatorPricesIt) {
+  policy::PlanOptions options;
+  options.sim.device_memory = kBudget;
+  options.place_on_host = false;
+  policy::PolicyRule host;
+  host.first_order = host.last_order = 1;  // weights[0]
+  host.action = policy::RuleAction::kHost;
+  options.rules.push_back(host);
+  absl::StatusOr<policy::PolicyFile> plan = policy::PlanPolicy(workload_, options);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  std::ofstream(path_) << policy::FormatPolicyFile(*plan);
+  std::map<int, JobRun> runs;
+  for (const int steps : {3, 6}) {
+    const JobRun reference = RunProgram(steps, {}, false);
+    ASSERT_EQ(reference.result.exit_code, 0) << reference.result.output;
+    runs[steps] = RunProgram(steps, {{"SPILLWAY_POLICY", path_}}, true);
+    const JobRun& run = runs[steps];
+    ASSERT_EQ(run.result.exit_code, 0) << run.result.output;
+    EXPECT_FALSE(Checksum(run.result.output).empty()) << run.result.output;
+    EXPECT_EQ(Checksum(run.result.output), Checksum(reference.result.output));
+    EXPECT_NE(run.summary.find("\"errors\":[]"), std::string::npos) << run.summary;
+    EXPECT_EQ(JsonInt(run.summary, "steps_followed", "policy_file"), steps - 1) << run.summary;
+    EXPECT_EQ(JsonInt(run.summary, "host_placements", "policy_file"), 1) << run.summary;
+    EXPECT_EQ(JsonInt(run.summary, "host_bytes", "policy_file"), static_cast<long long>(kTensor));
+    EXPECT_EQ(JsonInt(run.summary, "host_failures", "policy_file"), 0);
+    EXPECT_GT(JsonInt(run.stats, "remote_mapped_bytes"), 0) << run.stats;
+  }
+  policy::SimOptions sim;
+  sim.device_memory = kBudget;
+  const policy::SimResult predicted = policy::SimulatePlanned(workload_, *plan, sim);
+  ASSERT_GT(predicted.remote_bytes, 0u);
+  // Remote: the weights' chunk at each of its two uses per step, never resident in between.
+  const long long remote = (JsonInt(runs[6].stats, "remote_mapped_bytes") -
+                            JsonInt(runs[3].stats, "remote_mapped_bytes")) /
+                           3;
+  EXPECT_EQ(2 * remote, static_cast<long long>(predicted.remote_bytes)) << runs[6].stats;
+  const double moved = static_cast<double>(Moved(runs[6]) - Moved(runs[3])) / 3;
+  const double expected = static_cast<double>(predicted.h2d_bytes + predicted.d2h_bytes);
+  ASSERT_GT(expected, 0);
+  EXPECT_NEAR(moved / expected, 1.0, 0.05) << runs[6].stats;
+  const double total = moved + 2.0 * static_cast<double>(remote);
+  EXPECT_NEAR(total / static_cast<double>(predicted.bytes_moved()), 1.0, 0.05);
+  std::printf(
+      "host rule: simgpu %.0f bytes moved + %lld remote per step, simulator %llu + %llu "
+      "(ratio %.3f)\n",
+      moved, 2 * remote, static_cast<unsigned long long>(predicted.h2d_bytes + predicted.d2h_bytes),
+      static_cast<unsigned long long>(predicted.remote_bytes),
+      total / static_cast<double>(predicted.bytes_moved()));
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <map>
 #include <set>
@@ -257,6 +258,43 @@ TEST(Record, AccessStartsAtThePointerTheKernelGot) {
 }
 
 // Events are read at synchronizations; a launch after the last one is read at exit.
+// Kernel times are the kernels' own: the start event goes on the stream after the engine's waits
+// for its prefetches, right before the kernel. train_like oversubscribed twice on three streams:
+// every forward kernel costs the same on simgpu (equal tensors, all prefetched), so each recorded
+// forward time is within 5% of the shortest. With the start event recorded before the engine's
+// waits, forward kernels that waited for a prefetch batch were recorded up to 4x longer.
+TEST(Record, KernelTimesLeaveOutTheEnginesWaits) {
+  const std::string dir = TempDir("train_like");
+  const std::string path = dir + "/run.trace";
+  std::map<std::string, std::string> env = RecordEnv(path);
+  env["SPILLWAY_DEVICE_MEMORY"] = "64MiB";
+  const ProcessResult run = RunProcess({kOut + "/train_like", "--oversubscription", "2", "--layers",
+                                        "24", "--steps", "4", "--streams", "3"},
+                                       env);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const Trace trace = Load(path);
+  std::map<uint64_t, uint64_t> forward;  // correlation id -> recorded ns
+  for (const trace::LaunchRecord& l : trace.launches) {
+    const auto name = trace.strings.find(l.function_name);
+    if (name != trace.strings.end() && name->second == "tl_forward") forward[l.correlation_id] = 0;
+  }
+  for (const trace::KernelTimeRecord& k : trace.kernel_times) {
+    if (auto it = forward.find(k.correlation_id); it != forward.end()) {
+      it->second = k.end_ns - k.start_ns;
+    }
+  }
+  ASSERT_EQ(forward.size(), 96u);
+  uint64_t shortest = UINT64_MAX;
+  for (const auto& [id, ns] : forward) {
+    ASSERT_GT(ns, 0u) << "forward launch " << id << " has no kernel time";
+    shortest = std::min(shortest, ns);
+  }
+  for (const auto& [id, ns] : forward) {
+    EXPECT_LE(ns, shortest + shortest / 20)
+        << "forward launch " << id << ": " << ns << " ns, the shortest " << shortest << " ns";
+  }
+}
+
 TEST(Record, LaunchAfterTheLastSynchronizationIsTimedAtExit) {
   const std::string dir = TempDir("unsynced");
   const std::string path = dir + "/run.trace";

@@ -10,6 +10,7 @@
 //                  (backing_program_ptsz.cc)
 //   capture        cuMemAlloc/cuMemAllocAsync while a global-mode capture is in progress, after
 //                  it, beside another thread's thread-local capture and inside this thread's
+//                  (also after switching itself to relaxed mode)
 //   multi MIB      on each of two devices (SIMGPU_DEVICES=2), cuMemAlloc buffers totalling MIB
 //                  (4 MiB each), alternating between the devices, filled and summed by kernels
 //                  on a stream of each device's primary context
@@ -161,9 +162,9 @@ int Capture() {
   CUstream streams[3];
   for (CUstream& stream : streams) CHECK_CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
   CHECK_CU(cuStreamBeginCapture(streams[0], CU_STREAM_CAPTURE_MODE_GLOBAL));
+  // cuMemAlloc is a "potentially unsafe" call: refused during the thread's own capture.
   CUdeviceptr during = 0;
-  CHECK_CU(cuMemAlloc(&during, 1 << 20));
-  std::printf("during_managed=%u\n", IsManaged(during));
+  std::printf("during_result=%d\n", static_cast<int>(cuMemAlloc(&during, 1 << 20)));
   CUdeviceptr async_during = 0;
   std::printf("async_during_result=%d\n",
               static_cast<int>(cuMemAllocAsync(&async_during, 1 << 20, streams[0])));
@@ -187,11 +188,20 @@ int Capture() {
   // This thread's own thread-local capture does.
   CHECK_CU(cuStreamBeginCapture(streams[2], CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
   CUdeviceptr inside = 0;
-  CHECK_CU(cuMemAlloc(&inside, 1 << 20));
-  std::printf("inside_managed=%u\n", IsManaged(inside));
-  cuStreamEndCapture(streams[1], &graph);
+  std::printf("inside_result=%d\n", static_cast<int>(cuMemAlloc(&inside, 1 << 20)));
   cuStreamEndCapture(streams[2], &graph);
-  for (CUdeviceptr pointer : {during, after, beside, inside}) CHECK_CU(cuMemFree(pointer));
+  // Relaxed mode (cuThreadExchangeStreamCaptureMode) lets the thread allocate during its own
+  // capture, and spillway back it with managed memory as usual.
+  CHECK_CU(cuStreamBeginCapture(streams[2], CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+  CHECK_CU(cuThreadExchangeStreamCaptureMode(&mode));
+  CUdeviceptr relaxed = 0;
+  CHECK_CU(cuMemAlloc(&relaxed, 1 << 20));
+  std::printf("relaxed_managed=%u\n", IsManaged(relaxed));
+  CHECK_CU(cuThreadExchangeStreamCaptureMode(&mode));
+  std::printf("relaxed_end_result=%d\n", static_cast<int>(cuStreamEndCapture(streams[2], &graph)));
+  cuStreamEndCapture(streams[1], &graph);
+  for (CUdeviceptr pointer : {after, beside, relaxed}) CHECK_CU(cuMemFree(pointer));
   for (CUstream stream : streams) CHECK_CU(cuStreamDestroy(stream));
   return 0;
 }

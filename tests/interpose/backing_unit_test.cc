@@ -73,6 +73,37 @@ TEST(CaptureTrackerTest, RestartingACaptureOnTheSameStreamCountsOnce) {
   EXPECT_FALSE(tracker.ActiveForThisThread());
 }
 
+TEST(CaptureTrackerTest, ARelaxedThreadIsNeverHeldBack) {
+  CaptureTracker tracker;
+  tracker.OnBegin(&g_stream_a, CaptureTracker::kGlobal);
+  ASSERT_EQ(CaptureTracker::ThreadMode(), CaptureTracker::kGlobal);
+  CaptureTracker::OnThreadModeSet(CaptureTracker::kRelaxed);
+  EXPECT_FALSE(tracker.ActiveForThisThread());
+  EXPECT_FALSE(tracker.HoldsBack("test"));
+  CaptureTracker::OnThreadModeSet(CaptureTracker::kGlobal);
+  EXPECT_TRUE(tracker.HoldsBack("test"));
+  EXPECT_EQ(tracker.held_back(), 1u);
+  tracker.OnEnd(&g_stream_a);
+}
+
+TEST(CaptureTrackerTest, AThreadLocalModeThreadIgnoresOtherThreadsGlobalCaptures) {
+  CaptureTracker tracker;
+  bool other_held = true;
+  std::thread([&] { tracker.OnBegin(&g_stream_a, CaptureTracker::kGlobal); }).join();
+  EXPECT_TRUE(tracker.ActiveForThisThread());
+  CaptureTracker::OnThreadModeSet(CaptureTracker::kThreadLocal);
+  EXPECT_FALSE(tracker.ActiveForThisThread());
+  // Its own capture (global or thread-local) still holds it back.
+  tracker.OnBegin(&g_stream_b, CaptureTracker::kThreadLocal);
+  EXPECT_TRUE(tracker.ActiveForThisThread());
+  std::thread([&] { other_held = tracker.ActiveForThisThread(); }).join();
+  EXPECT_TRUE(other_held);  // the other thread is in global mode: the global capture holds it
+  tracker.OnEnd(&g_stream_b);
+  tracker.OnEnd(&g_stream_a);
+  EXPECT_FALSE(tracker.AnyInProgress());
+  CaptureTracker::OnThreadModeSet(CaptureTracker::kGlobal);
+}
+
 TEST(CallerModuleTest, ListedIsASubstringMatch) {
   EXPECT_TRUE(ModuleListed("/usr/lib/x86_64-linux-gnu/libnccl.so.2", {"libnccl"}));
   EXPECT_TRUE(ModuleListed("/opt/lib/libfoo.so", {"nothere", "foo"}));

@@ -7,14 +7,18 @@
 //   MODE: direct | graph | setparams (each exec's first node re-set: stale) | update (each exec
 //         re-set, then cuGraphExecUpdate from its graph: known again) | procaddress (as graph,
 //         with cuGraphInstantiate and cuGraphLaunch found through cuGetProcAddress, as cudart
-//         finds them)
+//         finds them) | threaded (group 0 captured in global mode on this thread while another
+//         thread launches the other groups' chains, ROUNDS times, on a stream of its own; then
+//         group 0's graph launched ROUNDS times)
 #include <cuda.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #define CHECK_CU(call)                                             \
@@ -99,9 +103,35 @@ int main(int argc, char** argv) {
     graph_launch = reinterpret_cast<GraphLaunchFn>(fn);
   }
 
+  int groups_captured = mode == "direct" ? 0 : groups;  // graphs and execs to destroy
   std::vector<CUgraph> graphs(groups, nullptr);
   std::vector<CUgraphExec> execs(groups, nullptr);
-  if (mode != "direct") {
+  if (mode == "threaded") {
+    // The other thread's launches (which the engine would move data for) happen while this
+    // thread's global-mode capture is open.
+    CUstream other_stream = nullptr;
+    CHECK_CU(cuStreamCreate(&other_stream, CU_STREAM_NON_BLOCKING));
+    std::atomic<int> phase{0};  // 1: capture open; 2: the other thread's launches issued
+    std::thread other([&] {
+      CHECK_CU(cuCtxSetCurrent(context));
+      while (phase.load() < 1) std::this_thread::yield();
+      for (int r = 0; r < rounds; ++r) {
+        for (int g = 1; g < groups; ++g) LaunchChain(buffers[g], words, other_stream);
+      }
+      phase.store(2);
+    });
+    CHECK_CU(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    phase.store(1);
+    while (phase.load() < 2) std::this_thread::yield();
+    LaunchChain(buffers[0], words, stream);
+    CHECK_CU(cuStreamEndCapture(stream, &graphs[0]));
+    other.join();
+    CHECK_CU(instantiate(&execs[0], graphs[0], 0));
+    for (int r = 0; r < rounds; ++r) CHECK_CU(graph_launch(execs[0], stream));
+    CHECK_CU(cuStreamSynchronize(other_stream));
+    CHECK_CU(cuStreamDestroy(other_stream));
+    groups_captured = 1;
+  } else if (mode != "direct") {
     for (int g = 0; g < groups; ++g) {
       CHECK_CU(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
       LaunchChain(buffers[g], words, stream);
@@ -114,7 +144,7 @@ int main(int argc, char** argv) {
       }
     }
   }
-  for (int r = 0; r < rounds; ++r) {
+  for (int r = 0; r < rounds && mode != "threaded"; ++r) {
     for (int g = 0; g < groups; ++g) {
       if (mode == "direct") {
         LaunchChain(buffers[g], words, stream);
@@ -133,7 +163,7 @@ int main(int argc, char** argv) {
     }
   }
   std::printf("checksum=%llu\n", static_cast<unsigned long long>(checksum));
-  for (int g = 0; g < groups && mode != "direct"; ++g) {
+  for (int g = 0; g < groups_captured; ++g) {
     CHECK_CU(cuGraphExecDestroy(execs[g]));
     CHECK_CU(cuGraphDestroy(graphs[g]));
   }

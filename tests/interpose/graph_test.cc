@@ -125,6 +125,36 @@ TEST(GraphTest, HooksFoundThroughCuGetProcAddressWorkToo) {
   EXPECT_LT(Faults(run), 48) << run.stats;  // half of what 96 without access sets would be
 }
 
+// A global-mode capture on one thread while another thread launches kernels over more managed
+// memory than the budget: the engine's moves for those launches would be "potentially unsafe"
+// calls that invalidate the capture (simgpu refuses them as the driver does), so they are skipped
+// until the capture ends. The capture succeeds and its graph computes the right result, in run and
+// in record mode (whose timing events are skipped too).
+TEST(GraphTest, ACaptureInGlobalModeSurvivesAnotherThreadsLaunches) {
+  const Outcome reference = RunJob("direct", {}, /*shim=*/false, "256MiB");
+  ASSERT_EQ(reference.status, 0) << reference.output;
+  const std::string expected = Checksum(reference.output);
+
+  const Outcome plain = RunJob("threaded", {}, /*shim=*/false);
+  ASSERT_EQ(plain.status, 0) << plain.output;
+  EXPECT_EQ(Checksum(plain.output), expected);
+
+  const Outcome run = RunJob("threaded", {});
+  ASSERT_EQ(run.status, 0) << run.output;
+  EXPECT_EQ(Checksum(run.output), expected);
+  EXPECT_GT(JsonInt(run.summary, "capture_skips"), 0) << run.summary;
+  EXPECT_GT(JsonInt(run.summary, "prefetch_bytes"), 0) << run.summary;  // after the capture
+  EXPECT_NE(run.summary.find("\"errors\":[]"), std::string::npos) << run.summary;
+
+  const std::string trace = ::testing::TempDir() + "graph_threaded_" + std::to_string(::getpid());
+  const Outcome recorded =
+      RunJob("threaded", {{"SPILLWAY_MODE", "record"}, {"SPILLWAY_TRACE", trace}});
+  std::remove(trace.c_str());
+  ASSERT_EQ(recorded.status, 0) << recorded.output;
+  EXPECT_EQ(Checksum(recorded.output), expected);
+  EXPECT_GT(JsonInt(recorded.summary, "capture_skips"), 0) << recorded.summary;
+}
+
 TEST(GraphTest, ABadSettingIsOneLineAndTheDefault) {
   const Outcome run = RunJob("graph", {{"SPILLWAY_GRAPH_ACCESS", "maybe"}});
   ASSERT_EQ(run.status, 0) << run.output;

@@ -1,7 +1,7 @@
 // An in-process fake of the engine's device interface: hands out addresses, records every call
-// in order (streams and events included), and can be told to fail discards. Timing events read a
-// clock the test sets (plus, per stream, the time its prefetches took at `h2d_bytes_per_ms`), and
-// complete only while `events_complete` is true.
+// in order (streams and events included), and can be told to fail discards and host placements.
+// Timing events read a clock the test sets (plus, per stream, the time its prefetches took at
+// `h2d_bytes_per_ms`), and complete only while `events_complete` is true.
 #ifndef SPILLWAY_TESTS_POLICY_FAKE_DEVICE_H_
 #define SPILLWAY_TESTS_POLICY_FAKE_DEVICE_H_
 
@@ -16,7 +16,7 @@ namespace spillway::policy::testing {
 struct DeviceCall {
   // "managed", "device", "free", "to_device", "to_host", "discard", "stream", "event",
   // "record" (event recorded on stream), "wait" (stream waits for event), "populate"
-  // (discard and prefetch to the device)
+  // (discard and prefetch to the device), "host" (placed on the host, mapped remotely)
   std::string what;
   uint64_t address = 0;
   uint64_t bytes = 0;
@@ -46,6 +46,10 @@ class FakeDevice final : public Device {
   }
   DeviceResult DiscardAndPrefetch(uint64_t address, uint64_t bytes, Stream stream) override {
     return Record("populate", address, bytes, stream);
+  }
+  DeviceResult PlaceOnHost(uint64_t address, uint64_t bytes) override {
+    Record("host", address, bytes, nullptr);
+    return fail_place_on_host ? 801 /* CUDA_ERROR_NOT_SUPPORTED */ : kDeviceOk;
   }
   DeviceResult MemoryInfo(uint64_t* free, uint64_t* total) override {
     *free = *total = capacity;
@@ -106,6 +110,7 @@ class FakeDevice final : public Device {
   std::vector<DeviceCall> calls;
   uint64_t capacity = 1ull << 30;
   bool fail_discard = false;
+  bool fail_place_on_host = false;
   // Timing: what a timing event recorded on stream s reads is clock_ms + stream_ms[s].
   bool can_time = true;
   bool events_complete = true;

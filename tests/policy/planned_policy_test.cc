@@ -4,6 +4,8 @@
 // bytes per followed step are the simulator's prediction for the same file. Every fallback (a
 // file that is missing, malformed or planned for more memory; a job whose step never matches; a
 // job that leaves the step) gives one log line and exactly the learned policy's device calls.
+// Rules: `keep` allocations are no victims, `never` ones are not moved, and `host` ones are placed
+// on the host once and never moved (a refused placement: one line, and the allocation is swapped).
 #include "policy/planned_policy.h"
 
 #include <algorithm>
@@ -389,6 +391,38 @@ TEST(PlannedPolicy, MalformedFileIsOneLineWithFileAndLine) {
   std::remove(path.c_str());
 }
 
+TEST(PlannedPolicy, RulesByCallSiteOrModuleAreSaidToNotMatchInARun) {
+  const Workload w = SmallStep();
+  PolicyFile plan = Plan(w, 6 * kMiB);
+  const std::string text = FormatPolicyFile(plan) +
+                           "[[rule]]\ncall_site = \"optim.step\"\naction = \"host\"\n"
+                           "[[rule]]\nmodule = \"libnccl.so.2\"\naction = \"never\"\n"
+                           "[[rule]]\nmin_size = \"1MiB\"\naction = \"keep\"\n";
+  const std::string path = WriteTemp("sites.policy.toml", text);
+  absl::StatusOr<PolicyFile> file = ReadPolicyFile(path);
+  ASSERT_TRUE(file.ok()) << file.status();
+  ASSERT_GE(file->rules.size(), 3u);
+  const PolicyRule& by_site = file->rules[file->rules.size() - 3];
+  const PolicyRule& by_module = file->rules[file->rules.size() - 2];
+  Logged log;
+  Replay replay(w, LoadPlannedPolicy(path, 6 * kMiB, log.Sink()), 6 * kMiB);
+  ASSERT_EQ(log.problems.size(), 2u);
+  EXPECT_EQ(log.problems[0], path + ":" + std::to_string(by_site.line) +
+                                 ": this rule matches by call_site, which a run does not know "
+                                 "yet; it applies in spillway plan and simulate only: write it "
+                                 "by order or size");
+  EXPECT_NE(log.problems[1].find(":" + std::to_string(by_module.line) + ": this rule matches by "
+                                 "module,"),
+            std::string::npos)
+      << log.problems[1];
+  // Only said: the file is still followed.
+  replay.Init();
+  for (int i = 0; i < 3; ++i) replay.Step();
+  EXPECT_EQ(log.problems.size(), 2u);
+  EXPECT_EQ(replay.Adherence().steps_followed, 2u);
+  std::remove(path.c_str());
+}
+
 TEST(PlannedPolicy, ValidFileReadFromDiskIsFollowed) {
   const Workload w = SmallStep();
   const std::string path = WriteTemp("good.policy.toml", FormatPolicyFile(Plan(w, 6 * kMiB)));
@@ -476,6 +510,201 @@ TEST(PlannedPolicy, KeepRuleAllocationsAreNoVictimsOfTheLearnedPolicy) {
     }
   }
   EXPECT_FALSE(replay.Moves().empty());
+}
+
+// ---- Host placement (`host` rules): policy/residency_engine_host.cc ----
+
+// Persistent A (4 MiB) and B (2 MiB); per step X (6 MiB, the one rules place) and Y (2 MiB).
+Workload HostStep() {
+  Workload w;
+  w.name = "host-step";
+  auto add = [&w](uint64_t bytes, bool persistent) {
+    WorkloadAllocation a;
+    a.id = w.allocations.size() + 1;
+    a.bytes = bytes;
+    a.persistent = persistent;
+    w.allocations.push_back(a);
+    return a.id;
+  };
+  const uint64_t a = add(4 * kMiB, true), b = add(2 * kMiB, true);
+  const uint64_t x = add(6 * kMiB, false), y = add(2 * kMiB, false);
+  auto event = [&w](uint64_t id, StepEvent::Kind kind) {
+    StepEvent e;
+    e.kind = kind;
+    e.alloc_id = id;
+    w.step.push_back(e);
+  };
+  auto launch = [&w](std::vector<ChunkRange> accesses) {
+    StepEvent e;
+    e.launch.kernel = "k" + std::to_string(w.step.size());
+    e.launch.compute_seconds = 1e-4;
+    e.launch.accesses = std::move(accesses);
+    w.step.push_back(e);
+  };
+  event(x, StepEvent::Kind::kAlloc);
+  launch({{a, 0, 2}, {x, 0, 3}});
+  event(y, StepEvent::Kind::kAlloc);
+  launch({{b, 0, 1}, {x, 0, 3}, {y, 0, 1}});
+  event(x, StepEvent::Kind::kFree);
+  launch({{a, 0, 2}, {y, 0, 1}});
+  event(y, StepEvent::Kind::kFree);
+  launch({{b, 0, 1}, {a, 1, 1}});
+  return w;
+}
+
+PolicyFile PlanWithRule(const Workload& w, uint64_t budget, const PolicyRule& rule) {
+  PlanOptions options;
+  options.sim.device_memory = budget;
+  options.place_on_host = false;
+  options.rules.push_back(rule);
+  absl::StatusOr<PolicyFile> plan = PlanPolicy(w, options);
+  EXPECT_TRUE(plan.ok()) << plan.status();
+  return plan.ok() ? *plan : PolicyFile{};
+}
+
+PolicyRule SizeRule(uint64_t bytes, RuleAction action) {
+  PolicyRule rule;
+  rule.min_bytes = rule.max_bytes = bytes;
+  rule.action = action;
+  return rule;
+}
+
+// The addresses of the managed allocations of `bytes` the replay made, in order.
+std::vector<uint64_t> AllocationsOf(const FakeDevice& device, uint64_t bytes) {
+  std::vector<uint64_t> out;
+  for (const DeviceCall& c : device.Calls("managed")) {
+    if (c.bytes == bytes) out.push_back(c.address);
+  }
+  return out;
+}
+
+// Device calls of kind `what` that touch [base, base + bytes).
+size_t CallsOn(const Replay& replay, const std::string& what, uint64_t base, uint64_t bytes) {
+  size_t n = 0;
+  for (const auto& [kind, address, length] : replay.Moves()) {
+    if (kind == what && address < base + bytes && base < address + length) ++n;
+  }
+  return n;
+}
+
+TEST(HostPlacement, HostRuleAllocationIsAdvisedOnceNeverMovedAndOutOfTheBudget) {
+  const Workload w = HostStep();
+  const uint64_t budget = 6 * kMiB;
+  const PolicyFile plan = PlanWithRule(w, budget, SizeRule(6 * kMiB, RuleAction::kHost));
+  ASSERT_NE(plan.step_signature, 0u);
+  Logged log;
+  Replay replay(w, MakePlannedPolicy(plan, "host.policy.toml", budget, log.Sink()), budget);
+  replay.Init();
+  replay.Step();
+  replay.Step();
+  const ScheduleAdherence before = replay.Adherence();
+  replay.Step();
+  const ScheduleAdherence after = replay.Adherence();
+  replay.Step();
+  EXPECT_TRUE(log.problems.empty());
+  // Every X (one per step, a size rule places it from its allocation on) is advised exactly once,
+  // before any launch, and never moved.
+  const std::vector<uint64_t> xs = AllocationsOf(replay.device_, 6 * kMiB);
+  ASSERT_EQ(xs.size(), 4u);
+  const std::vector<DeviceCall> host = replay.device_.Calls("host");
+  ASSERT_EQ(host.size(), xs.size());
+  for (size_t i = 0; i < xs.size(); ++i) {
+    EXPECT_EQ(host[i].address, xs[i]);
+    EXPECT_EQ(host[i].bytes, 6 * kMiB);
+    for (const char* what : {"to_device", "to_host", "populate", "discard"}) {
+      EXPECT_EQ(CallsOn(replay, what, xs[i], 6 * kMiB), 0u) << what << " of X " << i;
+    }
+  }
+  EXPECT_EQ(after.host_placements, 3u);  // counted once per allocation: the X's of steps 1..3
+  EXPECT_EQ(after.host_bytes, 3 * 6 * kMiB);
+  EXPECT_EQ(after.host_failures, 0u);
+  // The budget: X takes none of it, so what the engine holds (A, B, Y at most) fits.
+  EXPECT_LE(replay.engine_.resident_estimate(), budget);
+  // And a followed step moves what the simulator predicts for the same file, with X remote.
+  SimOptions options;
+  options.device_memory = budget;
+  const SimResult predicted = SimulatePlanned(w, plan, options);
+  EXPECT_GT(predicted.remote_bytes, 0u);
+  EXPECT_EQ(predicted.demand_faults, 0u);
+  EXPECT_EQ(after.prefetch_bytes - before.prefetch_bytes, predicted.h2d_bytes);
+  EXPECT_EQ(after.evict_bytes - before.evict_bytes, predicted.d2h_bytes);
+  EXPECT_EQ(after.moves_issued, after.moves_planned);
+}
+
+TEST(HostPlacement, PersistentAllocationNumberedLaterIsWrittenBackOnceThenLeftOnTheHost) {
+  const Workload w = HostStep();
+  const uint64_t budget = 6 * kMiB;
+  PolicyRule first;  // A, by order: known once the step is recognised (the end of step 1)
+  first.first_order = first.last_order = 1;
+  first.action = RuleAction::kHost;
+  const PolicyFile plan = PlanWithRule(w, budget, first);
+  Replay replay(w, MakePlannedPolicy(plan, "host.policy.toml", budget, nullptr), budget);
+  replay.Init();
+  replay.Step();
+  const uint64_t a = replay.Address(1, 0);
+  EXPECT_GT(CallsOn(replay, "to_device", a, 4 * kMiB), 0u);  // the learned policy moved it
+  const size_t calls_before = replay.device_.calls.size();
+  for (int i = 0; i < 3; ++i) replay.Step();
+  // Placed once; written back once (it was resident), and then never moved again.
+  const std::vector<DeviceCall> host = replay.device_.Calls("host");
+  ASSERT_EQ(host.size(), 1u);
+  EXPECT_EQ(host[0].address, a);
+  EXPECT_EQ(host[0].bytes, 4 * kMiB);
+  size_t to_device = 0, to_host = 0;
+  bool placed = false;
+  for (size_t i = calls_before; i < replay.device_.calls.size(); ++i) {
+    const DeviceCall& c = replay.device_.calls[i];
+    if (c.what == "host") placed = true;
+    if (c.address < a || c.address >= a + 4 * kMiB) continue;
+    if (c.what == "to_device") ++to_device;
+    if (c.what == "to_host") {
+      EXPECT_TRUE(placed) << "A written back before its placement";
+      ++to_host;
+    }
+  }
+  EXPECT_EQ(to_device, 0u);
+  EXPECT_LE(to_host, 1u);
+  EXPECT_EQ(replay.Adherence().host_placements, 1u);
+  EXPECT_LE(replay.engine_.resident_estimate(), budget);
+}
+
+TEST(HostPlacement, RefusedPlacementIsOneLineAndTheAllocationIsSwapped) {
+  const Workload w = HostStep();
+  const uint64_t budget = 12 * kMiB;  // X fits beside A
+  const PolicyFile plan = PlanWithRule(w, budget, SizeRule(6 * kMiB, RuleAction::kHost));
+  Logged log;
+  Replay replay(w, MakePlannedPolicy(plan, "host.policy.toml", budget, log.Sink()), budget);
+  replay.device_.fail_place_on_host = true;
+  replay.Init();
+  for (int i = 0; i < 3; ++i) replay.Step();
+  ASSERT_EQ(log.problems.size(), 1u);
+  EXPECT_NE(log.problems[0].find("host.policy.toml: the device refused to place an allocation of "
+                                 "6291456 bytes on the host (cuMemAdvise: error 801)"),
+            std::string::npos)
+      << log.problems[0];
+  const ScheduleAdherence a = replay.Adherence();
+  EXPECT_EQ(a.host_failures, 3u);
+  EXPECT_EQ(a.host_placements, 0u);
+  EXPECT_EQ(a.host_bytes, 0u);
+  // Swapped: the engine brings the first X to the device as any other allocation.
+  const std::vector<uint64_t> xs = AllocationsOf(replay.device_, 6 * kMiB);
+  ASSERT_EQ(xs.size(), 3u);
+  EXPECT_GT(CallsOn(replay, "to_device", xs[0], 6 * kMiB), 0u);
+}
+
+TEST(HostPlacement, NeverRuleAllocationsAreNotMovedByTheEngine) {
+  const Workload w = HostStep();
+  const uint64_t budget = 6 * kMiB;
+  const PolicyFile plan = PlanWithRule(w, budget, SizeRule(6 * kMiB, RuleAction::kNever));
+  Replay replay(w, MakePlannedPolicy(plan, "never.policy.toml", budget, nullptr), budget);
+  replay.Init();
+  for (int i = 0; i < 3; ++i) replay.Step();
+  EXPECT_TRUE(replay.device_.Calls("host").empty());
+  for (const uint64_t x : AllocationsOf(replay.device_, 6 * kMiB)) {
+    for (const char* what : {"to_device", "to_host", "populate"}) {
+      EXPECT_EQ(CallsOn(replay, what, x, 6 * kMiB), 0u) << what;
+    }
+  }
 }
 
 }  // namespace

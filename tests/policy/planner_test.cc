@@ -3,7 +3,9 @@
 // paging) on the synthetic transformer and CNN training steps at several budgets.
 #include "policy/planner.h"
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "policy/eviction_policy.h"
@@ -137,6 +139,42 @@ TEST(Planner, HandWrittenHostRuleKeepsAllocationsOffTheSchedule) {
   const SimResult planned = SimulatePlanned(*w, *plan, options.sim);
   EXPECT_GT(planned.remote_bytes, 0u);
   EXPECT_EQ(planned.demand_faults, 0u);
+}
+
+// The engine knows an allocation's order in a run, not its call site: generated host rules name
+// the allocations by order, exactly the persistent ones of the call site the planner placed.
+TEST(Planner, GeneratedHostRulesAreByOrder) {
+  int host_rules = 0;
+  for (const std::string& name : SyntheticWorkloadNames()) {
+    absl::StatusOr<Workload> w = MakeSyntheticWorkload(name);
+    ASSERT_TRUE(w.ok());
+    for (const uint64_t divisor : {2, 4}) {
+      PlanOptions options;
+      options.sim.device_memory = w->peak_live_bytes() / divisor;
+      absl::StatusOr<PolicyFile> plan = PlanPolicy(*w, options);
+      ASSERT_TRUE(plan.ok()) << plan.status();
+      std::vector<std::string> placed_sites;
+      for (const PolicyRule& rule : plan->rules) {
+        if (rule.action != RuleAction::kHost) continue;
+        ++host_rules;
+        EXPECT_TRUE(rule.call_site.empty() && rule.module.empty()) << name;
+        ASSERT_NE(rule.first_order, 0u) << name;
+        for (uint64_t id = rule.first_order; id <= rule.last_order; ++id) {
+          const WorkloadAllocation& a = w->allocation(id);
+          EXPECT_TRUE(a.persistent) << name << " id " << id;
+          placed_sites.push_back(a.call_site);
+        }
+      }
+      // Every persistent allocation of a placed call site is placed, and no other.
+      for (const WorkloadAllocation& a : w->allocations) {
+        const bool site_placed = std::find(placed_sites.begin(), placed_sites.end(),
+                                           a.call_site) != placed_sites.end();
+        EXPECT_EQ(plan->ActionFor(a) == RuleAction::kHost, a.persistent && site_placed)
+            << name << " id " << a.id;
+      }
+    }
+  }
+  EXPECT_GT(host_rules, 0) << "no synthetic workload got host placement: the test checks nothing";
 }
 
 TEST(Planner, RejectsABudgetBelowOneChunk) {

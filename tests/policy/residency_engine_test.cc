@@ -172,8 +172,8 @@ TYPED_TEST(ResidencyEngineTest, NeverEvictsTheAccessSetOverARepeatingStep) {
 
 // The learned policy's lookahead on the side stream, over a cyclic scan of 6 allocations that do
 // not all fit: once the step is found, the next launches' access sets are prefetched on a side
-// stream that first waits for the launch stream, and the launch that needs them waits for the side
-// stream's event. No eviction names the current or the next launch's allocations.
+// stream after the evictions that made their room, and the launch that needs them waits for the
+// side stream's event. No eviction names the current or the next launch's allocations.
 TEST(LookaheadTest, PrefetchesTheNextLaunchesOnASideStreamOrderedByEvents) {
   FakeDevice device;
   AllocationRegistry registry;
@@ -185,11 +185,12 @@ TEST(LookaheadTest, PrefetchesTheNextLaunchesOnASideStreamOrderedByEvents) {
     all.push_back(registry.Insert(address, 2 * kMiB, Backing::kManaged, false, true));
     engine.OnAllocated(all.back());
   }
-  Stream side = nullptr;   // prefetches ahead; made on the first launch
-  Stream evict = nullptr;  // evictions ahead; made on the first launch
+  Stream side = nullptr;      // prefetches ahead; made on the first launch
+  Stream evict = nullptr;     // evictions ahead; made on the first launch
   std::set<Event> side_done;  // events recorded on the side stream
   uint64_t side_prefetches = 0, waited_launches = 0;
   std::map<uint64_t, Event> pending;  // address prefetched ahead -> its batch's done event
+  std::set<Event> room_events;        // recorded after evictions (the evict or launch stream)
   for (int launch = 0; launch < 6 * 12; ++launch) {
     const Allocation& now = all[launch % 6];
     const Allocation& next = all[(launch + 1) % 6];
@@ -207,7 +208,7 @@ TEST(LookaheadTest, PrefetchesTheNextLaunchesOnASideStreamOrderedByEvents) {
       ++waited_launches;
       pending.erase(now.base);
     }
-    Event launch_point = nullptr, evicted = nullptr;
+    Event launch_point = nullptr;
     bool evict_waited = false;
     for (size_t c = 0; c < range.size(); ++c) {
       const DeviceCall& call = range[c];
@@ -216,7 +217,10 @@ TEST(LookaheadTest, PrefetchesTheNextLaunchesOnASideStreamOrderedByEvents) {
         EXPECT_NE(call.address, next.base);
         pending.erase(call.address);
       }
-      if (call.what == "record" && call.stream == kStream) launch_point = call.event;
+      if (call.what == "record" && call.stream == kStream) {
+        launch_point = call.event;
+        if (c > 0 && range[c - 1].what == "to_host") room_events.insert(call.event);
+      }
       if (call.stream == evict) {
         // Evictions ahead run after the launch stream's work so far (the victims' last uses).
         if (call.what == "wait") {
@@ -229,13 +233,16 @@ TEST(LookaheadTest, PrefetchesTheNextLaunchesOnASideStreamOrderedByEvents) {
         if (call.what == "to_device") {
           ADD_FAILURE() << "a prefetch on the evict stream";
         }
-        if (call.what == "record") evicted = call.event;
+        if (call.what == "record") {
+          EXPECT_EQ(range[c - 1].what, "to_host") << "an event on the evict stream not after one";
+          room_events.insert(call.event);
+        }
         continue;
       }
       if (call.stream != side) continue;
       if (call.what == "wait") {
-        // After the batch's evictions (the room), or after the launch stream.
-        EXPECT_TRUE(call.event == launch_point || (evicted != nullptr && call.event == evicted));
+        // After the evictions that made the room it takes.
+        EXPECT_TRUE(room_events.contains(call.event));
       }
       if (call.what == "to_device" || call.what == "to_host") {
         EXPECT_NE(launch_point, nullptr) << "side-stream move before the launch stream's event";
@@ -259,6 +266,103 @@ TEST(LookaheadTest, PrefetchesTheNextLaunchesOnASideStreamOrderedByEvents) {
   EXPECT_GT(waited_launches, 10u);
   EXPECT_GT(engine.lookahead_prefetch_bytes(), 0u);
   EXPECT_GT(engine.predicted_launches(), 6u * 8);
+}
+
+// Room counted free is free on the device only once the discard or eviction that made it has
+// run on its stream. A training-like step over the fake device: 6 weights of 2 MiB used in turn on
+// the launch stream, each with a fresh activation freed (discarded) on another stream right after
+// its launch, and a gradient table used by an optimizer on a third stream; 12 MiB of budget. Then:
+// - every discard of a resident allocation is followed on its stream by an event, and every
+//   lookahead eviction on the evict stream by one;
+// - every wait of the prefetch stream is for such an event, and both kinds are waited for (a
+//   prefetch into room a discard or an eviction freed waits for that event);
+// - an eviction of the gradient table (last used on the optimizer's stream) waits for an event
+//   recorded on that stream after its last use.
+TEST(LookaheadTest, PrefetchesWaitForTheEventsThatFreedTheirRoom) {
+  FakeDevice device;
+  AllocationRegistry registry;
+  ResidencyEngine engine(&device, MakeLearnedPolicy(), 12 * kMiB, EngineOptions{2});
+  Stream const free_stream = reinterpret_cast<Stream>(0x6);
+  Stream const optimizer = reinterpret_cast<Stream>(0x7);
+  auto managed = [&](uint64_t bytes) {
+    uint64_t address = 0;
+    device.AllocateManaged(&address, bytes);
+    const Allocation allocation = registry.Insert(address, bytes, Backing::kManaged, false, true);
+    engine.OnAllocated(allocation);
+    return allocation;
+  };
+  std::vector<Allocation> weights;
+  for (int i = 0; i < 6; ++i) weights.push_back(managed(2 * kMiB));
+  const Allocation gradients = managed(2 * kMiB);
+  for (int step = 0; step < 12; ++step) {
+    for (const Allocation& weight : weights) {
+      const Allocation activation = managed(2 * kMiB);
+      ASSERT_EQ(engine.OnLaunch(AccessSet{weight, activation}, kStream), 0);
+      ASSERT_EQ(engine.OnFree(activation, free_stream), 0);
+      registry.Erase(activation.base);
+    }
+    ASSERT_EQ(engine.OnLaunch(AccessSet{gradients}, optimizer), 0);
+    EXPECT_LE(engine.resident_estimate(), engine.budget_bytes());
+  }
+  ASSERT_EQ(engine.step_length(), 7u);
+  const Stream side = device.Calls("stream").at(0).stream;
+  const Stream evict = device.Calls("stream").at(1).stream;
+  const std::vector<DeviceCall>& calls = device.calls;
+  std::set<Event> discarded, evicted, own_evicted;  // events recorded after such work
+  std::map<Stream, size_t> last_call;               // per stream, its latest call so far
+  size_t discards = 0, discard_waits = 0, eviction_waits = 0, gradient_evictions = 0;
+  Event optimizer_point = nullptr;  // the newest event recorded on the optimizer's stream
+  size_t optimizer_point_at = 0, gradient_last_use = 0;
+  for (size_t c = 0; c < calls.size(); ++c) {
+    const DeviceCall& call = calls[c];
+    const auto previous = last_call.find(call.stream);
+    const DeviceCall* before = previous == last_call.end() ? nullptr : &calls[previous->second];
+    last_call[call.stream] = c;
+    if (call.what == "discard") ++discards;
+    if (call.what == "record" && before != nullptr && before->what == "discard") {
+      discarded.insert(call.event);
+    }
+    if (call.what == "record" && before != nullptr && before->what == "to_host") {
+      (call.stream == evict ? evicted : own_evicted).insert(call.event);
+    }
+    if (call.what == "to_host" && call.stream == evict) {
+      ASSERT_NE(c + 1, calls.size());
+      EXPECT_EQ(calls[c + 1].what, "record") << "no event after a lookahead eviction";
+    }
+    if (call.what == "record" && call.stream == optimizer) {
+      optimizer_point = call.event;
+      optimizer_point_at = c;
+    }
+    if (call.what == "to_device" && call.stream == optimizer && call.address == gradients.base) {
+      gradient_last_use = c;
+    }
+    if (call.what == "wait" && call.stream == side) {
+      const bool by_discard = discarded.contains(call.event);
+      const bool by_eviction = evicted.contains(call.event) || own_evicted.contains(call.event);
+      EXPECT_TRUE(by_discard || by_eviction) << "the prefetch stream waits for another event";
+      discard_waits += by_discard;
+      eviction_waits += by_eviction;
+    }
+    if (call.what == "to_host" && call.address == gradients.base) {
+      ++gradient_evictions;
+      // After its last use on the optimizer's stream: an event recorded there since, that the
+      // evicting stream waited for before this eviction.
+      ASSERT_NE(optimizer_point, nullptr);
+      EXPECT_GT(optimizer_point_at, gradient_last_use);
+      bool waited = false;
+      for (size_t w = optimizer_point_at; w < c; ++w) {
+        waited |= calls[w].what == "wait" && calls[w].stream == call.stream &&
+                  calls[w].event == optimizer_point;
+      }
+      EXPECT_TRUE(waited) << "eviction of the gradients before their last use is done";
+    }
+  }
+  EXPECT_GT(discards, 60u);
+  EXPECT_GT(discarded.size(), 60u);  // every discard of resident data
+  EXPECT_GT(discard_waits, 0u);
+  EXPECT_GT(eviction_waits, 0u);
+  EXPECT_GT(gradient_evictions, 3u);
+  EXPECT_GT(engine.lookahead_prefetch_bytes(), 0u);
 }
 
 TEST(LookaheadTest, NoSideStreamWithLookaheadOff) {

@@ -2,6 +2,9 @@
 // the shared cost model.
 #include "policy/simulator.h"
 
+#include <string>
+#include <vector>
+
 #include "gtest/gtest.h"
 #include "policy/eviction_policy.h"
 #include "policy/synthetic_workloads.h"
@@ -54,16 +57,18 @@ TEST(Simulator, DemandPagingThrashesInResidencyOrder) {
 }
 
 TEST(Simulator, BoundIsBeladyWithPerfectOverlap) {
-  // Belady keeps A over B at the end of a step (A is needed sooner): two loads, two write-backs.
+  // Belady's steps alternate: one that starts with A and C brings B in for A and A back for C (two
+  // loads, two write-backs); the next, starting with A and B, brings C in for B (one of each). The
+  // bound is the cheaper step.
   const SimOptions o = Chunks(2);
   const SimResult r = ChunkLowerBound(Cyclic(), o);
-  EXPECT_EQ(r.h2d_bytes, 2 * kChunkBytes);
-  EXPECT_EQ(r.d2h_bytes, 2 * kChunkBytes);
-  EXPECT_DOUBLE_EQ(r.step_seconds, 4 * kCompute);  // 4 MiB each way hides behind 4 ms
+  EXPECT_EQ(r.h2d_bytes, kChunkBytes);
+  EXPECT_EQ(r.d2h_bytes, kChunkBytes);
+  EXPECT_DOUBLE_EQ(r.step_seconds, 4 * kCompute);  // 2 MiB each way hides behind 4 ms
   SimOptions slow = o;
-  slow.cost.h2d_bytes_per_s = 1e9;
+  slow.cost.h2d_bytes_per_s = 1e8;
   EXPECT_DOUBLE_EQ(ChunkLowerBound(Cyclic(), slow).step_seconds,
-                   2.0 * kChunkBytes / slow.cost.h2d_bytes_per_s);
+                   1.0 * kChunkBytes / slow.cost.h2d_bytes_per_s);
 }
 
 TEST(Simulator, LruMovesWholeAllocationsOnTheLaunchStream) {
@@ -103,9 +108,9 @@ TEST(Simulator, TableHasOneRowPerPolicyWithRatios) {
   const std::string table = FormatResultTable({SimulateDemandPaging(w, o), bound}, bound);
   EXPECT_NE(table.find("demand"), std::string::npos);
   const std::string last = table.substr(table.rfind("bound"));
-  EXPECT_NE(last.find("8.00 MiB"), std::string::npos) << table;
+  EXPECT_NE(last.find("4.00 MiB"), std::string::npos) << table;
   EXPECT_NE(last.find("1.00"), std::string::npos) << table;
-  EXPECT_NE(table.find("12.00 MiB     1.50"), std::string::npos) << table;
+  EXPECT_NE(table.find("12.00 MiB     3.00"), std::string::npos) << table;
 }
 
 // The capacity bound over the small synthetic steps, with one shared copy engine and with two, at
@@ -123,7 +128,9 @@ TEST(Simulator, CapacityBoundIsBelowEveryPolicy) {
         EXPECT_GE(cap.step_seconds, cap.compute_seconds);
         for (const SimResult& r :
              {SimulateDemandPaging(*w, o), SimulateEvictionPolicy(*w, o, MakeLruPolicy, "lru"),
-              SimulateEvictionPolicy(*w, o, MakeLearnedPolicy, "learned")}) {
+              SimulateEvictionPolicy(*w, o, MakeLearnedPolicy, "learned"),
+              SimulateEngine(*w, o, MakeLruPolicy, "engine lru"),
+              SimulateEngine(*w, o, MakeLearnedPolicy, "engine learned")}) {
           EXPECT_GE(r.step_seconds, cap.step_seconds * (1 - 1e-9))
               << name << " " << x << "x " << engines << " engines " << r.policy;
         }
@@ -134,6 +141,92 @@ TEST(Simulator, CapacityBoundIsBelowEveryPolicy) {
       }
     }
   }
+}
+
+// Eight one-chunk persistent allocations used in turn, each by a kernel of `compute` seconds.
+Workload Ring(double compute) {
+  Workload w;
+  w.name = "ring";
+  for (uint64_t id = 1; id <= 8; ++id) w.allocations.push_back({id, kChunkBytes, "", "", "", true});
+  for (uint64_t id = 1; id <= 8; ++id) {
+    w.step.push_back(
+        {StepEvent::Kind::kLaunch, 0, {"k" + std::to_string(id), compute, {{id, 0, 1}}}});
+  }
+  return w;
+}
+
+TEST(SimulateEngine, NothingMovesWhenEverythingFits) {
+  const Workload w = Ring(kCompute);
+  const SimResult r = SimulateEngine(w, Chunks(8), MakeLearnedPolicy, "learned");
+  EXPECT_EQ(r.policy, "learned");
+  EXPECT_EQ(r.bytes_moved(), 0u);
+  EXPECT_EQ(r.demand_faults, 0u);
+  EXPECT_DOUBLE_EQ(r.step_seconds, 8 * kCompute);
+  EXPECT_DOUBLE_EQ(r.compute_seconds, 8 * kCompute);
+}
+
+// Compute-bound: a 2 MiB copy each way takes ~0.09 ms against 1 ms kernels. With its lookahead
+// the learned engine moves every chunk on the side streams while the kernels run: the step is the
+// compute time, with no demand faults. Without it (SPILLWAY_LOOKAHEAD=0) every miss stalls its
+// kernel by a write-back and a load on the launch stream.
+TEST(SimulateEngine, LookaheadHidesTransfersBehindCompute) {
+  const Workload w = Ring(kCompute);
+  const SimOptions o = Chunks(4);
+  const SimResult ahead = SimulateEngine(w, o, MakeLearnedPolicy, "learned");
+  const SimResult off = SimulateEngine(w, o, MakeLearnedPolicy, "learned-nola", {0, false});
+  const SimResult bound = ChunkLowerBound(w, o);
+  EXPECT_EQ(ahead.demand_faults, 0u);
+  EXPECT_GT(ahead.h2d_bytes, 0u);
+  EXPECT_GE(ahead.bytes_moved(), bound.bytes_moved());
+  EXPECT_NEAR(ahead.step_seconds, 8 * kCompute, 1e-9);
+  EXPECT_DOUBLE_EQ(ahead.compute_seconds, 8 * kCompute);
+  // Off: the same kind of moves, each in front of its kernel.
+  EXPECT_GE(off.bytes_moved(), bound.bytes_moved());
+  const double miss = H2DSeconds(o.cost, kChunkBytes);
+  EXPECT_GT(off.step_seconds, 8 * kCompute + 4 * miss);
+  // The fixed count (SPILLWAY_LOOKAHEAD=4) hides them too.
+  const SimResult fixed = SimulateEngine(w, o, MakeLearnedPolicy, "learned-4", {4, false});
+  EXPECT_NEAR(fixed.step_seconds, 8 * kCompute, 1e-9);
+}
+
+// Transfer-bound (a slow link): the lookahead cannot hide the copies. With or without it, the
+// engine never moves fewer bytes than Belady and is never faster than either time bound.
+TEST(SimulateEngine, TransferBoundStaysAboveTheBounds) {
+  const Workload w = Ring(kCompute / 100);
+  SimOptions o = Chunks(4);
+  o.cost.h2d_bytes_per_s = 2e9;
+  o.cost.d2h_bytes_per_s = 2e9;
+  const SimResult ahead = SimulateEngine(w, o, MakeLearnedPolicy, "learned");
+  const SimResult off = SimulateEngine(w, o, MakeLearnedPolicy, "learned-nola", {0, false});
+  const SimResult cap = CapacityLowerBound(w, o);
+  const SimResult bound = ChunkLowerBound(w, o);
+  for (const SimResult& r : {ahead, off}) {
+    EXPECT_GE(r.bytes_moved(), bound.bytes_moved()) << r.policy;
+    EXPECT_GE(r.step_seconds, cap.step_seconds * (1 - 1e-9)) << r.policy;
+    EXPECT_GE(r.step_seconds, bound.step_seconds * (1 - 1e-9)) << r.policy;
+  }
+}
+
+// A 32 MiB arena reached through pointers at chunks 0, 4 and 8, each kernel touching up to the next
+// pointer's chunk (a trace's arena ranges as the trace reader narrows them). The engine names each
+// pointer's piece only, as the kernels touch: with room for 8 chunks nothing overcommits or
+// faults, and every piece is prefetched before its kernel (the last one needs the whole device,
+// so not all of it can move ahead).
+TEST(SimulateEngine, ArenaPointersNameTheirPieceOnly) {
+  Workload w;
+  w.name = "arena";
+  w.allocations = {{1, 16 * kChunkBytes, "", "", "", true}};
+  const std::vector<ChunkRange> pieces = {{1, 0, 5}, {1, 4, 5}, {1, 8, 8}};
+  for (const ChunkRange& piece : pieces) {
+    w.step.push_back({StepEvent::Kind::kLaunch,
+                      0,
+                      {"k" + std::to_string(piece.first_chunk), kCompute, {piece}}});
+  }
+  const SimResult r = SimulateEngine(w, Chunks(8), MakeLearnedPolicy, "learned");
+  EXPECT_EQ(r.overcommit_chunks, 0u);
+  EXPECT_EQ(r.demand_faults, 0u);
+  EXPECT_GT(r.h2d_bytes, 0u);  // 16 chunks do not fit in 8
+  EXPECT_GE(r.step_seconds, 3 * kCompute);
 }
 
 // Everything fits: the capacity bound is the compute time.

@@ -2,7 +2,9 @@
 // filled at init, three identical steps, frees at exit) reads back as that job's step: the same
 // persistent allocations, events, chunk accesses, kernel names and compute times, so the same
 // fingerprint and step signature (a policy planned from the trace is one the engine follows).
-// A trace without a repeating step is one clear error naming the file.
+// Pointers into an arena end at the next offset seen, and on such a trace the simulator's bounds
+// stay below every policy's row. A trace without a repeating step is one clear error naming the
+// file.
 #include "policy/trace_workload.h"
 
 #include <unistd.h>
@@ -10,9 +12,13 @@
 #include <cstdio>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "policy/eviction_policy.h"
+#include "policy/planner.h"
+#include "policy/simulator.h"
 #include "policy/step_signature.h"
 #include "profiler/trace/trace_writer.h"
 
@@ -131,6 +137,111 @@ TEST(TraceWorkload, ReadsTheRepeatingStep) {
   const StepSignature sig = ComputeStepSignature(*w);
   EXPECT_NE(sig.signature, 0u);
   EXPECT_EQ(sig.persistent, 3u);
+}
+
+// A job with a 32 MiB arena (persistent, like a caching allocator's segment) whose launches reach
+// it through pointers at offsets 0, 5 MiB, 8 MiB and 20 MiB, recorded as the recorder records them
+// (interior pointers to the allocation's end, the base pointer as the whole allocation), and a
+// 4 MiB step-local activation. Each pointer's range ends at the next offset seen (the engine's
+// arena rule), for every simulator row and the planner alike.
+void WriteArenaJob(const std::string& path, int steps) {
+  trace::HeaderRecord header;
+  header.job = "trace_workload_test arena";
+  std::unique_ptr<trace::TraceWriter> writer = *trace::TraceWriter::Open(
+      path, header, trace::WriterOptions{.flush = trace::WriterOptions::Flush::kManual});
+  const trace::StringId name = writer->InternString("k");
+  uint64_t next_id = 0, correlation = 0;
+  auto alloc = [&](uint64_t address, uint64_t bytes) {
+    trace::AllocRecord r;
+    r.kind = trace::AllocKind::kDevice;
+    r.address = address;
+    r.bytes = bytes;
+    r.allocation_id = ++next_id;
+    writer->Write(r);
+    return r.allocation_id;
+  };
+  auto launch = [&](std::vector<trace::AccessRecord> accesses) {
+    trace::LaunchRecord r;
+    r.function_name = name;
+    r.correlation_id = ++correlation;
+    r.accesses = std::move(accesses);
+    writer->Write(r);
+    trace::KernelTimeRecord t;
+    t.correlation_id = correlation;
+    t.start_ns = 1000;
+    t.end_ns = 1000 + 500'000;  // 0.5 ms
+    writer->Write(t);
+  };
+  constexpr uint64_t kArena = 32 * kMiB;
+  const uint64_t arena = alloc(1ull << 40, kArena);
+  auto at = [&](uint64_t offset) {
+    return offset == 0 ? trace::AccessRecord{arena, 0, 0}
+                       : trace::AccessRecord{arena, offset, kArena - offset};
+  };
+  for (int s = 0; s < steps; ++s) {
+    const uint64_t x = alloc((1ull << 41) + static_cast<uint64_t>(s) * 64 * kMiB, 4 * kMiB);
+    launch({at(0), {x, 0, 0}});
+    launch({at(5 * kMiB)});
+    launch({at(8 * kMiB), {x, 0, 0}});
+    launch({at(20 * kMiB)});
+    launch({at(0), at(20 * kMiB)});
+    trace::FreeRecord f;
+    f.allocation_id = x;
+    writer->Write(f);
+  }
+  ASSERT_TRUE(writer->Close().ok());
+}
+
+TEST(TraceWorkload, ArenaPointersEndAtTheNextOffsetForEveryRow) {
+  const std::string path = TracePath("arena");
+  WriteArenaJob(path, 4);
+  absl::StatusOr<Workload> w = WorkloadFromTrace(path);
+  ASSERT_TRUE(w.ok()) << w.status();
+  std::remove(path.c_str());
+  ASSERT_EQ(w->num_launches(), 5u);
+  // (a) The arena's ranges, by launch: [0, 5 MiB) is chunks 0-2, [5, 8) chunks 2-3, [8, 20) chunks
+  // 4-9, [20, 32) chunks 10-15 (the last offset: to the end).
+  uint64_t arena = 0;
+  for (const WorkloadAllocation& a : w->allocations) {
+    if (a.bytes == 32 * kMiB) arena = a.id;
+  }
+  ASSERT_NE(arena, 0u);
+  std::vector<std::vector<std::pair<uint32_t, uint32_t>>> ranges;
+  for (const StepEvent& e : w->step) {
+    if (e.kind != StepEvent::Kind::kLaunch) continue;
+    auto& r = ranges.emplace_back();
+    for (const ChunkRange& c : e.launch.accesses) {
+      if (c.alloc_id == arena) r.emplace_back(c.first_chunk, c.num_chunks);
+    }
+  }
+  using R = std::vector<std::pair<uint32_t, uint32_t>>;
+  EXPECT_EQ(ranges[0], (R{{0, 3}}));
+  EXPECT_EQ(ranges[1], (R{{2, 2}}));
+  EXPECT_EQ(ranges[2], (R{{4, 6}}));
+  EXPECT_EQ(ranges[3], (R{{10, 6}}));
+  EXPECT_EQ(ranges[4], (R{{0, 3}, {10, 6}}));
+  // (b) The bounds hold for every row: 18 chunks at peak, on 10, 12 and 14.
+  for (const uint64_t chunks : {10, 12, 14}) {
+    SimOptions o;
+    o.device_memory = chunks * kChunkBytes;
+    PlanOptions plan_options;
+    plan_options.sim = o;
+    absl::StatusOr<PolicyFile> plan = PlanPolicy(*w, plan_options);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    const SimResult bound = ChunkLowerBound(*w, o);
+    const SimResult cap = CapacityLowerBound(*w, o);
+    for (const SimResult& r :
+         {SimulateDemandPaging(*w, o), SimulateEngine(*w, o, MakeLruPolicy, "lru"),
+          SimulateEngine(*w, o, MakeLearnedPolicy, "learned"),
+          SimulateEngine(*w, o, MakeLearnedPolicy, "learned-nola", EngineSimOptions{0, false}),
+          SimulatePlanned(*w, *plan, o)}) {
+      EXPECT_LE(bound.bytes_moved(), r.bytes_moved()) << chunks << " chunks " << r.policy;
+      EXPECT_LE(bound.step_seconds, r.step_seconds * (1 + 1e-9)) << chunks << " " << r.policy;
+      EXPECT_LE(cap.step_seconds, r.step_seconds * (1 + 1e-9)) << chunks << " " << r.policy;
+      EXPECT_EQ(r.overcommit_chunks, 0u) << chunks << " chunks " << r.policy;
+    }
+    EXPECT_GT(bound.bytes_moved(), 0u) << chunks;  // the arena does not fit: a real bound
+  }
 }
 
 TEST(TraceWorkload, ATraceWithoutARepeatingStepIsOneError) {

@@ -7,6 +7,9 @@
 
 #include <cstdint>
 #include <cstring>
+#include <functional>
+#include <thread>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -247,6 +250,135 @@ TEST_F(SimgpuGraph, UnsupportedNodesAndCapturedWorkAreRefused) {
   EXPECT_EQ(cuStreamEndCapture(stream_, &captured), CUDA_ERROR_ILLEGAL_STATE);
   EXPECT_EQ(cuStreamBeginCapture_v2(nullptr, CU_STREAM_CAPTURE_MODE_GLOBAL),
             CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);  // the legacy stream
+}
+
+// What `call` returns on another thread (made current on the fixture's context first).
+template <typename Call>
+CUresult OnOtherThread(CUcontext ctx, Call call) {
+  CUresult result = CUDA_ERROR_UNKNOWN;
+  std::thread([&] {
+    if (cuCtxSetCurrent(ctx) == CUDA_SUCCESS) result = call();
+  }).join();
+  return result;
+}
+
+TEST_F(SimgpuGraph, GlobalCaptureForbidsUnsafeCallsFromEveryThread) {
+  ASSERT_EQ(cuStreamBeginCapture_v2(stream_, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+  Step();
+  // Safe calls from another thread leave the capture alone: a launch on another stream.
+  CUstream other = nullptr;
+  ASSERT_EQ(cuStreamCreate(&other, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  CUdeviceptr dst = buffers_[1], src = buffers_[2];
+  uint32_t a = 1;
+  uint64_t n = 16;
+  void* params[] = {&dst, &src, &a, &n};
+  EXPECT_EQ(
+      OnOtherThread(
+          ctx_,
+          [&] { return cuLaunchKernel(scale_add_, 1, 1, 1, 32, 1, 1, 0, other, params, nullptr); }),
+      CUDA_SUCCESS);
+  // A thread that switched itself to relaxed mode may make unsafe calls.
+  EXPECT_EQ(OnOtherThread(ctx_,
+                          [&] {
+                            CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+                            if (cuThreadExchangeStreamCaptureMode(&mode) != CUDA_SUCCESS ||
+                                mode != CU_STREAM_CAPTURE_MODE_GLOBAL) {
+                              return CUDA_ERROR_UNKNOWN;
+                            }
+                            return cuMemPrefetchAsync(buffers_[0], 4096, CU_DEVICE_CPU, other);
+                          }),
+            CUDA_SUCCESS);
+  CUgraph graph = nullptr;
+  ASSERT_EQ(cuStreamEndCapture(stream_, &graph), CUDA_SUCCESS);
+  ASSERT_NE(graph, nullptr);
+  EXPECT_EQ(cuGraphDestroy(graph), CUDA_SUCCESS);
+
+  // Each unsafe call from another thread (in the default, global mode) is refused and invalidates
+  // the capture.
+  CUevent event = nullptr;
+  ASSERT_EQ(cuEventCreate(&event, CU_EVENT_DEFAULT), CUDA_SUCCESS);
+  ASSERT_EQ(cuEventRecord(event, other), CUDA_SUCCESS);
+  std::vector<uint32_t> host(16);
+  const std::vector<std::pair<const char*, std::function<CUresult()>>> unsafe = {
+      {"cuMemPrefetchAsync", [&] { return cuMemPrefetchAsync(buffers_[0], 4096, 0, other); }},
+      {"cuMemAlloc",
+       [&] {
+         CUdeviceptr p = 0;
+         return cuMemAlloc_v2(&p, 4096);
+       }},
+      {"cuMemAllocManaged",
+       [&] {
+         CUdeviceptr p = 0;
+         return cuMemAllocManaged(&p, 4096, CU_MEM_ATTACH_GLOBAL);
+       }},
+      {"cuMemFree", [&] { return cuMemFree_v2(buffers_[2]); }},
+      {"cuEventQuery", [&] { return cuEventQuery(event); }},
+      {"cuEventSynchronize", [&] { return cuEventSynchronize(event); }},
+      {"cuStreamQuery", [&] { return cuStreamQuery(other); }},
+      {"cuStreamSynchronize", [&] { return cuStreamSynchronize(other); }},
+      {"cuCtxSynchronize", [&] { return cuCtxSynchronize(); }},
+      {"cuMemcpyDtoH", [&] { return cuMemcpyDtoH_v2(host.data(), buffers_[0], 64); }},
+  };
+  for (const auto& [name, call] : unsafe) {
+    ASSERT_EQ(cuStreamBeginCapture_v2(stream_, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    Step();
+    EXPECT_EQ(OnOtherThread(ctx_, call), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED) << name;
+    graph = nullptr;
+    EXPECT_EQ(cuStreamEndCapture(stream_, &graph), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED) << name;
+    EXPECT_EQ(graph, nullptr) << name;
+  }
+  // Without a capture they are allowed again (and the buffer above is still live).
+  EXPECT_EQ(cuMemPrefetchAsync(buffers_[0], 4096, 0, other), CUDA_SUCCESS);
+  EXPECT_EQ(cuEventDestroy_v2(event), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamDestroy(other), CUDA_SUCCESS);
+}
+
+TEST_F(SimgpuGraph, ThreadLocalCaptureForbidsUnsafeCallsOnlyOnItsThread) {
+  ASSERT_EQ(cuStreamBeginCapture_v2(stream_, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), CUDA_SUCCESS);
+  Step();
+  EXPECT_EQ(OnOtherThread(ctx_, [] { return cuCtxSynchronize(); }), CUDA_SUCCESS);
+  CUgraph graph = nullptr;
+  ASSERT_EQ(cuStreamEndCapture(stream_, &graph), CUDA_SUCCESS);
+  EXPECT_EQ(cuGraphDestroy(graph), CUDA_SUCCESS);
+
+  // The capturing thread itself: refused, the capture invalidated.
+  ASSERT_EQ(cuStreamBeginCapture_v2(stream_, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), CUDA_SUCCESS);
+  Step();
+  CUdeviceptr p = 0;
+  EXPECT_EQ(cuMemAlloc_v2(&p, 4096), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  EXPECT_EQ(cuStreamEndCapture(stream_, &graph), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+
+  // ... unless it switched itself to relaxed mode; the exchange hands back the previous mode.
+  ASSERT_EQ(cuStreamBeginCapture_v2(stream_, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+  Step();
+  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+  ASSERT_EQ(cuThreadExchangeStreamCaptureMode(&mode), CUDA_SUCCESS);
+  EXPECT_EQ(mode, CU_STREAM_CAPTURE_MODE_GLOBAL);
+  ASSERT_EQ(cuMemAlloc_v2(&p, 4096), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemFree_v2(p), CUDA_SUCCESS);
+  // Thread-local mode: still held back by its own capture.
+  mode = CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
+  ASSERT_EQ(cuThreadExchangeStreamCaptureMode(&mode), CUDA_SUCCESS);
+  EXPECT_EQ(mode, CU_STREAM_CAPTURE_MODE_RELAXED);
+  // Another thread in thread-local mode is not held back by this global capture.
+  EXPECT_EQ(OnOtherThread(ctx_,
+                          [] {
+                            CUstreamCaptureMode local = CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
+                            if (cuThreadExchangeStreamCaptureMode(&local) != CUDA_SUCCESS) {
+                              return CUDA_ERROR_UNKNOWN;
+                            }
+                            return cuCtxSynchronize();
+                          }),
+            CUDA_SUCCESS);
+  EXPECT_EQ(cuMemAlloc_v2(&p, 4096), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  EXPECT_EQ(cuStreamEndCapture(stream_, &graph), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+  ASSERT_EQ(cuThreadExchangeStreamCaptureMode(&mode), CUDA_SUCCESS);
+  EXPECT_EQ(mode, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+
+  mode = static_cast<CUstreamCaptureMode>(3);  // not a mode
+  EXPECT_EQ(cuThreadExchangeStreamCaptureMode(&mode), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuThreadExchangeStreamCaptureMode(nullptr), CUDA_ERROR_INVALID_VALUE);
 }
 
 TEST_F(SimgpuGraph, ProcAddressGivesTheCuda12Forms) {
