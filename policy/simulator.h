@@ -7,8 +7,9 @@
 // 2 MiB chunks with transfers perfectly overlapped with compute).
 //
 // Every policy is replayed over identical steps and one steady-state step is reported: the second
-// of three (the first warms the device up, the third is what the bound and the planner may look
-// ahead into); an EvictionPolicy gets three warm-up steps, so a learning policy has seen the step.
+// of three (the first warms the device up, the third is what the planner may look ahead into); an
+// EvictionPolicy gets three warm-up steps, so a learning policy has seen the step; the bound is the
+// cheapest steady step of five (ChunkLowerBound).
 #ifndef SPILLWAY_POLICY_SIMULATOR_H_
 #define SPILLWAY_POLICY_SIMULATOR_H_
 
