@@ -144,6 +144,11 @@ uint64_t ResidencyEngine::ForgetLocked(const Allocation& allocation) {
   ForgetArena(allocation.id);
   policy_->Forget(allocation.id);
   schedule_state_.erase(allocation.id);
+  if (schedule_offsets_.erase(allocation.id) != 0) {
+    for (uint64_t c = 0; c * kArenaChunkBytes < allocation.size; ++c) {
+      schedule_chunk_state_.erase(PieceId(allocation.id, c));
+    }
+  }
   return resident_before - resident_bytes_;
 }
 
@@ -515,7 +520,7 @@ int ResidencyEngine::OnLaunch(const AccessSet& access, const std::vector<uint64_
       }
     }
     // A policy file's schedule decides this launch's moves (residency_engine_schedule.cc).
-    scheduled = PlanScheduled(ids, side, stream);
+    scheduled = PlanScheduled(access, words, ids, side, stream);
     // Evict until the access set fits beside what stays, or nothing else can go: on this stream,
     // after the victims' last uses elsewhere; one order event after the evictions.
     t_own_last_uses.clear();

@@ -30,6 +30,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "policy/access_set.h"
 #include "policy/allocation_registry.h"
 #include "policy/device.h"
@@ -143,6 +144,12 @@ class ResidencyEngine {
   // the chunks its pointers name), distinct, in parameter order, with their sizes.
   void ExpandAccess(const AccessSet& access, const std::vector<uint64_t>& words,
                     std::vector<uint64_t>* ids, std::vector<uint64_t>* sizes);
+  // Adds the offsets of the pointers in `words` into `allocation` to `offsets` (sorted, distinct,
+  // at most kMaxArenaOffsets), then calls `chunk` with each 2 MiB chunk a pointer names: from its
+  // offset up to the next offset seen, or the allocation's end. False when no word points into it.
+  static bool ForEachNamedChunk(const Allocation& allocation, const std::vector<uint64_t>& words,
+                                std::vector<uint64_t>* offsets,
+                                absl::FunctionRef<void(uint64_t)> chunk);
   // REQUIRES: mutex_ held; `id` tracked. Replaces it by its chunks (same residency).
   Arena& MakeArena(uint64_t id);
   // REQUIRES: mutex_ held. Forgets the chunks of arena `id`, if it is one; false when it is not.
@@ -201,7 +208,15 @@ class ResidencyEngine {
   // its access set), takes its moves, updates residency and plans the device calls that execute
   // them (with side streams: chunk by chunk, ordered by order events).
   // residency_engine_schedule.cc.
-  bool PlanScheduled(const std::vector<uint64_t>& ids, bool side, Stream stream);
+  // `access`, `words`: the launch's, for the chunks of an arena it uses (ScheduledArenaUse).
+  bool PlanScheduled(const AccessSet& access, const std::vector<uint64_t>& words,
+                     const std::vector<uint64_t>& ids, bool side, Stream stream);
+  // REQUIRES: mutex_ held. While a schedule is followed (arenas stay whole in tracked_), notes
+  // the offsets `words` reach into each allocation of `access` of at least kArenaMinBytes reached
+  // through an interior pointer, and appends to `pieces` the PieceId of each chunk its pointers
+  // name (as ExpandAccess names them) and to `arena_ids` those allocations.
+  void ScheduledArenaUse(const AccessSet& access, const std::vector<uint64_t>& words,
+                         std::vector<uint64_t>* arena_ids, std::vector<uint64_t>* pieces);
   // Issues the calls PlanScheduled planned (before the kernel on `stream`); returns the failures.
   int IssueScheduled(Stream stream);
   // REQUIRES: mutex_ held. Takes the policy's new host placements (EvictionPolicy::
@@ -217,8 +232,8 @@ class ResidencyEngine {
   bool OrderEventsReady();
   static constexpr size_t kOrderEvents = 2048;
   Event OrderEvent(uint64_t seq) const { return order_events_[seq % kOrderEvents]; }
-  // Per allocation while a schedule is followed: the event after its newest side-stream prefetch
-  // (0: none to wait for) and after its newest eviction.
+  // Per allocation (per chunk for arenas) while a schedule is followed: the event after its
+  // newest side-stream prefetch (0: none to wait for) and after its newest eviction.
   struct ScheduleState {
     uint64_t ready_seq = 0;
     uint64_t evict_seq = 0;
@@ -258,6 +273,10 @@ class ResidencyEngine {
   bool schedule_active_ = false;          // the latest launch followed a schedule
   uint64_t schedule_last_evict_seq_ = 0;  // the event after the newest scheduled eviction
   std::unordered_map<uint64_t, ScheduleState> schedule_state_;
+  // For arenas, the same per chunk (by PieceId), so a launch waits only for the moves of the
+  // chunks it uses, and the offsets pointers into each were seen at (sorted, distinct).
+  std::unordered_map<uint64_t, ScheduleState> schedule_chunk_state_;
+  std::unordered_map<uint64_t, std::vector<uint64_t>> schedule_offsets_;
   std::atomic<uint64_t> prefetch_bytes_{0};
   std::atomic<uint64_t> lookahead_bytes_{0};
   std::atomic<uint64_t> evict_bytes_{0};

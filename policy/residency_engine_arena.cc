@@ -67,32 +67,41 @@ void ResidencyEngine::ExpandAccess(const AccessSet& access, const std::vector<ui
       sizes->push_back(allocation.size);
       continue;
     }
-    std::vector<uint64_t>& offsets = arena->second.offsets;
-    for (const uint64_t word : words) {
-      if (!allocation.Contains(word)) continue;
-      const uint64_t offset = word - allocation.base;
-      const auto at = std::lower_bound(offsets.begin(), offsets.end(), offset);
-      if ((at == offsets.end() || *at != offset) && offsets.size() < kMaxArenaOffsets) {
-        offsets.insert(at, offset);
+    ForEachNamedChunk(allocation, words, &arena->second.offsets, [&](uint64_t c) {
+      const uint64_t piece = PieceId(allocation.id, c);
+      const auto it = tracked_.find(piece);
+      if (it == tracked_.end() || std::find(ids->begin(), ids->end(), piece) != ids->end()) {
+        return;
       }
-    }
-    for (const uint64_t word : words) {
-      if (!allocation.Contains(word)) continue;
-      const uint64_t offset = word - allocation.base;
-      // The pointer names the arena up to the next offset seen (the next tensor), or its end.
-      const auto next = std::upper_bound(offsets.begin(), offsets.end(), offset);
-      const uint64_t end = next == offsets.end() ? allocation.size : *next;
-      for (uint64_t c = offset / kArenaChunkBytes; c <= (end - 1) / kArenaChunkBytes; ++c) {
-        const uint64_t piece = PieceId(allocation.id, c);
-        const auto it = tracked_.find(piece);
-        if (it == tracked_.end() || std::find(ids->begin(), ids->end(), piece) != ids->end()) {
-          continue;
-        }
-        ids->push_back(piece);
-        sizes->push_back(it->second.size);
-      }
+      ids->push_back(piece);
+      sizes->push_back(it->second.size);
+    });
+  }
+}
+
+bool ResidencyEngine::ForEachNamedChunk(const Allocation& allocation,
+                                        const std::vector<uint64_t>& words,
+                                        std::vector<uint64_t>* offsets,
+                                        absl::FunctionRef<void(uint64_t)> chunk) {
+  bool named = false;
+  for (const uint64_t word : words) {
+    if (!allocation.Contains(word)) continue;
+    const uint64_t offset = word - allocation.base;
+    const auto at = std::lower_bound(offsets->begin(), offsets->end(), offset);
+    if ((at == offsets->end() || *at != offset) && offsets->size() < kMaxArenaOffsets) {
+      offsets->insert(at, offset);
     }
   }
+  for (const uint64_t word : words) {
+    if (!allocation.Contains(word)) continue;
+    const uint64_t offset = word - allocation.base;
+    // The pointer names the arena up to the next offset seen (the next tensor), or its end.
+    const auto next = std::upper_bound(offsets->begin(), offsets->end(), offset);
+    const uint64_t end = next == offsets->end() ? allocation.size : *next;
+    for (uint64_t c = offset / kArenaChunkBytes; c <= (end - 1) / kArenaChunkBytes; ++c) chunk(c);
+    named = true;
+  }
+  return named;
 }
 
 }  // namespace spillway::policy

@@ -15,6 +15,11 @@
 //   kernel does not wait behind unrelated copies;
 // - a launch waits only for the side-stream event after the newest prefetch of what it uses.
 //
+// An arena (an allocation of at least kArenaMinBytes reached through an interior pointer) stays
+// whole in the engine's tracking, but its ordering state is kept per 2 MiB chunk: a launch waits
+// only for the prefetches of the chunks its pointers name (ScheduledArenaUse), a chunk coming in
+// only for a queued eviction of that chunk, and an evicted chunk only for that chunk's last use.
+//
 // Without side streams, all go on the launch stream before the kernel.
 #include <algorithm>
 #include <vector>
@@ -27,6 +32,7 @@ namespace {
 struct ResolvedMove {
   ScheduledMove::Kind kind;
   uint64_t id;
+  uint64_t base;  // the allocation's
   uint64_t address;
   uint64_t bytes;
 };
@@ -68,6 +74,12 @@ thread_local std::vector<ResolvedMove> t_resolved;
 thread_local std::vector<ScheduleOp> t_ops;
 thread_local std::vector<uint64_t> t_evict_seqs;
 thread_local std::vector<RoomLedger::Room> t_slot;
+thread_local std::vector<uint64_t> t_arena_ids;
+thread_local std::vector<uint64_t> t_pieces;
+
+bool Contains(const std::vector<uint64_t>& v, uint64_t x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
 
 }  // namespace
 
@@ -79,23 +91,90 @@ bool ResidencyEngine::adherence(ScheduleAdherence* out) const {
   return true;
 }
 
-bool ResidencyEngine::PlanScheduled(const std::vector<uint64_t>& ids, bool side, Stream stream) {
+void ResidencyEngine::ScheduledArenaUse(const AccessSet& access, const std::vector<uint64_t>& words,
+                                        std::vector<uint64_t>* arena_ids,
+                                        std::vector<uint64_t>* pieces) {
+  for (const Allocation& allocation : access) {
+    if (allocation.size < kArenaMinBytes || !tracked_.contains(allocation.id)) continue;
+    auto arena = schedule_offsets_.find(allocation.id);
+    if (arena == schedule_offsets_.end()) {
+      if (std::none_of(words.begin(), words.end(), [&allocation](uint64_t word) {
+            return word != allocation.base && allocation.Contains(word);
+          })) {
+        continue;
+      }
+      arena = schedule_offsets_.emplace(allocation.id, std::vector<uint64_t>{}).first;
+      // Its chunks start from the whole allocation's state.
+      const auto whole = schedule_state_.find(allocation.id);
+      if (whole != schedule_state_.end()) {
+        for (uint64_t c = 0; c * kArenaChunkBytes < allocation.size; ++c) {
+          schedule_chunk_state_[PieceId(allocation.id, c)] = whole->second;
+        }
+        schedule_state_.erase(whole);
+      }
+    }
+    const bool named = ForEachNamedChunk(allocation, words, &arena->second, [&](uint64_t c) {
+      const uint64_t piece = PieceId(allocation.id, c);
+      if (!Contains(*pieces, piece)) pieces->push_back(piece);
+    });
+    // Without a pointer into it this launch uses it whole.
+    if (named && !Contains(*arena_ids, allocation.id)) arena_ids->push_back(allocation.id);
+  }
+}
+
+bool ResidencyEngine::PlanScheduled(const AccessSet& access, const std::vector<uint64_t>& words,
+                                    const std::vector<uint64_t>& ids, bool side, Stream stream) {
   std::vector<ResolvedMove>& resolved = t_resolved;
   std::vector<ScheduleOp>& ops = t_ops;
   resolved.clear();
   ops.clear();
+  // The arenas this launch reaches by pointer, and the chunks it uses of them (learned from the
+  // first launch on, with a policy file, so that the offsets are known when following begins).
+  std::vector<uint64_t>& arena_ids = t_arena_ids;
+  std::vector<uint64_t>& pieces = t_pieces;
+  arena_ids.clear();
+  pieces.clear();
+  if (policy_->adherence() != nullptr) ScheduledArenaUse(access, words, &arena_ids, &pieces);
   if (!policy_->ScheduledMoves(&t_scheduled)) {
     schedule_active_ = false;
     return false;
   }
   schedule_active_ = true;
-  for (const uint64_t id : ids) schedule_state_[id].last_stream = stream;
+  for (const uint64_t id : ids) {
+    if (Contains(arena_ids, id)) continue;
+    if (!schedule_offsets_.contains(id)) {
+      schedule_state_[id].last_stream = stream;
+      continue;
+    }
+    for (uint64_t c = 0; c * kArenaChunkBytes < tracked_.at(id).size; ++c) {  // used whole
+      schedule_chunk_state_[PieceId(id, c)].last_stream = stream;
+    }
+  }
+  for (const uint64_t piece : pieces) schedule_chunk_state_[piece].last_stream = stream;
+  // The ordering state of the chunks [address, address + bytes) of an arena move (of the whole
+  // allocation otherwise), for `f(ScheduleState&)`.
+  const auto for_state = [this](const ResolvedMove& move, uint64_t address, uint64_t bytes,
+                                auto f) {
+    if (!schedule_offsets_.contains(move.id)) {
+      f(schedule_state_[move.id]);
+      return;
+    }
+    for (uint64_t c = (address - move.base) / kArenaChunkBytes;
+         c <= (address + bytes - 1 - move.base) / kArenaChunkBytes; ++c) {
+      f(schedule_chunk_state_[PieceId(move.id, c)]);
+    }
+  };
+  // An order event this old may have been recorded again for something newer: no wait.
+  const auto fresh = [this](uint64_t seq) {
+    return seq != 0 && seq + kOrderEvents / 2 > order_seq_;
+  };
   for (const ScheduledMove& move : t_scheduled) {
     const auto it = tracked_.find(move.id);
     if (it == tracked_.end() || move.offset >= it->second.size) continue;
     Tracked& tracked = it->second;
     const uint64_t bytes = std::min(move.bytes, tracked.size - move.offset);
-    resolved.push_back(ResolvedMove{move.kind, move.id, tracked.base + move.offset, bytes});
+    resolved.push_back(
+        ResolvedMove{move.kind, move.id, tracked.base, tracked.base + move.offset, bytes});
     // Residency is tracked per allocation: any part gone counts as gone, any part in as in.
     const bool in = IsIncoming(move.kind);
     if (!in && tracked.resident) {
@@ -128,17 +207,19 @@ bool ResidencyEngine::PlanScheduled(const std::vector<uint64_t>& ids, bool side,
       ops.push_back(ScheduleOp{Type::kRecord, On::kLaunch, after_launch});
       ops.push_back(ScheduleOp{Type::kWait, On::kEvict, after_launch});
       // A victim last used on another stream (an optimizer's): after what that stream has so far.
+      // (An arena's evicted chunks: each chunk's last use.)
       for (const ResolvedMove& victim : resolved) {
         if (IsIncoming(victim.kind)) continue;
-        const auto it = schedule_state_.find(victim.id);
-        const Stream last = it == schedule_state_.end() ? nullptr : it->second.last_stream;
-        if (last == nullptr || last == stream) continue;
-        bool seen = false;
-        for (const ScheduleOp& op : ops) seen |= op.on == On::kOther && op.other == last;
-        if (seen) continue;
-        const uint64_t after_last_use = ++order_seq_;
-        ops.push_back(ScheduleOp{Type::kRecord, On::kOther, after_last_use, 0, 0, 0, last});
-        ops.push_back(ScheduleOp{Type::kWait, On::kEvict, after_last_use});
+        for_state(victim, victim.address, victim.bytes, [&](const ScheduleState& state) {
+          const Stream last = state.last_stream;
+          if (last == nullptr || last == stream) return;
+          bool seen = false;
+          for (const ScheduleOp& op : ops) seen |= op.on == On::kOther && op.other == last;
+          if (seen) return;
+          const uint64_t after_last_use = ++order_seq_;
+          ops.push_back(ScheduleOp{Type::kRecord, On::kOther, after_last_use, 0, 0, 0, last});
+          ops.push_back(ScheduleOp{Type::kWait, On::kEvict, after_last_use});
+        });
       }
     }
     ForEachPiece(move.address, move.bytes, [&](uint64_t address, uint64_t bytes) {
@@ -146,7 +227,7 @@ bool ResidencyEngine::PlanScheduled(const std::vector<uint64_t>& ids, bool side,
       const uint64_t seq = ++order_seq_;
       ops.push_back(ScheduleOp{Type::kRecord, On::kEvict, seq});
       evict_seqs.push_back(seq);
-      schedule_state_[move.id].evict_seq = seq;
+      for_state(move, address, bytes, [seq](ScheduleState& state) { state.evict_seq = seq; });
       room_.Add(seq, evict_stream, kPieceBytes);
     });
   }
@@ -160,12 +241,23 @@ bool ResidencyEngine::PlanScheduled(const std::vector<uint64_t>& ids, bool side,
        {ScheduledMove::Kind::kPrefetch, ScheduledMove::Kind::kPopulate}) {
     for (const ResolvedMove& move : resolved) {
       if (move.kind != kind) continue;
-      const bool own = kind == ScheduledMove::Kind::kPopulate &&
-                       std::find(ids.begin(), ids.end(), move.id) != ids.end();
+      // Of an arena, only a chunk this launch uses is its own.
+      bool used = Contains(ids, move.id);
+      if (used && Contains(arena_ids, move.id)) {
+        used = false;
+        for (uint64_t c = (move.address - move.base) / kArenaChunkBytes;
+             c <= (move.address + move.bytes - 1 - move.base) / kArenaChunkBytes; ++c) {
+          used |= Contains(pieces, PieceId(move.id, c));
+        }
+      }
+      const bool own = kind == ScheduledMove::Kind::kPopulate && used;
       const On on = own ? On::kLaunch : On::kSide;
       const int s = own ? 0 : 1;
-      const uint64_t own_eviction = schedule_state_[move.id].evict_seq;
       ForEachPiece(move.address, move.bytes, [&](uint64_t address, uint64_t bytes) {
+        uint64_t own_eviction = 0;
+        for_state(move, address, bytes, [&own_eviction](const ScheduleState& state) {
+          own_eviction = std::max(own_eviction, state.evict_seq);
+        });
         std::vector<RoomLedger::Room>& slot = t_slot;
         slot.clear();
         room_.Take(kPieceBytes, 0, &slot);
@@ -184,18 +276,35 @@ bool ResidencyEngine::PlanScheduled(const std::vector<uint64_t>& ids, bool side,
       if (!own) {
         const uint64_t seq = ++order_seq_;
         ops.push_back(ScheduleOp{Type::kRecord, On::kSide, seq});
-        schedule_state_[move.id].ready_seq = seq;
+        for_state(move, move.address, move.bytes,
+                  [seq](ScheduleState& state) { state.ready_seq = seq; });
       }
     }
   }
   // The launch waits for the newest side-stream prefetch of what it uses (the side stream being
   // in order, that covers the earlier ones).
+  // Of an arena reached by pointer, only the chunks named.
   uint64_t ready = 0;
+  const auto take_ready = [&](ScheduleState& state) {
+    if (fresh(state.ready_seq)) ready = std::max(ready, state.ready_seq);
+    state.ready_seq = 0;
+  };
   for (const uint64_t id : ids) {
+    if (Contains(arena_ids, id)) continue;
+    if (schedule_offsets_.contains(id)) {  // an arena used whole: every chunk's
+      const uint64_t size = tracked_.at(id).size;
+      for (uint64_t c = 0; c * kArenaChunkBytes < size; ++c) {
+        const auto it = schedule_chunk_state_.find(PieceId(id, c));
+        if (it != schedule_chunk_state_.end()) take_ready(it->second);
+      }
+      continue;
+    }
     const auto it = schedule_state_.find(id);
-    if (it == schedule_state_.end()) continue;
-    ready = std::max(ready, it->second.ready_seq);
-    it->second.ready_seq = 0;
+    if (it != schedule_state_.end()) take_ready(it->second);
+  }
+  for (const uint64_t piece : pieces) {
+    const auto it = schedule_chunk_state_.find(piece);
+    if (it != schedule_chunk_state_.end()) take_ready(it->second);
   }
   if (ready != 0) ops.push_back(ScheduleOp{Type::kWait, On::kLaunch, ready});
   return true;

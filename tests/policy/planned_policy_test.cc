@@ -6,6 +6,7 @@
 // job that leaves the step) gives one log line and exactly the learned policy's device calls.
 // Rules: `keep` allocations are no victims, `never` ones are not moved, and `host` ones are placed
 // on the host once and never moved (a refused placement: one line, and the allocation is swapped).
+// An arena moved slice by slice: a launch waits only for the prefetch of the chunks it uses.
 #include "policy/planned_policy.h"
 
 #include <algorithm>
@@ -35,43 +36,48 @@ using testing::FakeDevice;
 constexpr uint64_t kMiB = 1ull << 20;
 Stream const kStream = reinterpret_cast<Stream>(0x5);
 
-// A small training step: three persistent allocations (one of two chunks), two activations.
-Workload SmallStep(uint64_t activation_bytes = 2 * kMiB) {
+// Builds a workload's step event by event.
+struct StepBuilder {
   Workload w;
-  w.name = "small";
-  auto add = [&w](uint64_t bytes, bool persistent) {
+  uint64_t Add(uint64_t bytes, bool persistent) {
     WorkloadAllocation a;
     a.id = w.allocations.size() + 1;
     a.bytes = bytes;
     a.persistent = persistent;
     w.allocations.push_back(a);
     return a.id;
-  };
-  const uint64_t wa = add(4 * kMiB, true), wb = add(2 * kMiB, true), wc = add(2 * kMiB, true);
-  const uint64_t x = add(activation_bytes, false), y = add(2 * kMiB, false);
-  auto alloc = [&w](uint64_t id, StepEvent::Kind kind) {
+  }
+  void Event(uint64_t id, StepEvent::Kind kind) {
     StepEvent e;
     e.kind = kind;
     e.alloc_id = id;
     w.step.push_back(e);
-  };
-  auto launch = [&w](std::vector<ChunkRange> accesses) {
+  }
+  void Launch(std::vector<ChunkRange> accesses) {
     StepEvent e;
     e.launch.kernel = "k" + std::to_string(w.step.size());
     e.launch.compute_seconds = 1e-4;
     e.launch.accesses = std::move(accesses);
     w.step.push_back(e);
-  };
-  alloc(x, StepEvent::Kind::kAlloc);
-  launch({{wa, 0, 2}, {x, 0, ChunksOf(activation_bytes)}});
-  alloc(y, StepEvent::Kind::kAlloc);
-  launch({{wb, 0, 1}, {x, 0, ChunksOf(activation_bytes)}, {y, 0, 1}});
-  alloc(x, StepEvent::Kind::kFree);
-  launch({{wc, 0, 1}, {y, 0, 1}});
-  launch({{wa, 1, 1}, {wc, 0, 1}});
-  alloc(y, StepEvent::Kind::kFree);
-  launch({{wb, 0, 1}, {wa, 0, 1}});
-  return w;
+  }
+};
+
+// A small training step: three persistent allocations (one of two chunks), two activations.
+Workload SmallStep(uint64_t activation_bytes = 2 * kMiB) {
+  StepBuilder s;
+  s.w.name = "small";
+  const uint64_t wa = s.Add(4 * kMiB, true), wb = s.Add(2 * kMiB, true), wc = s.Add(2 * kMiB, true);
+  const uint64_t x = s.Add(activation_bytes, false), y = s.Add(2 * kMiB, false);
+  s.Event(x, StepEvent::Kind::kAlloc);
+  s.Launch({{wa, 0, 2}, {x, 0, ChunksOf(activation_bytes)}});
+  s.Event(y, StepEvent::Kind::kAlloc);
+  s.Launch({{wb, 0, 1}, {x, 0, ChunksOf(activation_bytes)}, {y, 0, 1}});
+  s.Event(x, StepEvent::Kind::kFree);
+  s.Launch({{wc, 0, 1}, {y, 0, 1}});
+  s.Launch({{wa, 1, 1}, {wc, 0, 1}});
+  s.Event(y, StepEvent::Kind::kFree);
+  s.Launch({{wb, 0, 1}, {wa, 0, 1}});
+  return s.w;
 }
 
 PolicyFile Plan(const Workload& w, uint64_t device_memory) {
@@ -411,9 +417,9 @@ TEST(PlannedPolicy, RulesByCallSiteOrModuleAreSaidToNotMatchInARun) {
                                  ": this rule matches by call_site, which a run does not know "
                                  "yet; it applies in spillway plan and simulate only: write it "
                                  "by order or size");
-  EXPECT_NE(log.problems[1].find(":" + std::to_string(by_module.line) + ": this rule matches by "
-                                 "module,"),
-            std::string::npos)
+  EXPECT_NE(
+      log.problems[1].find(":" + std::to_string(by_module.line) + ": this rule matches by module,"),
+      std::string::npos)
       << log.problems[1];
   // Only said: the file is still followed.
   replay.Init();
@@ -516,40 +522,19 @@ TEST(PlannedPolicy, KeepRuleAllocationsAreNoVictimsOfTheLearnedPolicy) {
 
 // Persistent A (4 MiB) and B (2 MiB); per step X (6 MiB, the one rules place) and Y (2 MiB).
 Workload HostStep() {
-  Workload w;
-  w.name = "host-step";
-  auto add = [&w](uint64_t bytes, bool persistent) {
-    WorkloadAllocation a;
-    a.id = w.allocations.size() + 1;
-    a.bytes = bytes;
-    a.persistent = persistent;
-    w.allocations.push_back(a);
-    return a.id;
-  };
-  const uint64_t a = add(4 * kMiB, true), b = add(2 * kMiB, true);
-  const uint64_t x = add(6 * kMiB, false), y = add(2 * kMiB, false);
-  auto event = [&w](uint64_t id, StepEvent::Kind kind) {
-    StepEvent e;
-    e.kind = kind;
-    e.alloc_id = id;
-    w.step.push_back(e);
-  };
-  auto launch = [&w](std::vector<ChunkRange> accesses) {
-    StepEvent e;
-    e.launch.kernel = "k" + std::to_string(w.step.size());
-    e.launch.compute_seconds = 1e-4;
-    e.launch.accesses = std::move(accesses);
-    w.step.push_back(e);
-  };
-  event(x, StepEvent::Kind::kAlloc);
-  launch({{a, 0, 2}, {x, 0, 3}});
-  event(y, StepEvent::Kind::kAlloc);
-  launch({{b, 0, 1}, {x, 0, 3}, {y, 0, 1}});
-  event(x, StepEvent::Kind::kFree);
-  launch({{a, 0, 2}, {y, 0, 1}});
-  event(y, StepEvent::Kind::kFree);
-  launch({{b, 0, 1}, {a, 1, 1}});
-  return w;
+  StepBuilder s;
+  s.w.name = "host-step";
+  const uint64_t a = s.Add(4 * kMiB, true), b = s.Add(2 * kMiB, true);
+  const uint64_t x = s.Add(6 * kMiB, false), y = s.Add(2 * kMiB, false);
+  s.Event(x, StepEvent::Kind::kAlloc);
+  s.Launch({{a, 0, 2}, {x, 0, 3}});
+  s.Event(y, StepEvent::Kind::kAlloc);
+  s.Launch({{b, 0, 1}, {x, 0, 3}, {y, 0, 1}});
+  s.Event(x, StepEvent::Kind::kFree);
+  s.Launch({{a, 0, 2}, {y, 0, 1}});
+  s.Event(y, StepEvent::Kind::kFree);
+  s.Launch({{b, 0, 1}, {a, 1, 1}});
+  return s.w;
 }
 
 PolicyFile PlanWithRule(const Workload& w, uint64_t budget, const PolicyRule& rule) {
@@ -705,6 +690,103 @@ TEST(HostPlacement, NeverRuleAllocationsAreNotMovedByTheEngine) {
       EXPECT_EQ(CallsOn(replay, what, x, 6 * kMiB), 0u) << what;
     }
   }
+}
+
+// An arena (16 MiB, reached through interior pointers) moved slice by slice: a launch waits only
+// for the side-stream prefetch of the chunks its pointer names, never for the event after the
+// prefetch of another slice (the schedule's ordering state is kept per chunk for arenas).
+TEST(PlannedPolicy, ArenaLaunchWaitsOnlyForThePrefetchOfItsOwnChunks) {
+  Workload w;
+  w.name = "arena";
+  for (const uint64_t bytes : {16 * kMiB, 8 * kMiB}) {
+    WorkloadAllocation a;
+    a.id = w.allocations.size() + 1;
+    a.bytes = bytes;
+    a.persistent = true;
+    w.allocations.push_back(a);
+  }
+  const std::vector<ChunkRange> ranges = {{1, 0, 2}, {1, 2, 2}, {1, 4, 2}, {1, 6, 2}, {2, 0, 4}};
+  for (const ChunkRange& r : ranges) {
+    StepEvent e;
+    e.launch.kernel = "k" + std::to_string(w.step.size());
+    e.launch.compute_seconds = 1e-4;
+    e.launch.accesses = {r};
+    w.step.push_back(e);
+  }
+  const uint64_t budget = 12 * kMiB;
+  // The plan brings each slice in at its own launch; move the prefetch of chunks 4-5 to the
+  // launch using chunks 2-3, after that launch's own: the newest prefetch of the arena before that
+  // launch is then of a slice it does not use.
+  PolicyFile plan = Plan(w, budget);
+  ScheduleEntry* slice = nullptr;
+  bool moved = false;
+  for (ScheduleEntry& e : plan.schedule) {
+    for (const ChunkRange& r : e.prefetch) {
+      if (r.alloc_id == 1 && r.first_chunk == 2 && r.num_chunks == 2) slice = &e;
+    }
+  }
+  ASSERT_NE(slice, nullptr) << FormatPolicyFile(plan);
+  for (ScheduleEntry& e : plan.schedule) {
+    for (auto r = e.prefetch.begin(); r != e.prefetch.end(); ++r) {
+      if (&e != slice && r->alloc_id == 1 && r->first_chunk == 4 && r->num_chunks == 2 &&
+          !moved) {
+        slice->prefetch.push_back(*r);
+        e.prefetch.erase(r);
+        moved = true;
+        break;
+      }
+    }
+  }
+  ASSERT_TRUE(moved) << FormatPolicyFile(plan);
+  FakeDevice device;
+  ResidencyEngine engine(&device, MakePlannedPolicy(plan, "arena.toml", budget, nullptr), budget);
+  AllocationRegistry registry;
+  std::vector<Allocation> live;
+  for (const WorkloadAllocation& a : w.allocations) {
+    uint64_t address = 0;
+    device.AllocateManaged(&address, a.bytes);
+    live.push_back(registry.Insert(address, a.bytes, Backing::kManaged, false, true));
+    engine.OnAllocated(live.back());
+  }
+  std::map<Event, std::vector<uint64_t>> prefetched;  // side-stream event -> addresses before it
+  std::vector<uint64_t> since_record;
+  Stream side = nullptr;
+  int launch_waits = 0, arena_waits = 0;
+  for (int step = 0; step < 5; ++step) {
+    for (const ChunkRange& r : ranges) {
+      const Allocation& a = live[r.alloc_id - 1];
+      const uint64_t first = a.base + uint64_t{r.first_chunk} * kChunkBytes;
+      const uint64_t end = first + uint64_t{r.num_chunks} * kChunkBytes;
+      const size_t from = device.calls.size();
+      engine.OnLaunch(AccessSet{a}, std::vector<uint64_t>{first}, kStream);
+      for (size_t i = from; i < device.calls.size(); ++i) {
+        const DeviceCall& c = device.calls[i];
+        if (side == nullptr && c.what == "stream") side = c.stream;
+        if (c.stream == side && c.what == "to_device") since_record.push_back(c.address);
+        if (c.stream == side && c.what == "record") {
+          prefetched[c.event] = since_record;
+          since_record.clear();
+        }
+        if (c.stream != kStream || c.what != "wait" || !prefetched.contains(c.event)) continue;
+        ++launch_waits;
+        if (r.alloc_id != 1) continue;
+        ++arena_waits;
+        // The event after the newest prefetch of one of its own chunks.
+        const std::vector<uint64_t>& in = prefetched[c.event];
+        const auto own = [&](uint64_t address) { return address >= first && address < end; };
+        EXPECT_TRUE(std::any_of(in.begin(), in.end(), own))
+            << "step " << step << ": the launch using arena chunks " << r.first_chunk << "+"
+            << r.num_chunks << " waits for the prefetch of chunk "
+            << (in.empty() ? 0 : (in[0] - a.base) / kChunkBytes);
+      }
+    }
+  }
+  ScheduleAdherence adherence;
+  ASSERT_TRUE(engine.adherence(&adherence));
+  EXPECT_GE(adherence.steps_followed, 3u);
+  EXPECT_EQ(adherence.mismatches, 0u);
+  EXPECT_GT(arena_waits, 0);  // the arena's slices do come in ahead, on the side stream
+  EXPECT_GE(launch_waits, arena_waits);
 }
 
 }  // namespace
