@@ -70,14 +70,20 @@ struct SdpaCase {
   }
 };
 
-TEST(SdpaReferenceTest, ForwardMatchesNaiveSoftmax) {
+// A fixed-length shape (causal off, default scale).
+SdpaShape Shape(int batch, int heads_q, int heads_kv, int seqlen_q, int seqlen_k, int head_dim) {
   SdpaShape s;
-  s.batch = 2;
-  s.heads_q = 2;
-  s.heads_kv = 2;
-  s.seqlen_q = 5;
-  s.seqlen_k = 7;
-  s.head_dim = 8;
+  s.batch = batch;
+  s.heads_q = heads_q;
+  s.heads_kv = heads_kv;
+  s.seqlen_q = seqlen_q;
+  s.seqlen_k = seqlen_k;
+  s.head_dim = head_dim;
+  return s;
+}
+
+TEST(SdpaReferenceTest, ForwardMatchesNaiveSoftmax) {
+  SdpaShape s = Shape(2, 2, 2, 5, 7, 8);
   SdpaCase c(s);
   std::vector<float> o, lse;
   c.Forward(o, lse);
@@ -133,13 +139,7 @@ void CheckAllGradients(SdpaCase& c) {
 }
 
 TEST(SdpaReferenceTest, GradientsMatchFiniteDifferences) {
-  SdpaShape s;
-  s.batch = 1;
-  s.heads_q = 2;
-  s.heads_kv = 1;
-  s.seqlen_q = 4;
-  s.seqlen_k = 6;
-  s.head_dim = 4;
+  SdpaShape s = Shape(1, 2, 1, 4, 6, 4);
   s.causal = true;
   SdpaCase c(s, 7);
   c.AddFullBias(11);
@@ -181,13 +181,7 @@ TEST(SdpaReferenceTest, CausalMaskIsBottomRightAligned) {
 }
 
 TEST(SdpaReferenceTest, VarlenEqualsPerSequenceCalls) {
-  SdpaShape s;
-  s.batch = 2;
-  s.heads_q = 2;
-  s.heads_kv = 2;
-  s.seqlen_q = 5;
-  s.seqlen_k = 4;
-  s.head_dim = 4;
+  SdpaShape s = Shape(2, 2, 2, 5, 4, 4);
   s.causal = true;
   s.cu_seqlens_q = {0, 3, 8};
   s.cu_seqlens_k = {0, 4, 6};
@@ -230,13 +224,7 @@ TEST(SdpaReferenceTest, VarlenEqualsPerSequenceCalls) {
 // A shape the reference cannot compute (the kernels would reject it on the host, or skip the
 // sequence and report it in the varlen status) is an error naming the input; nothing is written.
 TEST(SdpaReferenceTest, BadShapesAreErrorsAndWriteNothing) {
-  SdpaShape valid;
-  valid.batch = 2;
-  valid.heads_q = 2;
-  valid.heads_kv = 2;
-  valid.seqlen_q = 5;
-  valid.seqlen_k = 4;
-  valid.head_dim = 4;
+  SdpaShape valid = Shape(2, 2, 2, 5, 4, 4);
   valid.cu_seqlens_q = {0, 3, 8};
   valid.cu_seqlens_k = {0, 4, 6};
   const SdpaCase c(valid);  // buffers sized for `valid`: no bad shape below reads them
@@ -302,13 +290,7 @@ TEST(SdpaReferenceTest, BadShapesAreErrorsAndWriteNothing) {
 }
 
 TEST(SdpaReferenceTest, GroupedQueryEqualsRepeatedKvHeads) {
-  SdpaShape s;
-  s.batch = 2;
-  s.heads_q = 4;
-  s.heads_kv = 2;
-  s.seqlen_q = 3;
-  s.seqlen_k = 5;
-  s.head_dim = 4;
+  SdpaShape s = Shape(2, 4, 2, 3, 5, 4);
   SdpaCase c(s);
   SdpaShape full = s;
   full.heads_kv = 4;
@@ -347,13 +329,7 @@ TEST(SdpaReferenceTest, GroupedQueryEqualsRepeatedKvHeads) {
 }
 
 TEST(SdpaReferenceTest, BroadcastBiasEqualsMaterialisedBias) {
-  SdpaShape s;
-  s.batch = 2;
-  s.heads_q = 3;
-  s.heads_kv = 3;
-  s.seqlen_q = 4;
-  s.seqlen_k = 5;
-  s.head_dim = 4;
+  SdpaShape s = Shape(2, 3, 3, 4, 5, 4);
   // Bias [1, 1, 4, 5] broadcast over batch and heads, and [2, 1, 1, 5] over heads and rows.
   const std::vector<float> shared = Random(4 * 5, 21);
   const std::vector<float> per_key = Random(2 * 5, 22);
