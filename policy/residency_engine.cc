@@ -324,6 +324,14 @@ uint64_t ResidencyEngine::PlanLookahead(uint64_t stamp, Stream stream, uint64_t 
   }
   const uint64_t batch = batches_ + 1;
   const EvictableContext context{&tracked_, stamp, kRecentUseGuard};
+  // An eviction on the evict stream, after the victim's last use, its room freed by an event.
+  auto evict = [&](uint64_t victim) {
+    Tracked& tracked = tracked_.at(victim);
+    NoteLastUse(tracked, stream, &t_evict_last_uses);
+    const uint64_t seq = NextOrderEvent();
+    PlanEviction(&tracked, seq, evict_stream_);
+    side_moves->push_back(PlannedMove{false, victim, tracked.base, tracked.size, seq});
+  };
   // Room for the allocations the next launches will make (fresh activations), so that their first
   // launch need not evict on its own stream: taken from what is needed after the window.
   const uint64_t headroom_window =
@@ -336,11 +344,7 @@ uint64_t ResidencyEngine::PlanLookahead(uint64_t stamp, Stream stream, uint64_t 
     const uint64_t victim = policy_->PickVictim(&Evictable, &context);
     const uint64_t distance = victim == 0 ? 0 : policy_->NextUse(victim);
     if (victim == 0 || distance <= headroom_window) break;
-    Tracked& tracked = tracked_.at(victim);
-    NoteLastUse(tracked, stream, &t_evict_last_uses);
-    const uint64_t seq = NextOrderEvent();
-    PlanEviction(&tracked, seq, evict_stream_);
-    side_moves->push_back(PlannedMove{false, victim, tracked.base, tracked.size, seq});
+    evict(victim);
   }
   const uint64_t budget = budget_bytes_ > headroom ? budget_bytes_ - headroom : 0;
   size_t prefetches = 0;
@@ -354,11 +358,7 @@ uint64_t ResidencyEngine::PlanLookahead(uint64_t stamp, Stream stream, uint64_t 
            fixed_bytes_ + resident_bytes_ + it->second.footprint > budget) {
       const uint64_t victim = policy_->PickVictim(&Evictable, &context);
       if (victim == 0 || policy_->NextUse(victim) <= distance) break;
-      Tracked& tracked = tracked_.at(victim);
-      NoteLastUse(tracked, stream, &t_evict_last_uses);
-      const uint64_t seq = NextOrderEvent();
-      PlanEviction(&tracked, seq, evict_stream_);
-      side_moves->push_back(PlannedMove{false, victim, tracked.base, tracked.size, seq});
+      evict(victim);
     }
     if (fixed_bytes_ + resident_bytes_ + it->second.footprint > budget) break;
     // It comes in once the room it takes is free (the discards' and evictions' events).
