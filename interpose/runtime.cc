@@ -18,6 +18,7 @@
 #include "absl/status/status.h"
 #include "common/cost_model.h"
 #include "common/json_writer.h"
+#include "interpose/allocation_sites.h"
 #include "interpose/backing.h"
 #include "interpose/caller_module.h"
 #include "interpose/driver_device.h"
@@ -60,6 +61,8 @@ constinit std::atomic<policy::ResidencyEngine*> g_engines[kMaxDevices] = {};
 constinit DriverDevice* g_devices[kMaxDevices] = {};  // guarded by g_engine_mutex
 constinit std::atomic<uint64_t> g_launches_resolved{0};
 constinit std::atomic<bool> g_engine_start_failed_reported{false};
+// Allocations' call sites are taken (a policy file with rules by call site or module).
+constinit std::atomic<bool> g_take_call_sites{false};
 std::mutex g_engine_mutex;
 
 // ---- problems: fixed slots, lock-free append ----
@@ -132,6 +135,14 @@ void Configure() {
   StartRecording(*g_config);  // first: it says once if libunwind is missing in record mode
   // The caller-module check walks with libunwind when it loads (silently glibc's walk otherwise).
   if (g_config->mode != Mode::kOff && !g_config->device_modules.empty()) PrepareCallerWalk();
+  // Rules by call site or module need each allocation's stack, taken from the first allocation
+  // on (the engine reads the file, and says what is wrong with it, when it starts).
+  if (g_config->mode != Mode::kOff && !g_config->policy_file.empty()) {
+    const absl::StatusOr<policy::PolicyFile> file = policy::ReadPolicyFile(g_config->policy_file);
+    if (file.ok() && file->NamesCallSites() && PrepareAllocationSites()) {
+      g_take_call_sites.store(true, std::memory_order_relaxed);
+    }
+  }
 }
 
 bool MadeAnyCall() {
@@ -255,13 +266,15 @@ policy::ResidencyEngine* StartEngine(int ordinal) {
       // A policy file (SPILLWAY_POLICY): followed once the step is recognised; one line and the
       // learned policy when it cannot be used.
       eviction = policy::LoadPlannedPolicy(
-          g_config->policy_file, budget, [](bool problem, const std::string& line) {
+          g_config->policy_file, budget,
+          [](bool problem, const std::string& line) {
             if (problem) {
               ReportProblem(LogLevel::kWarn, "SPILLWAY_POLICY: %s", line.c_str());
             } else {
               Log(LogLevel::kInfo, "SPILLWAY_POLICY: %s", line.c_str());
             }
-          });
+          },
+          g_take_call_sites.load(std::memory_order_relaxed) ? CallSiteModules : nullptr);
     } else {
       eviction = policy::MakePolicy(g_config->eviction);
     }
@@ -320,8 +333,11 @@ void CountResolvedLaunch() { g_launches_resolved.fetch_add(1, std::memory_order_
 policy::Allocation OnAllocated(uint64_t address, uint64_t bytes, policy::Backing backing,
                                bool stream_ordered, bool substituted) {
   const int device = std::max(0, CurrentDevice());
+  const uint64_t call_site = g_take_call_sites.load(std::memory_order_relaxed)
+                                 ? AllocationCallSite(reinterpret_cast<const void*>(&OnAllocated))
+                                 : 0;
   const policy::Allocation allocation =
-      Registry().Insert(address, bytes, backing, stream_ordered, substituted, device);
+      Registry().Insert(address, bytes, backing, stream_ordered, substituted, device, call_site);
   if (policy::ResidencyEngine* engine = EngineOf(device)) engine->OnAllocated(allocation);
   return allocation;
 }

@@ -29,6 +29,9 @@ struct Allocation {
   // True when the job asked for device memory and spillway gave it managed memory instead.
   bool substituted = false;
   int device = 0;  // ordinal of the device whose context was current when it was made
+  // Where it was made: the id a recorded trace gives the same calling stack
+  // (trace::HashCallSite; interpose/allocation_sites.h); 0 when the run takes no call sites.
+  uint64_t call_site = 0;
 
   bool Contains(uint64_t address) const { return address >= base && address - base < size; }
 };
@@ -42,7 +45,7 @@ class AllocationRegistry {
   // Records an allocation at [base, base + size) and returns it with its id. An allocation
   // already recorded at `base` (freed by a path that is not hooked) is replaced.
   Allocation Insert(uint64_t base, uint64_t size, Backing backing, bool stream_ordered,
-                    bool substituted, int device = 0);
+                    bool substituted, int device = 0, uint64_t call_site = 0);
 
   // Removes the allocation that starts at `base`; nullopt when none does.
   std::optional<Allocation> Erase(uint64_t base);

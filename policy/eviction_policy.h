@@ -89,8 +89,9 @@ class EvictionPolicy {
   virtual uint64_t step_length() const { return 0; }
 
   // Planned schedules (policy/planned_policy.h); the defaults are for policies without one.
-  // @brief A managed allocation of `bytes` was made (or found when the engine started).
-  virtual void ObserveAllocated(uint64_t /*id*/, uint64_t /*bytes*/) {}
+  // @brief A managed allocation of `bytes` was made at `call_site` (Allocation::call_site) or
+  // found when the engine started.
+  virtual void ObserveAllocated(uint64_t /*id*/, uint64_t /*bytes*/, uint64_t /*call_site*/) {}
   // @brief For the launch just observed: true when a schedule decides its moves, which are then
   // `out` (the engine issues them in order instead of planning the launch itself).
   virtual bool ScheduledMoves(std::vector<ScheduledMove>* /*out*/) { return false; }

@@ -18,9 +18,10 @@ namespace {
 class PlannedPolicy final : public EvictionPolicy {
  public:
   PlannedPolicy(PolicyFile file, std::string path, uint64_t budget_bytes, PolicyLog log,
-                std::string load_problem)
+                CallSiteModules modules, std::string load_problem)
       : file_(std::move(file)),
         log_(std::move(log)),
+        modules_(std::move(modules)),
         learned_(MakeLearnedPolicy()),
         hash_(file_.step_events) {
     adherence_.path = std::move(path);
@@ -37,20 +38,21 @@ class PlannedPolicy final : public EvictionPolicy {
     usable_ = problem.empty();
     if (!usable_) Fallback(true, problem);
     for (const PolicyRule& rule : file_.rules) {
-      if (!log_ || (rule.call_site.empty() && rule.module.empty())) continue;
+      if (!log_ || modules_ || (rule.call_site.empty() && rule.module.empty())) continue;
       log_(true,
            absl::StrCat(adherence_.path, rule.line > 0 ? absl::StrCat(":", rule.line) : "",
                         ": this rule matches by ", rule.call_site.empty() ? "module" : "call_site",
-                        ", which a run does not know yet; it applies in spillway plan and "
-                        "simulate only: write it by order or size"));
+                        ", but this run takes no call stacks (libunwind.so.8 could not be "
+                        "loaded); it matches nothing here"));
     }
   }
 
   std::string_view name() const override { return usable_ ? "planned" : learned_->name(); }
 
-  void ObserveAllocated(uint64_t id, uint64_t bytes) override {
-    learned_->ObserveAllocated(id, bytes);
+  void ObserveAllocated(uint64_t id, uint64_t bytes, uint64_t call_site) override {
+    learned_->ObserveAllocated(id, bytes, call_site);
     sizes_[id] = bytes;
+    if (call_site != 0 && modules_) call_sites_[id] = call_site;
     order_.push_back(id);
     if (order_.size() > 2 * sizes_.size() + 64) PruneOrder();
     ApplyRules(id, 0);  // by size; by order once bound
@@ -82,6 +84,7 @@ class PlannedPolicy final : public EvictionPolicy {
     const auto it = sizes_.find(id);
     const uint64_t bytes = it == sizes_.end() ? 0 : it->second;
     if (it != sizes_.end()) sizes_.erase(it);
+    call_sites_.erase(id);
     pinned_.erase(id);
     if (host_.erase(id) != 0) std::erase(host_pending_, id);
     no_host_.erase(id);
@@ -279,6 +282,12 @@ class PlannedPolicy final : public EvictionPolicy {
     a.id = w;
     a.bytes = sizes_[id];
     a.persistent = w != 0 && w <= file_.persistent;
+    if (const auto site = call_sites_.find(id); site != call_sites_.end()) {
+      a.call_site = CallSiteName(site->second);
+      auto [known, added] = site_modules_.try_emplace(site->second);
+      if (added) known->second = modules_(site->second);
+      a.modules = known->second;
+    }
     RuleAction action = file_.ActionFor(a);
     if (action == RuleAction::kHost && no_host_.contains(id)) action = RuleAction::kSwap;
     if (action == RuleAction::kSwap) {
@@ -315,6 +324,7 @@ class PlannedPolicy final : public EvictionPolicy {
 
   const PolicyFile file_;
   const PolicyLog log_;
+  const CallSiteModules modules_;
   std::unique_ptr<EvictionPolicy> learned_;
   RollingStepHash hash_;
   bool usable_ = false;
@@ -325,9 +335,12 @@ class PlannedPolicy final : public EvictionPolicy {
   std::vector<uint64_t> binding_;                       // policy number -> engine id (0: none)
   std::unordered_map<uint64_t, uint64_t> workload_id_;  // engine id -> policy number
   std::unordered_map<uint64_t, RuleAction> pinned_;     // engine ids a rule keeps from moving
-  std::unordered_set<uint64_t> host_;                   // placed on the host (or to be)
-  std::vector<uint64_t> host_pending_;                  // of them, not yet taken by the engine
-  std::unordered_set<uint64_t> no_host_;                // the device refused to place them
+  std::unordered_map<uint64_t, uint64_t> call_sites_;   // engine id -> call site (when known)
+  // The modules on each call site's stack, asked of modules_ once per site.
+  std::unordered_map<uint64_t, std::vector<std::string>> site_modules_;
+  std::unordered_set<uint64_t> host_;     // placed on the host (or to be)
+  std::vector<uint64_t> host_pending_;    // of them, not yet taken by the engine
+  std::unordered_set<uint64_t> no_host_;  // the device refused to place them
   uint64_t event_in_step_ = 0;
   uint64_t unmatched_events_ = 0;  // events before the step was first recognised
   uint64_t position_ = 0;
@@ -341,19 +354,21 @@ class PlannedPolicy final : public EvictionPolicy {
 }  // namespace
 
 std::unique_ptr<EvictionPolicy> MakePlannedPolicy(PolicyFile file, std::string path,
-                                                  uint64_t budget_bytes, PolicyLog log) {
+                                                  uint64_t budget_bytes, PolicyLog log,
+                                                  CallSiteModules modules) {
   return std::make_unique<PlannedPolicy>(std::move(file), std::move(path), budget_bytes,
-                                         std::move(log), "");
+                                         std::move(log), std::move(modules), "");
 }
 
 std::unique_ptr<EvictionPolicy> LoadPlannedPolicy(const std::string& path, uint64_t budget_bytes,
-                                                  PolicyLog log) {
+                                                  PolicyLog log, CallSiteModules modules) {
   absl::StatusOr<PolicyFile> file = ReadPolicyFile(path);
   if (!file.ok()) {
     return std::make_unique<PlannedPolicy>(PolicyFile{}, path, budget_bytes, std::move(log),
-                                           std::string(file.status().message()));
+                                           nullptr, std::string(file.status().message()));
   }
-  return MakePlannedPolicy(*std::move(file), path, budget_bytes, std::move(log));
+  return MakePlannedPolicy(*std::move(file), path, budget_bytes, std::move(log),
+                           std::move(modules));
 }
 
 }  // namespace spillway::policy

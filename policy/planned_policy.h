@@ -20,6 +20,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "policy/eviction_policy.h"
 #include "policy/policy_file.h"
@@ -30,17 +31,23 @@ namespace spillway::policy {
 // be used, the first mismatch), else news (the step recognised). Called under the engine's lock.
 using PolicyLog = std::function<void(bool problem, const std::string& line)>;
 
+// The paths of the modules on call site `call_site`'s stack (Allocation::call_site), innermost
+// first; for rules by module. Null when the run takes no call sites.
+using CallSiteModules = std::function<std::vector<std::string>(uint64_t call_site)>;
+
 // A policy following `file` (read from `path`) over a fresh learned policy. When the file cannot
 // be followed (no step signature, or planned for more memory than `budget_bytes`), the result
-// only ever uses the learned policy and says why once.
+// only ever uses the learned policy and says why once. Rules by call site or module match the
+// allocations' call sites; with null `modules` they never match, said once per rule.
 std::unique_ptr<EvictionPolicy> MakePlannedPolicy(PolicyFile file, std::string path,
-                                                  uint64_t budget_bytes, PolicyLog log);
+                                                  uint64_t budget_bytes, PolicyLog log,
+                                                  CallSiteModules modules = nullptr);
 
 // Reads `path` and makes the planned policy. A file that does not exist, does not parse or has
 // unknown keys gives one line (`<file>:<line>: <what is wrong>`, through `log`) and a policy
 // that is the learned policy, reporting the path and the reason in its adherence().
 std::unique_ptr<EvictionPolicy> LoadPlannedPolicy(const std::string& path, uint64_t budget_bytes,
-                                                  PolicyLog log);
+                                                  PolicyLog log, CallSiteModules modules = nullptr);
 
 }  // namespace spillway::policy
 

@@ -1,6 +1,7 @@
 // Policy files: reading (strict, over the TOML subset), writing, and matching to a workload.
 #include "policy/policy_file.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -299,12 +300,32 @@ std::string_view RuleActionName(RuleAction a) {
   return "swap";
 }
 
+namespace {
+
+// `path` is the module `name`: the same path, or a file of that name.
+bool ModuleIs(std::string_view path, std::string_view name) {
+  if (path == name) return true;
+  const size_t slash = path.rfind('/');
+  return slash != std::string_view::npos && path.substr(slash + 1) == name;
+}
+
+}  // namespace
+
 bool PolicyRule::Matches(const WorkloadAllocation& a) const {
   if (!call_site.empty() && call_site != a.call_site) return false;
-  if (!module.empty() && module != a.module) return false;
+  if (!module.empty() &&
+      std::none_of(a.modules.begin(), a.modules.end(),
+                   [this](const std::string& m) { return ModuleIs(m, module); })) {
+    return false;
+  }
   if (a.bytes < min_bytes || a.bytes > max_bytes) return false;
   if (first_order != 0 && (a.id < first_order || a.id > last_order)) return false;
   return true;
+}
+
+bool PolicyFile::NamesCallSites() const {
+  return std::any_of(rules.begin(), rules.end(),
+                     [](const PolicyRule& r) { return !r.call_site.empty() || !r.module.empty(); });
 }
 
 RuleAction PolicyFile::ActionFor(const WorkloadAllocation& a) const {
@@ -485,9 +506,8 @@ bool operator==(const ScheduleEntry& a, const ScheduleEntry& b) {
 bool operator==(const PolicyFile& a, const PolicyFile& b) {
   return a.model == b.model && a.fingerprint == b.fingerprint && a.launches == b.launches &&
          a.step_signature == b.step_signature && a.step_events == b.step_events &&
-         a.persistent == b.persistent &&
-         a.allocations == b.allocations && a.budget_bytes == b.budget_bytes && a.rules == b.rules &&
-         a.schedule == b.schedule;
+         a.persistent == b.persistent && a.allocations == b.allocations &&
+         a.budget_bytes == b.budget_bytes && a.rules == b.rules && a.schedule == b.schedule;
 }
 
 }  // namespace spillway::policy

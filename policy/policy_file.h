@@ -26,8 +26,9 @@ std::string_view RuleActionName(RuleAction a);
 
 // An allocation matches when every given criterion matches (an empty criterion matches all).
 struct PolicyRule {
-  std::string call_site;  // exact call-site label
-  std::string module;     // exact module name
+  std::string call_site;  // exact call-site label (a trace's id: 16 hex digits)
+  // A module on the allocation's calling stack: its file name ("libnccl.so.2") or full path.
+  std::string module;
   uint64_t min_bytes = 0;
   uint64_t max_bytes = std::numeric_limits<uint64_t>::max();
   uint64_t first_order = 0;  // allocation order in the step: its id (1-based); 0 = any
@@ -48,20 +49,22 @@ struct ScheduleEntry {
 };
 
 struct PolicyFile {
-  std::string model;              // a name for people
-  uint64_t fingerprint = 0;       // WorkloadFingerprint of the job it was planned for; 0 = none
-  uint64_t launches = 0;          // launches per step (0 = not checked)
-  uint64_t allocations = 0;       // allocations (0 = not checked)
+  std::string model;         // a name for people
+  uint64_t fingerprint = 0;  // WorkloadFingerprint of the job it was planned for; 0 = none
+  uint64_t launches = 0;     // launches per step (0 = not checked)
+  uint64_t allocations = 0;  // allocations (0 = not checked)
   // How the engine follows the step online (policy/step_signature.h); 0 = cannot be followed.
   uint64_t step_signature = 0;
-  uint64_t step_events = 0;  // events (allocations, frees, launches) per step
-  uint64_t persistent = 0;   // persistent allocations: ids 1..persistent
-  uint64_t budget_bytes = 0;      // device memory it was planned for
-  std::vector<PolicyRule> rules;  // first match wins
+  uint64_t step_events = 0;             // events (allocations, frees, launches) per step
+  uint64_t persistent = 0;              // persistent allocations: ids 1..persistent
+  uint64_t budget_bytes = 0;            // device memory it was planned for
+  std::vector<PolicyRule> rules;        // first match wins
   std::vector<ScheduleEntry> schedule;  // ascending positions
 
   // The action for an allocation: the first matching rule's, else kSwap.
   RuleAction ActionFor(const WorkloadAllocation& a) const;
+  // True when a rule matches by call site or module (a run then takes allocations' stacks).
+  bool NamesCallSites() const;
 };
 
 // Parses policy-file text; errors read "<file>:<line>: <what is wrong>".

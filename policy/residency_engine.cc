@@ -124,7 +124,7 @@ void ResidencyEngine::OnAllocated(const Allocation& allocation) {
     }
     tracked_[allocation.id] = Tracked{
         allocation.base, allocation.size, false, 0, 0, Footprint(allocation.base, allocation.size)};
-    policy_->ObserveAllocated(allocation.id, allocation.size);
+    policy_->ObserveAllocated(allocation.id, allocation.size, allocation.call_site);
     host = PlanHostPlacements();  // residency_engine_host.cc
   }
   if (host) IssueHostPlacements(nullptr);

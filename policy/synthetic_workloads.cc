@@ -64,7 +64,7 @@ class StepBuilder {
     a.bytes = bytes;
     a.name = name;
     a.call_site = site;
-    a.module = persistent ? "libtorch_cuda.so" : "libc10_cuda.so";
+    a.modules = {persistent ? "libtorch_cuda.so" : "libc10_cuda.so", "libtorch_python.so"};
     a.persistent = persistent;
     w_.allocations.push_back(std::move(a));
     return w_.allocations.back().id;

@@ -40,6 +40,8 @@ struct Event {
 
 struct TraceEvents {
   std::unordered_map<uint64_t, TraceAllocation> allocations;
+  // The module paths on each call site's stack, innermost first, each once.
+  std::unordered_map<uint64_t, std::vector<std::string>> site_modules;
   std::vector<Event> events;
   std::unordered_map<uint64_t, double> kernel_seconds;  // by correlation id
 };
@@ -50,6 +52,7 @@ absl::StatusOr<TraceEvents> ReadEvents(const std::string& path) {
   if (!reader.ok()) return reader.status();
   TraceEvents out;
   std::unordered_map<uint32_t, std::string> strings;
+  std::unordered_map<uint32_t, std::string> module_paths;
   std::unordered_map<uint64_t, uint64_t> live_by_address;
   trace::Record record;
   std::vector<uint64_t> sizes;
@@ -59,6 +62,17 @@ absl::StatusOr<TraceEvents> ReadEvents(const std::string& path) {
     if (!*more) break;
     if (const auto* s = std::get_if<trace::StringRecord>(&record)) {
       strings[s->id] = std::string(s->text);
+    } else if (const auto* m = std::get_if<trace::ModuleRecord>(&record)) {
+      module_paths[m->id] = std::string(m->path);
+    } else if (const auto* c = std::get_if<trace::CallSiteRecord>(&record)) {
+      std::vector<std::string>& paths = out.site_modules[c->id];
+      for (const trace::Frame& frame : c->frames) {
+        const auto path = module_paths.find(frame.module);
+        if (path != module_paths.end() &&
+            std::find(paths.begin(), paths.end(), path->second) == paths.end()) {
+          paths.push_back(path->second);
+        }
+      }
     } else if (const auto* a = std::get_if<trace::AllocRecord>(&record)) {
       if (a->kind == trace::AllocKind::kHost || a->bytes == 0) continue;
       out.allocations[a->allocation_id] = TraceAllocation{a->bytes, a->call_site, {}};
@@ -190,7 +204,10 @@ absl::StatusOr<Workload> BuildStep(const std::string& path, const TraceEvents& r
     WorkloadAllocation a;
     a.id = w.allocations.size() + 1;
     a.bytes = t.bytes;
-    a.call_site = t.call_site != 0 ? absl::StrFormat("%016x", t.call_site) : "";
+    a.call_site = CallSiteName(t.call_site);
+    if (const auto site = read.site_modules.find(t.call_site); site != read.site_modules.end()) {
+      a.modules = site->second;
+    }
     a.name = absl::StrCat("trace allocation ", trace_id);
     a.persistent = persistent;
     w.allocations.push_back(a);

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 
 namespace spillway::policy {
 namespace {
@@ -138,7 +139,8 @@ Workload NumberCanonically(Workload w) {
     if (a.persistent) new_id[a.id] = next++;
   }
   for (const StepEvent& e : w.step) {
-    if (e.kind == StepEvent::Kind::kAlloc && e.alloc_id < new_id.size() && new_id[e.alloc_id] == 0) {
+    if (e.kind == StepEvent::Kind::kAlloc && e.alloc_id < new_id.size() &&
+        new_id[e.alloc_id] == 0) {
       new_id[e.alloc_id] = next++;
     }
   }
@@ -179,6 +181,10 @@ uint64_t WorkloadFingerprint(const Workload& w) {
     }
   }
   return f.hash();
+}
+
+std::string CallSiteName(uint64_t call_site) {
+  return call_site == 0 ? "" : absl::StrFormat("%016x", call_site);
 }
 
 }  // namespace spillway::policy

@@ -22,9 +22,10 @@ inline uint32_t ChunksOf(uint64_t bytes) {
 struct WorkloadAllocation {
   uint64_t id = 0;  // 1, 2, ...: index + 1 in Workload::allocations
   uint64_t bytes = 0;
-  std::string name;         // what it holds ("layer3.mlp.fc1.weight"), for people
-  std::string call_site;    // where it was allocated (a trace's call-site, or a synthetic label)
-  std::string module;       // the module that allocated it
+  std::string name;       // what it holds ("layer3.mlp.fc1.weight"), for people
+  std::string call_site;  // where it was allocated (CallSiteName of a trace's id, or a label)
+  // The modules on its calling stack (paths, or file names), innermost first, each once.
+  std::vector<std::string> modules;
   bool persistent = false;  // allocated before the first step and never freed
 };
 
@@ -75,6 +76,10 @@ Workload NumberCanonically(Workload w);
 // Hash of the launch sequence (kernel names) and the allocation pattern (sizes, alloc/free order):
 // the model fingerprint a policy file carries. Compute times do not enter it.
 uint64_t WorkloadFingerprint(const Workload& w);
+
+// How a trace's call-site id is written in a workload and a policy rule: 16 lowercase hex
+// digits; "" for 0 (no stack).
+std::string CallSiteName(uint64_t call_site);
 
 }  // namespace spillway::policy
 

@@ -8,6 +8,29 @@
 
 namespace spillway::trace {
 
+namespace {
+
+uint64_t Fnv1a(uint64_t hash, const void* data, size_t size) {
+  const auto* bytes = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < size; ++i) hash = (hash ^ bytes[i]) * 0x100000001b3ull;
+  return hash;
+}
+
+}  // namespace
+
+CallSiteId HashCallSite(absl::Span<const Frame> frames,
+                        absl::FunctionRef<absl::string_view(ModuleId)> build_id) {
+  uint64_t hash = 0xcbf29ce484222325ull;
+  for (const Frame& frame : frames) {
+    const absl::string_view id = build_id(frame.module);
+    const uint32_t length = static_cast<uint32_t>(id.size());
+    hash = Fnv1a(hash, &length, sizeof(length));
+    hash = Fnv1a(hash, id.data(), id.size());
+    hash = Fnv1a(hash, &frame.offset, sizeof(frame.offset));
+  }
+  return hash == 0 ? 1 : hash;
+}
+
 const char* RecordKindName(RecordKind kind) {
   switch (kind) {
     case RecordKind::kHeader:

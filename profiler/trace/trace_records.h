@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <variant>
 
+#include "absl/functional/function_ref.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 
@@ -84,6 +85,13 @@ struct CallSiteRecord {
   absl::Span<const Frame> frames;  // innermost first; at most kMaxFrames
 };
 inline constexpr size_t kMaxFrames = 64;
+
+// The id the writer gives the call site of `frames` (before a collision moves it on): FNV-1a over
+// each frame's module build-id (its length, then its bytes; `build_id(module)` names it, "" for
+// none) and offset; never 0. The shim's run-time call sites (interpose/allocation_sites.h) use it
+// too, so a policy rule by call site names the same stack in a trace and in a run.
+CallSiteId HashCallSite(absl::Span<const Frame> frames,
+                        absl::FunctionRef<absl::string_view(ModuleId)> build_id);
 
 enum class AllocKind : uint8_t { kDevice = 0, kManaged = 1, kAsync = 2, kHost = 3, kOther = 4 };
 const char* AllocKindName(AllocKind kind);  // "device", "managed", "async", "host", "other"

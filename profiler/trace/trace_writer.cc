@@ -99,12 +99,6 @@ bool WriteAll(int fd, const char* data, size_t size) {
   return true;
 }
 
-uint64_t Fnv1a(uint64_t hash, const void* data, size_t size) {
-  const auto* bytes = static_cast<const unsigned char*>(data);
-  for (size_t i = 0; i < size; ++i) hash = (hash ^ bytes[i]) * 0x100000001b3ull;
-  return hash;
-}
-
 }  // namespace
 
 class TraceWriter::Impl {
@@ -248,18 +242,11 @@ class TraceWriter::Impl {
 
   // Hashes (build-id, offset) pairs; the module ids must be known.
   CallSiteId HashSite(absl::Span<const Frame> frames) ABSL_EXCLUSIVE_LOCKS_REQUIRED(intern_mu_) {
-    uint64_t hash = 0xcbf29ce484222325ull;
-    for (const Frame& frame : frames) {
-      const absl::string_view build_id =
-          frame.module >= 1 && frame.module <= module_build_ids_.size()
-              ? absl::string_view(module_build_ids_[frame.module - 1])
-              : absl::string_view();
-      const uint32_t length = static_cast<uint32_t>(build_id.size());
-      hash = Fnv1a(hash, &length, sizeof(length));
-      hash = Fnv1a(hash, build_id.data(), build_id.size());
-      hash = Fnv1a(hash, &frame.offset, sizeof(frame.offset));
-    }
-    return hash == 0 ? 1 : hash;
+    return HashCallSite(frames, [this](ModuleId module) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      return module >= 1 && module <= module_build_ids_.size()
+                 ? absl::string_view(module_build_ids_[module - 1])
+                 : absl::string_view();
+    });
   }
 
  private:

@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "gtest/gtest.h"
 #include "policy/planner.h"
 #include "policy/residency_engine.h"
@@ -98,7 +99,7 @@ class Replay {
 
   void Init() {
     for (const WorkloadAllocation& a : w_.allocations) {
-      if (a.persistent) Allocate(a.id, a.bytes);
+      if (a.persistent) Allocate(a);
     }
   }
   // One step of `w_` (or of `other`, whose persistent allocations must be w_'s).
@@ -106,7 +107,7 @@ class Replay {
     const Workload& w = other != nullptr ? *other : w_;
     for (const StepEvent& e : w.step) {
       if (e.kind == StepEvent::Kind::kAlloc) {
-        Allocate(e.alloc_id, w.allocation(e.alloc_id).bytes);
+        Allocate(w.allocation(e.alloc_id));
       } else if (e.kind == StepEvent::Kind::kFree) {
         const Allocation a = live_.at(e.alloc_id);
         registry_.Erase(a.base);
@@ -158,11 +159,16 @@ class Replay {
   std::vector<size_t> free_calls_;  // indices of the device calls OnFree made
 
  private:
-  void Allocate(uint64_t w_id, uint64_t bytes) {
+  // Made at the call site the workload names (CallSiteName's hex), as a run takes it; a
+  // synthetic workload's labels are no ids (none).
+  void Allocate(const WorkloadAllocation& w_a) {
     uint64_t address = 0;
-    device_.AllocateManaged(&address, bytes);
-    const Allocation a = registry_.Insert(address, bytes, Backing::kManaged, false, true);
-    live_[w_id] = a;
+    device_.AllocateManaged(&address, w_a.bytes);
+    uint64_t call_site = 0;
+    if (!absl::SimpleHexAtoi(w_a.call_site, &call_site)) call_site = 0;
+    const Allocation a =
+        registry_.Insert(address, w_a.bytes, Backing::kManaged, false, true, 0, call_site);
+    live_[w_a.id] = a;
     engine_.OnAllocated(a);
   }
 
@@ -397,7 +403,7 @@ TEST(PlannedPolicy, MalformedFileIsOneLineWithFileAndLine) {
   std::remove(path.c_str());
 }
 
-TEST(PlannedPolicy, RulesByCallSiteOrModuleAreSaidToNotMatchInARun) {
+TEST(PlannedPolicy, RulesByCallSiteOrModuleAreSaidToMatchNothingInARunWithoutStacks) {
   const Workload w = SmallStep();
   PolicyFile plan = Plan(w, 6 * kMiB);
   const std::string text = FormatPolicyFile(plan) +
@@ -414,9 +420,9 @@ TEST(PlannedPolicy, RulesByCallSiteOrModuleAreSaidToNotMatchInARun) {
   Replay replay(w, LoadPlannedPolicy(path, 6 * kMiB, log.Sink()), 6 * kMiB);
   ASSERT_EQ(log.problems.size(), 2u);
   EXPECT_EQ(log.problems[0], path + ":" + std::to_string(by_site.line) +
-                                 ": this rule matches by call_site, which a run does not know "
-                                 "yet; it applies in spillway plan and simulate only: write it "
-                                 "by order or size");
+                                 ": this rule matches by call_site, but this run takes no call "
+                                 "stacks (libunwind.so.8 could not be loaded); it matches "
+                                 "nothing here");
   EXPECT_NE(
       log.problems[1].find(":" + std::to_string(by_module.line) + ": this rule matches by module,"),
       std::string::npos)
@@ -616,6 +622,54 @@ TEST(HostPlacement, HostRuleAllocationIsAdvisedOnceNeverMovedAndOutOfTheBudget) 
   EXPECT_EQ(after.moves_issued, after.moves_planned);
 }
 
+// Rules by call site and module match the call sites the run gives its allocations
+// (Allocation::call_site, taken as interpose/allocation_sites.h does, and the modules on each
+// site's stack): a host rule naming X's call site, or a module only on X's stack, places every X
+// and nothing else; a module on no stack places nothing; without stacks nothing matches.
+TEST(HostPlacement, RulesByCallSiteAndModuleMatchTheRunsCallSites) {
+  Workload w = HostStep();
+  for (WorkloadAllocation& a : w.allocations) {
+    const bool x = a.bytes == 6 * kMiB;
+    a.call_site = CallSiteName(x ? 0xc0ffee : 0xbeef);
+    a.modules = {x ? "/opt/model/libmodel.so" : "/opt/model/libother.so",
+                 "/usr/lib/libtorch_cuda.so"};
+  }
+  const CallSiteModules modules = [&w](uint64_t site) {
+    for (const WorkloadAllocation& a : w.allocations) {
+      if (a.call_site == CallSiteName(site)) return a.modules;
+    }
+    return std::vector<std::string>();
+  };
+  const uint64_t budget = 6 * kMiB;
+  PolicyRule by_site, by_module, by_missing_module;
+  by_site.call_site = CallSiteName(0xc0ffee);
+  by_module.module = "libmodel.so";
+  by_missing_module.module = "libmissing.so";
+  struct Case {
+    const PolicyRule* rule;
+    bool stacks;
+    size_t placed;  // X's placed in four steps
+  };
+  for (const Case& c : {Case{&by_site, true, 4}, Case{&by_module, true, 4},
+                        Case{&by_missing_module, true, 0}, Case{&by_site, false, 0}}) {
+    PolicyRule rule = *c.rule;
+    rule.action = RuleAction::kHost;
+    const PolicyFile plan = PlanWithRule(w, budget, rule);
+    Logged log;
+    Replay replay(w,
+                  MakePlannedPolicy(plan, "sites.policy.toml", budget, log.Sink(),
+                                    c.stacks ? modules : nullptr),
+                  budget);
+    replay.Init();
+    for (int i = 0; i < 4; ++i) replay.Step();
+    EXPECT_EQ(log.problems.size(), c.stacks ? 0u : 1u);
+    const std::vector<DeviceCall> host = replay.device_.Calls("host");
+    ASSERT_EQ(host.size(), c.placed) << rule.call_site << rule.module;
+    const std::vector<uint64_t> xs = AllocationsOf(replay.device_, 6 * kMiB);
+    for (size_t i = 0; i < host.size(); ++i) EXPECT_EQ(host[i].address, xs[i]);
+  }
+}
+
 TEST(HostPlacement, PersistentAllocationNumberedLaterIsWrittenBackOnceThenLeftOnTheHost) {
   const Workload w = HostStep();
   const uint64_t budget = 6 * kMiB;
@@ -728,8 +782,7 @@ TEST(PlannedPolicy, ArenaLaunchWaitsOnlyForThePrefetchOfItsOwnChunks) {
   ASSERT_NE(slice, nullptr) << FormatPolicyFile(plan);
   for (ScheduleEntry& e : plan.schedule) {
     for (auto r = e.prefetch.begin(); r != e.prefetch.end(); ++r) {
-      if (&e != slice && r->alloc_id == 1 && r->first_chunk == 4 && r->num_chunks == 2 &&
-          !moved) {
+      if (&e != slice && r->alloc_id == 1 && r->first_chunk == 4 && r->num_chunks == 2 && !moved) {
         slice->prefetch.push_back(*r);
         e.prefetch.erase(r);
         moved = true;

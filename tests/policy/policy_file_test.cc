@@ -118,8 +118,20 @@ TEST(PolicyFile, RulesMatchFirstWins) {
   EXPECT_EQ(p->ActionFor(a), RuleAction::kKeep);  // order 3..7, 1-4 MiB
   a.bytes = 8 << 20;
   EXPECT_EQ(p->ActionFor(a), RuleAction::kSwap);  // too big for the keep rule
-  a.module = "libnccl.so.2";
+  // A module rule matches any module on the stack, by file name or full path, not a part of one.
+  a.modules = {"/usr/lib/libcudart.so.12", "/opt/nccl/lib/libnccl.so.2"};
   EXPECT_EQ(p->ActionFor(a), RuleAction::kNever);
+  a.modules = {"libnccl.so.2"};
+  EXPECT_EQ(p->ActionFor(a), RuleAction::kNever);
+  a.modules = {"/opt/nccl/lib/libnccl.so.2.19"};
+  EXPECT_EQ(p->ActionFor(a), RuleAction::kSwap);
+  EXPECT_TRUE(p->NamesCallSites());
+  PolicyFile by_size;
+  PolicyRule keep;
+  keep.min_bytes = 1;
+  keep.action = RuleAction::kKeep;
+  by_size.rules.push_back(keep);
+  EXPECT_FALSE(by_size.NamesCallSites());
 }
 
 struct BadCase {

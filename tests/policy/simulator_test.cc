@@ -18,7 +18,7 @@ constexpr double kCompute = 1e-3;
 Workload Cyclic() {
   Workload w;
   w.name = "cyclic";
-  for (uint64_t id = 1; id <= 3; ++id) w.allocations.push_back({id, kChunkBytes, "", "", "", true});
+  for (uint64_t id = 1; id <= 3; ++id) w.allocations.push_back({id, kChunkBytes, "", "", {}, true});
   for (uint64_t id : {1, 2, 3, 1}) {
     w.step.push_back({StepEvent::Kind::kLaunch, 0, {"k", kCompute, {{id, 0, 1}}}});
   }
@@ -88,7 +88,7 @@ TEST(Simulator, DeadDataIsFreeForTheBound) {
   // A step-local X is written, then unused while Y (2 chunks) runs, then freed: with room for two
   // chunks the bound discards X rather than writing it back.
   Workload w;
-  w.allocations = {{1, kChunkBytes, "", "", "", false}, {2, 2 * kChunkBytes, "", "", "", true}};
+  w.allocations = {{1, kChunkBytes, "", "", {}, false}, {2, 2 * kChunkBytes, "", "", {}, true}};
   w.step = {{StepEvent::Kind::kAlloc, 1, {}},
             {StepEvent::Kind::kLaunch, 0, {"write_x", kCompute, {{1, 0, 1}}}},
             {StepEvent::Kind::kLaunch, 0, {"use_y", kCompute, {{2, 0, 2}}}},
@@ -147,7 +147,7 @@ TEST(Simulator, CapacityBoundIsBelowEveryPolicy) {
 Workload Ring(double compute) {
   Workload w;
   w.name = "ring";
-  for (uint64_t id = 1; id <= 8; ++id) w.allocations.push_back({id, kChunkBytes, "", "", "", true});
+  for (uint64_t id = 1; id <= 8; ++id) w.allocations.push_back({id, kChunkBytes, "", "", {}, true});
   for (uint64_t id = 1; id <= 8; ++id) {
     w.step.push_back(
         {StepEvent::Kind::kLaunch, 0, {"k" + std::to_string(id), compute, {{id, 0, 1}}}});
@@ -215,7 +215,7 @@ TEST(SimulateEngine, TransferBoundStaysAboveTheBounds) {
 TEST(SimulateEngine, ArenaPointersNameTheirPieceOnly) {
   Workload w;
   w.name = "arena";
-  w.allocations = {{1, 16 * kChunkBytes, "", "", "", true}};
+  w.allocations = {{1, 16 * kChunkBytes, "", "", {}, true}};
   const std::vector<ChunkRange> pieces = {{1, 0, 5}, {1, 4, 5}, {1, 8, 8}};
   for (const ChunkRange& piece : pieces) {
     w.step.push_back({StepEvent::Kind::kLaunch,

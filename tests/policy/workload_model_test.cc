@@ -12,7 +12,7 @@ constexpr uint64_t kMiB = uint64_t{1} << 20;
 Workload Tiny() {
   Workload w;
   w.name = "tiny";
-  w.allocations = {{1, 3 * kMiB, "W", "site", "mod", true}, {2, kMiB, "A", "site", "mod", false}};
+  w.allocations = {{1, 3 * kMiB, "W", "site", {"mod"}, true}, {2, kMiB, "A", "site", {"mod"}, false}};
   StepEvent alloc{StepEvent::Kind::kAlloc, 2, {}};
   StepEvent launch{StepEvent::Kind::kLaunch, 0, {"k", 1e-3, {{1, 0, 2}, {2, 0, 1}}}};
   StepEvent free{StepEvent::Kind::kFree, 2, {}};

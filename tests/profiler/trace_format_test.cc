@@ -109,6 +109,11 @@ TEST(TraceFormat, InterningDeduplicatesAndCallSiteIdsAreStable) {
     const Frame other[] = {{m, 0x10}, {m, 0x21}};
     EXPECT_NE(w.InternCallSite(other), site);
     EXPECT_EQ(w.InternCallSite({}), 0u);
+    // The id is HashCallSite over the build-ids, as the shim's run-time call sites name them.
+    EXPECT_EQ(site, HashCallSite(frames, [m](ModuleId id) {
+                return id == m ? absl::string_view("abcd") : absl::string_view();
+              }));
+    EXPECT_NE(site, HashCallSite(frames, [](ModuleId) { return absl::string_view("abce"); }));
     if (second) {
       EXPECT_EQ(site, first_run);
     } else {
