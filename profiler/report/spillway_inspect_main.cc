@@ -123,13 +123,16 @@ void PrintSwapCandidates(const report::TraceModel& model, const report::Analysis
     std::printf("swap candidates: none (nothing sits idle long enough to be worth moving)\n");
     return;
   }
-  std::printf("swap candidates (allocation sites by bytes x idle time):\n");
+  std::printf(
+      "swap candidates (allocation sites by bytes x idle time; [id] is a policy rule's "
+      "call_site):\n");
   for (size_t i = 0; i < a.swap_candidates.size() && i < top; ++i) {
     const report::SwapCandidate& c = a.swap_candidates[i];
-    std::printf("  %2zu. %9.3f GiB*s  %s, %s, longest idle %s  %s\n", i + 1,
+    const uint64_t id = c.site < model.sites.size() ? model.sites[c.site].id : 0;
+    std::printf("  %2zu. %9.3f GiB*s  %s, %s, longest idle %s  [%016llx] %s\n", i + 1,
                 c.byte_seconds_idle / (1024.0 * 1024.0 * 1024.0),
                 Plural(c.allocations, "allocation").c_str(), report::FormatBytes(c.bytes).c_str(),
-                report::FormatDuration(c.max_idle_ns).c_str(),
+                report::FormatDuration(c.max_idle_ns).c_str(), static_cast<unsigned long long>(id),
                 report::SiteLabel(model, c.site).c_str());
   }
 }

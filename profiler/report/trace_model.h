@@ -45,6 +45,7 @@ struct Frame {
 // A de-duplicated call-site stack, innermost frame first.
 struct CallSite {
   std::vector<Frame> frames;
+  uint64_t id = 0;  // the trace's call-site id (what a policy rule's call_site names)
 };
 
 // The trace's allocation kinds (profiler/trace/trace_records.h), and their names.

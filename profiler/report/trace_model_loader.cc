@@ -65,6 +65,7 @@ class Builder {
   }
   void operator()(const trace::CallSiteRecord& r) {
     CallSite site;
+    site.id = r.id;
     for (const trace::Frame& f : r.frames) {
       auto it = p_.module_index.find(f.module);
       site.frames.push_back(

@@ -284,6 +284,62 @@ TEST_F(PlannedRunTest, PolicyPlannedFromARecordedTraceIsFollowed) {
   EXPECT_NEAR(per_step / static_cast<double>(predicted.h2d_bytes + predicted.d2h_bytes), 1.0, 0.05);
 }
 
+// Rules by call site and module (docs/policy.md) match in a run: the shim names each allocation's
+// stack as the recorded trace does. A host rule naming the call site of the first allocation in
+// the trace places every allocation the trace made there, and only those; a rule naming the
+// program's own module (its file name) and the first allocation's order places that one; one
+// naming a module on no stack places none. The checksum is the run's without spillway.
+TEST_F(PlannedRunTest, RulesByCallSiteAndModuleMatchTheRecordedTrace) {
+  const std::string trace = TempPath("sites_step.trace");
+  const JobRun recorded =
+      RunProgram(3, {{"SPILLWAY_MODE", "record"}, {"SPILLWAY_TRACE", trace}}, true, false);
+  ASSERT_EQ(recorded.result.exit_code, 0) << recorded.result.output;
+  absl::StatusOr<Workload> from_trace = policy::WorkloadFromTrace(trace);
+  std::remove(trace.c_str());
+  ASSERT_TRUE(from_trace.ok()) << from_trace.status();
+  const policy::WorkloadAllocation& first = from_trace->allocations.front();
+  ASSERT_FALSE(first.call_site.empty()) << "the recorder took no stacks";
+  ASSERT_FALSE(first.modules.empty());
+  const long long at_site =
+      std::count_if(from_trace->allocations.begin(), from_trace->allocations.end(),
+                    [&first](const policy::WorkloadAllocation& a) {
+                      return a.persistent && a.call_site == first.call_site;
+                    });
+  ASSERT_GT(at_site, 0);
+  ASSERT_LT(at_site, static_cast<long long>(from_trace->allocations.size()));
+  policy::PolicyRule by_site, by_module, by_missing_module;
+  by_site.call_site = first.call_site;
+  by_module.module = "planned_step_program";
+  by_module.first_order = by_module.last_order = 1;
+  by_missing_module.module = "libmissing.so";
+  const std::string reference = Checksum(RunProgram(3, {}, false).result.output);
+  for (const auto& [rule, placed] : {std::pair{by_site, at_site}, std::pair{by_module, 1LL},
+                                     std::pair{by_missing_module, 0LL}}) {
+    policy::PlanOptions options;
+    options.sim.device_memory = kBudget;
+    options.place_on_host = false;
+    options.rules.push_back(rule);
+    options.rules.back().action = policy::RuleAction::kHost;
+    absl::StatusOr<policy::PolicyFile> plan = policy::PlanPolicy(*from_trace, options);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    std::ofstream(path_) << policy::FormatPolicyFile(*plan);
+    const JobRun run = RunProgram(3, {{"SPILLWAY_POLICY", path_}}, true);
+    ASSERT_EQ(run.result.exit_code, 0) << run.result.output;
+    EXPECT_EQ(Checksum(run.result.output), reference);
+    EXPECT_NE(run.summary.find("\"errors\":[]"), std::string::npos) << run.summary;
+    EXPECT_EQ(JsonInt(run.summary, "host_placements", "policy_file"), placed)
+        << rule.call_site << rule.module << "\n"
+        << run.summary;
+    EXPECT_EQ(JsonInt(run.summary, "host_bytes", "policy_file"),
+              placed * static_cast<long long>(first.bytes));
+    EXPECT_EQ(JsonInt(run.stats, "remote_mapped_bytes") > 0, placed > 0) << run.stats;
+    // The simulator prices the same placements from the trace.
+    policy::SimOptions sim;
+    sim.device_memory = kBudget;
+    EXPECT_EQ(policy::SimulatePlanned(*from_trace, *plan, sim).remote_bytes > 0, placed > 0);
+  }
+}
+
 // A host rule (docs/policy.md): the first layer's weights placed on the host, the rest planned
 // around them. The run gives the same checksum; from the step the weights are numbered in (the
 // second) on, simgpu maps them remotely at every use and never brings them in

@@ -18,10 +18,12 @@ fail() { echo "FAIL: $*"; exit 1; }
 cat "$tmp/inspect.txt"
 for needle in "spillway trace 1." "job       synthetic_train" "dropped   0" \
               "peak: 896 MiB at" "step: 9 launches every" "8 steps found" \
-              "swap candidates (allocation sites by bytes x idle time):" "  1. " \
-              "launch 75" "alloc 38" "free " "kernel time" "uvm counter 40"; do
+              "swap candidates (allocation sites by bytes x idle time; [id] is a policy rule's call_site):" \
+              "  1. " "launch 75" "alloc 38" "free " "kernel time" "uvm counter 40"; do
   grep -qF -- "$needle" "$tmp/inspect.txt" || fail "inspect output lacks '$needle'"
 done
+# Each candidate names its site's id, as a policy rule's call_site writes it.
+grep -qE -- "^   1\. .* \[[0-9a-f]{16}\] " "$tmp/inspect.txt" || fail "inspect names no call-site id"
 
 "$out/spillway-report" --no-symbolize "$tmp/run.trace" -o "$tmp/report.html" >/dev/null
 "$out/spillway-export" "$tmp/run.trace" --perfetto "$tmp/run.json.gz" >/dev/null
