@@ -125,7 +125,7 @@ void ResidencyEngine::OnAllocated(const Allocation& allocation) {
     tracked_[allocation.id] = Tracked{
         allocation.base, allocation.size, false, 0, 0, Footprint(allocation.base, allocation.size)};
     policy_->ObserveAllocated(allocation.id, allocation.size, allocation.call_site);
-    host = PlanHostPlacements();  // residency_engine_host.cc
+    host = PlanHostPlacements(nullptr);  // residency_engine_host.cc
   }
   if (host) IssueHostPlacements(nullptr);
 }
@@ -502,7 +502,7 @@ int ResidencyEngine::OnLaunch(const AccessSet& access, const std::vector<uint64_
     }
     ExpandAccess(access, words, &ids, &sizes);
     policy_->ObserveLaunch(LaunchView{function, ids.data(), sizes.data(), ids.size()});
-    host = PlanHostPlacements();  // residency_engine_host.cc
+    host = PlanHostPlacements(stream);  // residency_engine_host.cc
     uint64_t needed = 0, access_bytes = 0;
     for (const uint64_t id : ids) {
       const auto it = tracked_.find(id);

@@ -221,8 +221,9 @@ class ResidencyEngine {
   int IssueScheduled(Stream stream);
   // REQUIRES: mutex_ held. Takes the policy's new host placements (EvictionPolicy::
   // TakeHostPlacements) and plans them: each leaves the budget for good, a resident one to be
-  // written back. False when there are none. residency_engine_host.cc.
-  bool PlanHostPlacements();
+  // written back on `stream` (its room in the ledger, freed by an order event recorded after the
+  // write-back). False when there are none. residency_engine_host.cc.
+  bool PlanHostPlacements(Stream stream);
   // Places what PlanHostPlacements planned on the host (Device::PlaceOnHost; write-backs on
   // `stream`, after any lookahead prefetch of them); a refusal is handed back to the policy, and
   // that allocation is moved as any other from then on. No lock held.

@@ -2,8 +2,10 @@
 // an allocation the policy places on the host is advised to stay there with the device mapping it
 // (kernels read and write it over the link), once, outside the engine's lock; from then on it is
 // never prefetched or evicted and takes nothing of the budget, as the simulator prices it
-// (policy/simulator.cc, SimulatePlanned). One already on the device is written back first. A
-// placement the device refuses is handed back to the policy, which moves it as `swap`.
+// (policy/simulator.cc, SimulatePlanned). One already on the device is written back first; the
+// room that frees is in the room ledger with the order event recorded after the write-back, so a
+// prefetch taking it waits for it. A placement the device refuses is handed back to the policy,
+// which moves it as `swap`.
 #include <vector>
 
 #include "policy/residency_engine.h"
@@ -18,6 +20,7 @@ struct HostPlacement {
   uint64_t size;
   bool write_back;      // resident on the device: written back to the host after the advice
   uint64_t wait_batch;  // the lookahead batch that prefetched it and no launch waited for (0: none)
+  uint64_t seq;         // the order event after the write-back (its room's, in the ledger); 0: none
 };
 
 // Reused per thread, so a warm launch path does not allocate.
@@ -26,7 +29,7 @@ thread_local std::vector<HostPlacement> t_host_placements;
 
 }  // namespace
 
-bool ResidencyEngine::PlanHostPlacements() {
+bool ResidencyEngine::PlanHostPlacements(Stream stream) {
   std::vector<HostPlacement>& placements = t_host_placements;
   placements.clear();
   policy_->TakeHostPlacements(&t_host_ids);
@@ -35,12 +38,16 @@ bool ResidencyEngine::PlanHostPlacements() {
     if (it == tracked_.end() || it->second.on_host) continue;
     Tracked& tracked = it->second;
     tracked.on_host = true;
-    placements.push_back(
-        HostPlacement{id, tracked.base, tracked.size, tracked.resident, tracked.pending_batch});
-    if (tracked.resident) {
+    const bool write_back = tracked.resident;
+    uint64_t seq = 0;
+    if (write_back) {
       tracked.resident = false;
       resident_bytes_ -= tracked.footprint;
+      seq = NextOrderEvent();
+      if (seq != 0) room_.Add(seq, stream, tracked.footprint);
     }
+    placements.push_back(
+        HostPlacement{id, tracked.base, tracked.size, write_back, tracked.pending_batch, seq});
     tracked.pending_batch = 0;
   }
   return !placements.empty();
@@ -65,6 +72,9 @@ void ResidencyEngine::IssueHostPlacements(Stream stream) {
     if (device_->PrefetchToHost(p.base, p.size, stream) == kDeviceOk) {
       evict_bytes_.fetch_add(p.size, std::memory_order_relaxed);
     }
+    // Its room is free once this has run (recorded even after a failure: the wait then orders
+    // nothing more than the device's own eviction would need).
+    if (p.seq != 0) device_->RecordEvent(OrderEvent(p.seq), stream);
   }
   t_host_placements.clear();
 }

@@ -682,7 +682,6 @@ TEST(HostPlacement, PersistentAllocationNumberedLaterIsWrittenBackOnceThenLeftOn
   replay.Step();
   const uint64_t a = replay.Address(1, 0);
   EXPECT_GT(CallsOn(replay, "to_device", a, 4 * kMiB), 0u);  // the learned policy moved it
-  const size_t calls_before = replay.device_.calls.size();
   for (int i = 0; i < 3; ++i) replay.Step();
   // Placed once; written back once (it was resident), and then never moved again.
   const std::vector<DeviceCall> host = replay.device_.Calls("host");
@@ -691,18 +690,27 @@ TEST(HostPlacement, PersistentAllocationNumberedLaterIsWrittenBackOnceThenLeftOn
   EXPECT_EQ(host[0].bytes, 4 * kMiB);
   size_t to_device = 0, to_host = 0;
   bool placed = false;
-  for (size_t i = calls_before; i < replay.device_.calls.size(); ++i) {
-    const DeviceCall& c = replay.device_.calls[i];
+  const std::vector<DeviceCall>& calls = replay.device_.calls;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const DeviceCall& c = calls[i];
     if (c.what == "host") placed = true;
     if (c.address < a || c.address >= a + 4 * kMiB) continue;
-    if (c.what == "to_device") ++to_device;
-    if (c.what == "to_host") {
-      EXPECT_TRUE(placed) << "A written back before its placement";
+    if (c.what == "to_device" && placed) ++to_device;
+    if (c.what == "to_host" && placed) {  // (before: the learned policy's evictions)
       ++to_host;
+      // The room it frees is the ledger's: an order event recorded after it on its stream, and
+      // what takes that room waits for it.
+      ASSERT_LT(i + 1, calls.size());
+      EXPECT_EQ(calls[i + 1].what, "record");
+      EXPECT_EQ(calls[i + 1].stream, c.stream);
+      EXPECT_TRUE(std::any_of(
+          calls.begin() + static_cast<std::ptrdiff_t>(i) + 2, calls.end(),
+          [&](const DeviceCall& w) { return w.what == "wait" && w.event == calls[i + 1].event; }))
+          << "nothing waits for the write-back's room";
     }
   }
   EXPECT_EQ(to_device, 0u);
-  EXPECT_LE(to_host, 1u);
+  EXPECT_EQ(to_host, 1u);
   EXPECT_EQ(replay.Adherence().host_placements, 1u);
   EXPECT_LE(replay.engine_.resident_estimate(), budget);
 }
