@@ -146,7 +146,7 @@ class PlannedRunTest : public ::testing::Test {
     ASSERT_TRUE(policy::ValidateWorkload(workload_).ok());
     policy::PlanOptions options;
     options.sim.device_memory = kBudget;
-    options.place_on_host = false;  // generated host rules name call sites: not known in a run
+    options.place_on_host = false;  // the schedule alone; host rules are tested on their own
     absl::StatusOr<policy::PolicyFile> plan = policy::PlanPolicy(workload_, options);
     ASSERT_TRUE(plan.ok()) << plan.status();
     plan_ = *plan;
