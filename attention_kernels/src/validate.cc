@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include "attention_kernels/src/overlap.h"
 #include "attention_kernels/src/tiling.h"
 
 namespace spillway::attention {
@@ -95,6 +96,13 @@ Check CheckTensor(const spillway_attention_tensor_t& t, const TensorRule& rule,
   return {};
 }
 
+// INVALID_ARGUMENT when an output shares memory with another buffer (overlap.h).
+Check CheckNoOverlap(std::initializer_list<BufferSpan> spans) {
+  std::string overlap = FirstOverlap(spans);
+  if (overlap.empty()) return {};
+  return Fail(SPILLWAY_ATTENTION_ERROR_INVALID_ARGUMENT, std::move(overlap));
+}
+
 Check CheckFloats(const char* name, const void* p) {
   if (p == nullptr) {
     return Fail(SPILLWAY_ATTENTION_ERROR_NULL_POINTER, std::string(name) + " is NULL");
@@ -150,6 +158,30 @@ SdpaTensors Extents(const spillway_attention_sdpa_problem_t& p) {
   const bool varlen = p.cu_seqlens_q != nullptr;
   return {{p.batch, p.num_heads_q, p.seqlen_q, varlen},
           {p.batch, p.num_heads_kv, p.seqlen_k, varlen}};
+}
+
+// The spans of an SDPA call's q-shaped and kv-shaped tensors, its bias and its lse.
+BufferSpan QSpan(const char* name, bool output, const spillway_attention_tensor_t& t,
+                 const spillway_attention_sdpa_problem_t& p) {
+  return TensorSpan(name, output, t, p.batch, p.num_heads_q, p.seqlen_q, p.head_dim, 2,
+                    p.cu_seqlens_q != nullptr);
+}
+BufferSpan KvSpan(const char* name, bool output, const spillway_attention_tensor_t& t,
+                  const spillway_attention_sdpa_problem_t& p) {
+  return TensorSpan(name, output, t, p.batch, p.num_heads_kv, p.seqlen_k, p.head_dim, 2,
+                    p.cu_seqlens_q != nullptr);
+}
+BufferSpan SdpaBiasSpan(const char* name, bool output, const spillway_attention_bias_t& b,
+                        const spillway_attention_sdpa_problem_t& p) {
+  return BiasSpan(name, output, b, p.batch, p.num_heads_q, p.seqlen_q, p.seqlen_k);
+}
+// Varlen: the first token's row only (the token count is on the device).
+BufferSpan LseSpan(const char* name, bool output, const float* lse,
+                   const spillway_attention_sdpa_problem_t& p) {
+  const uint64_t tokens = p.cu_seqlens_q != nullptr
+                              ? 1
+                              : static_cast<uint64_t>(p.batch) * static_cast<uint64_t>(p.seqlen_q);
+  return BytesSpan(name, output, lse, uint64_t{4} * tokens * static_cast<uint64_t>(p.num_heads_q));
 }
 
 // Bias slices the dBias kernel gives a grid row each: one per non-broadcast (batch, head).
@@ -238,8 +270,26 @@ Check CheckAdditiveInputs(const spillway_attention_additive_problem_t& p,
 }  // namespace
 
 Check ValidateSdpaForward(const spillway_attention_sdpa_forward_args_t& a) {
-  return CheckSdpaCommon(a.problem, a.q, a.k, a.v, a.bias, a.o, a.lse);
+  const spillway_attention_sdpa_problem_t& p = a.problem;
+  if (Check c = CheckSdpaCommon(p, a.q, a.k, a.v, a.bias, a.o, a.lse); !c.ok()) return c;
+  return CheckNoOverlap({QSpan("o", true, a.o, p), LseSpan("lse", true, a.lse, p),
+                         QSpan("q", false, a.q, p), KvSpan("k", false, a.k, p),
+                         KvSpan("v", false, a.v, p), SdpaBiasSpan("bias", false, a.bias, p)});
 }
+
+namespace {
+
+Check CheckBackwardOverlap(const spillway_attention_sdpa_backward_args_t& a) {
+  const spillway_attention_sdpa_problem_t& p = a.problem;
+  return CheckNoOverlap({QSpan("dq", true, a.dq, p), KvSpan("dk", true, a.dk, p),
+                         KvSpan("dv", true, a.dv, p), SdpaBiasSpan("dbias", true, a.dbias, p),
+                         QSpan("q", false, a.q, p), KvSpan("k", false, a.k, p),
+                         KvSpan("v", false, a.v, p), SdpaBiasSpan("bias", false, a.bias, p),
+                         QSpan("o", false, a.o, p), LseSpan("lse", false, a.lse, p),
+                         QSpan("d_o", false, a.d_o, p)});
+}
+
+}  // namespace
 
 Check ValidateSdpaBackward(const spillway_attention_sdpa_backward_args_t& a) {
   const spillway_attention_sdpa_problem_t& p = a.problem;
@@ -255,7 +305,7 @@ Check ValidateSdpaBackward(const spillway_attention_sdpa_backward_args_t& a) {
                   CheckTensor(a.dv, {"dv", true, true, true}, e.kv)}) {
     if (!c.ok()) return c;
   }
-  if (a.dbias.data == nullptr) return {};
+  if (a.dbias.data == nullptr) return CheckBackwardOverlap(a);
   if (a.bias.data == nullptr) {
     return Fail(SPILLWAY_ATTENTION_ERROR_INVALID_ARGUMENT, "dbias is set but bias is NULL");
   }
@@ -277,8 +327,21 @@ Check ValidateSdpaBackward(const spillway_attention_sdpa_backward_args_t& a) {
                 "dbias has " + Num(BiasSlices(p, a.dbias)) +
                     " (batch, head) slices; at most 65535 are supported");
   }
-  return {};
+  return CheckBackwardOverlap(a);
 }
+
+namespace {
+
+// The spans of an additive call's [batch, target|source, width] tensors and fp32 vectors.
+BufferSpan RowsSpan(const char* name, bool output, const spillway_attention_tensor_t& t,
+                    int64_t batch, int64_t rows, int64_t width) {
+  return TensorSpan(name, output, t, batch, 1, rows, width, 2, false);
+}
+BufferSpan FloatsSpan(const char* name, bool output, const float* data, int64_t count) {
+  return BytesSpan(name, output, data, uint64_t{4} * static_cast<uint64_t>(count));
+}
+
+}  // namespace
 
 Check ValidateAdditiveForward(const spillway_attention_additive_forward_args_t& a) {
   const spillway_attention_additive_problem_t& p = a.problem;
@@ -290,7 +353,14 @@ Check ValidateAdditiveForward(const spillway_attention_additive_forward_args_t& 
       !c.ok()) {
     return c;
   }
-  return CheckFloats("lse", a.lse);
+  if (Check c = CheckFloats("lse", a.lse); !c.ok()) return c;
+  return CheckNoOverlap(
+      {RowsSpan("context", true, a.context, p.batch, p.target_len, p.value_dim),
+       FloatsSpan("lse", true, a.lse, int64_t{p.batch} * p.target_len),
+       RowsSpan("query_proj", false, a.query_proj, p.batch, p.target_len, p.units),
+       RowsSpan("key_proj", false, a.key_proj, p.batch, p.source_len, p.units),
+       RowsSpan("values", false, a.values, p.batch, p.source_len, p.value_dim),
+       FloatsSpan("attention_v", false, a.attention_v, p.units)});
 }
 
 Check ValidateAdditiveBackward(const spillway_attention_additive_backward_args_t& a) {
@@ -309,7 +379,18 @@ Check ValidateAdditiveBackward(const spillway_attention_additive_backward_args_t
                   CheckFloats("d_attention_v", a.d_attention_v)}) {
     if (!c.ok()) return c;
   }
-  return {};
+  return CheckNoOverlap(
+      {RowsSpan("d_query_proj", true, a.d_query_proj, p.batch, p.target_len, p.units),
+       RowsSpan("d_key_proj", true, a.d_key_proj, p.batch, p.source_len, p.units),
+       RowsSpan("d_values", true, a.d_values, p.batch, p.source_len, p.value_dim),
+       FloatsSpan("d_attention_v", true, a.d_attention_v, p.units),
+       RowsSpan("query_proj", false, a.query_proj, p.batch, p.target_len, p.units),
+       RowsSpan("key_proj", false, a.key_proj, p.batch, p.source_len, p.units),
+       RowsSpan("values", false, a.values, p.batch, p.source_len, p.value_dim),
+       FloatsSpan("attention_v", false, a.attention_v, p.units),
+       RowsSpan("context", false, a.context, p.batch, p.target_len, p.value_dim),
+       FloatsSpan("lse", false, a.lse, int64_t{p.batch} * p.target_len),
+       RowsSpan("d_context", false, a.d_context, p.batch, p.target_len, p.value_dim)});
 }
 
 float ResolvedSoftmaxScale(const spillway_attention_sdpa_problem_t& p) {

@@ -19,9 +19,13 @@ bool Contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
-// Stand-in device addresses: never dereferenced (the launchers are recording fakes).
-alignas(256) unsigned char arena[1 << 12];
-void* At(std::size_t offset) { return arena + offset; }
+// Stand-in device addresses, never dereferenced (the launchers are recording fakes): each 256
+// bytes of `offset` is a 64 MiB slot of its own, so the fixtures' buffers do not overlap, and the
+// rest of `offset` keeps its alignment.
+void* At(std::size_t offset) {
+  constexpr uintptr_t kBase = uintptr_t{1} << 40, kSlot = uintptr_t{64} << 20;
+  return reinterpret_cast<void*>(kBase + (offset / 256) * kSlot + offset % 256);
+}
 
 spillway_attention_sdpa_problem_t SdpaProblem() {
   spillway_attention_sdpa_problem_t p{};
@@ -191,7 +195,7 @@ TEST_F(ValidateTest, ForwardAcceptsBroadcastInputsVarlenAndBhsd) {
       << spillway_attention_last_error_message();
   a = ForwardArgs();
   a.q = BhsdTensor(At(0), 100, 8, 128);
-  a.o = BhsdTensor(At(256), 100, 8, 128);
+  a.o = BhsdTensor(At(768), 100, 8, 128);
   EXPECT_EQ(spillway_attention_sdpa_forward(&a, nullptr, 0, nullptr), SPILLWAY_ATTENTION_SUCCESS);
   EXPECT_EQ(testing::LaunchCount(), 3);
 }
@@ -276,7 +280,7 @@ TEST_F(ValidateTest, BackwardChecksWorkspaceAndBiasGradient) {
   EXPECT_EQ(testing::LaunchCount(), 0);
   a = BackwardArgs();
   a.bias = {At(0), 0, 300 * 100, 300};
-  a.dbias = {At(512), 0, 300 * 100, 300};
+  a.dbias = {At(2816), 0, 300 * 100, 300};
   EXPECT_EQ(spillway_attention_sdpa_backward(&a, At(0), 6400, nullptr), SPILLWAY_ATTENTION_SUCCESS)
       << spillway_attention_last_error_message();
   EXPECT_EQ(testing::LaunchCount(), 1);
@@ -321,6 +325,89 @@ TEST_F(ValidateTest, BackwardDeterministicMustBeZeroOrOne) {
               SPILLWAY_ATTENTION_SUCCESS)
         << spillway_attention_last_error_message();
   }
+  EXPECT_EQ(testing::LaunchCount(), 2);
+}
+
+// One of q, k, v (or dq, dk, dv) packed with the others in a [batch, seq, total_heads, 128]
+// buffer at `offset`, from head `first_head` on.
+spillway_attention_tensor_t Packed(std::size_t offset, int64_t first_head, int64_t total_heads,
+                                   int64_t seqlen) {
+  return {static_cast<char*>(At(offset)) + first_head * 128 * 2, seqlen * total_heads * 128, 128,
+          total_heads * 128};
+}
+
+// An output sharing memory with another buffer of the call is refused before any launch; tensors
+// packed row by row into one buffer (q, k, v in [batch, seq, 3 heads groups, dim], and dq, dk,
+// dv likewise) are apart, and accepted.
+TEST_F(ValidateTest, OutputsThatOverlapAnotherBufferAreRefused) {
+  auto f = ForwardArgs();
+  f.o = f.q;  // in place
+  ExpectForwardFails(f, SPILLWAY_ATTENTION_ERROR_INVALID_ARGUMENT, "o overlaps q");
+  f = ForwardArgs();
+  f.lse = reinterpret_cast<float*>(static_cast<char*>(f.o.data) + 1024);
+  ExpectForwardFails(f, SPILLWAY_ATTENTION_ERROR_INVALID_ARGUMENT, "o overlaps lse");
+
+  // Packed: 8 query heads, then 2 key and 2 value heads, per token; gradients the same.
+  auto b = BackwardArgs();
+  b.problem.seqlen_k = b.problem.seqlen_q = 100;
+  b.q = Packed(0, 0, 12, 100);
+  b.k = Packed(0, 8, 12, 100);
+  b.v = Packed(0, 10, 12, 100);
+  b.dq = Packed(2816, 0, 12, 100);
+  b.dk = Packed(2816, 8, 12, 100);
+  b.dv = Packed(2816, 10, 12, 100);
+  std::size_t bytes = 0;
+  ASSERT_EQ(spillway_attention_sdpa_backward_workspace_size(&b, &bytes), SPILLWAY_ATTENTION_SUCCESS)
+      << spillway_attention_last_error_message();
+  EXPECT_EQ(spillway_attention_sdpa_backward(&b, At(3072), bytes, nullptr),
+            SPILLWAY_ATTENTION_SUCCESS)
+      << spillway_attention_last_error_message();
+  EXPECT_EQ(testing::LaunchCount(), 1);
+  // dk one head early: its first head is dq's last.
+  auto shifted = b;
+  shifted.dk = Packed(2816, 7, 12, 100);
+  EXPECT_EQ(spillway_attention_sdpa_backward(&shifted, At(3072), bytes, nullptr),
+            SPILLWAY_ATTENTION_ERROR_INVALID_ARGUMENT);
+  EXPECT_PRED2(Contains, spillway_attention_last_error_message(), "dq overlaps dk");
+  // A gradient written over its own input.
+  shifted = b;
+  shifted.dv = shifted.v;
+  EXPECT_EQ(spillway_attention_sdpa_backward(&shifted, At(3072), bytes, nullptr),
+            SPILLWAY_ATTENTION_ERROR_INVALID_ARGUMENT);
+  EXPECT_PRED2(Contains, spillway_attention_last_error_message(), "dv overlaps v");
+  // dbias over the bias it is the gradient of.
+  shifted = BackwardArgs();
+  shifted.bias = {At(2816), 0, 300 * 100, 300};
+  shifted.dbias = {static_cast<char*>(At(2816)) + 600, 0, 300 * 100, 300};
+  EXPECT_EQ(spillway_attention_sdpa_backward(&shifted, At(3072), 6400, nullptr),
+            SPILLWAY_ATTENTION_ERROR_INVALID_ARGUMENT);
+  EXPECT_PRED2(Contains, spillway_attention_last_error_message(), "dbias overlaps bias");
+
+  auto af = AdditiveForwardArgs();
+  af.context = Rows(512, 50, 512);  // the values' buffer
+  EXPECT_EQ(spillway_attention_additive_forward(&af, nullptr, 0, nullptr),
+            SPILLWAY_ATTENTION_ERROR_INVALID_ARGUMENT);
+  EXPECT_PRED2(Contains, spillway_attention_last_error_message(), "context overlaps values");
+  auto ab = AdditiveBackwardArgs();
+  ab.d_attention_v = const_cast<float*>(ab.attention_v);
+  ASSERT_EQ(spillway_attention_additive_backward_workspace_size(&ab, &bytes),
+            SPILLWAY_ATTENTION_ERROR_INVALID_ARGUMENT);
+  EXPECT_PRED2(Contains, spillway_attention_last_error_message(),
+               "d_attention_v overlaps attention_v");
+  EXPECT_EQ(testing::LaunchCount(), 1);
+  // Varlen: only the first token's row is sure to exist, so buffers right after one another are
+  // apart however long the largest sequence is; an in-place call is still refused.
+  f = ForwardArgs();
+  f.problem.cu_seqlens_q = reinterpret_cast<const int32_t*>(At(3328));
+  f.problem.cu_seqlens_k = reinterpret_cast<const int32_t*>(At(3392));
+  f.o.data = static_cast<char*>(f.q.data) + 8 * 128 * 2;  // right after q's first token
+  f.lse = reinterpret_cast<float*>(static_cast<char*>(f.o.data) + 8 * 128 * 2);
+  EXPECT_EQ(spillway_attention_sdpa_forward(&f, At(3584), 256, nullptr), SPILLWAY_ATTENTION_SUCCESS)
+      << spillway_attention_last_error_message();
+  f.o.data = f.q.data;
+  EXPECT_EQ(spillway_attention_sdpa_forward(&f, At(3584), 256, nullptr),
+            SPILLWAY_ATTENTION_ERROR_INVALID_ARGUMENT);
+  EXPECT_PRED2(Contains, spillway_attention_last_error_message(), "o overlaps q");
   EXPECT_EQ(testing::LaunchCount(), 2);
 }
 

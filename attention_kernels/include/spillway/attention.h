@@ -27,7 +27,8 @@ typedef enum spillway_attention_status {
   SPILLWAY_ATTENTION_ERROR_UNSUPPORTED_DTYPE = 3,    /* only fp16 and bf16 */
   SPILLWAY_ATTENTION_ERROR_UNSUPPORTED_HEAD_DIM = 4, /* SDPA: 64 or 128 */
   SPILLWAY_ATTENTION_ERROR_MISALIGNED = 5,           /* pointer or stride alignment */
-  SPILLWAY_ATTENTION_ERROR_INVALID_ARGUMENT = 6,     /* flags, scale, bias layout */
+  SPILLWAY_ATTENTION_ERROR_INVALID_ARGUMENT = 6,     /* flags, scale, bias layout, an output
+                                                        sharing memory with another buffer */
   SPILLWAY_ATTENTION_ERROR_WORKSPACE_TOO_SMALL = 7,  /* see *_workspace_size() */
   SPILLWAY_ATTENTION_ERROR_NOT_BUILT = 8,            /* library built without CUDA kernels */
   SPILLWAY_ATTENTION_ERROR_CUDA = 9,                 /* a CUDA runtime call failed */
