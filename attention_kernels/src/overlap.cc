@@ -1,12 +1,13 @@
 // Overlap of an attention call's buffers (see overlap.h).
 #include "attention_kernels/src/overlap.h"
 
-#include <algorithm>
+#include <cstdint>
+#include <string>
 
 namespace spillway::attention {
 namespace {
 
-// Start of a row-wrapped range [start, start + bytes) modulo `pitch` is disjoint from another.
+// True when both repeat every row pitch and their parts of a row do not meet (cyclically).
 bool RowsApart(const BufferSpan& a, const BufferSpan& b) {
   if (a.row_pitch == 0 || a.row_pitch != b.row_pitch) return false;
   const uint64_t pitch = a.row_pitch;
