@@ -61,6 +61,9 @@ constinit std::atomic<policy::ResidencyEngine*> g_engines[kMaxDevices] = {};
 constinit DriverDevice* g_devices[kMaxDevices] = {};  // guarded by g_engine_mutex
 constinit std::atomic<uint64_t> g_launches_resolved{0};
 constinit std::atomic<bool> g_engine_start_failed_reported{false};
+// Devices whose ballast waits for the end of a stream capture that would refuse its cuMemAlloc
+// (their engine started inside one).
+constinit std::atomic<bool> g_ballast_waiting[kMaxDevices] = {};
 // Allocations' call sites are taken (a policy file with rules by call site or module).
 constinit std::atomic<bool> g_take_call_sites{false};
 std::mutex g_engine_mutex;
@@ -234,6 +237,23 @@ const std::vector<std::string>* DeviceModules() {
 
 namespace {
 
+// SPILLWAY_BALLAST: reserves what device `ordinal` has beyond the engine's budget, from the
+// memory free now.
+void PlaceBallast(int ordinal, const policy::ResidencyEngine& engine) {
+  DriverDevice* device = nullptr;
+  {
+    std::lock_guard lock(g_engine_mutex);
+    device = g_devices[ordinal];
+  }
+  uint64_t free = 0, total = 0;
+  if (device == nullptr || device->MemoryInfo(&free, &total) != 0 || total == 0) {
+    ReportProblem(LogLevel::kWarn,
+                  "SPILLWAY_BALLAST: device %d cannot report its memory; no ballast", ordinal);
+    return;
+  }
+  StartBallast(ordinal, device, engine.budget_bytes(), free, total);
+}
+
 // Starts the engine of device `ordinal` (the current context's device).
 policy::ResidencyEngine* StartEngine(int ordinal) {
   DriverDevice* device = nullptr;
@@ -293,7 +313,13 @@ policy::ResidencyEngine* StartEngine(int ordinal) {
   Log(LogLevel::kInfo, "engine started on device %d: policy %s, budget %llu bytes", ordinal,
       std::string(engine->policy_name()).c_str(), static_cast<unsigned long long>(budget));
   if (g_config->ballast) {
-    if (known) {
+    if (Captures().ActiveForThisThread()) {
+      // Its cuMemAlloc would invalidate the capture: it waits for the first engine call after.
+      g_ballast_waiting[ordinal].store(true, std::memory_order_release);
+      Log(LogLevel::kInfo,
+          "SPILLWAY_BALLAST: device %d: a stream capture is open; the ballast waits for its end",
+          ordinal);
+    } else if (known) {
       StartBallast(ordinal, device, budget, free, total);
     } else {
       ReportProblem(LogLevel::kWarn,
@@ -312,7 +338,13 @@ policy::ResidencyEngine* Engine() {
   const int ordinal = CurrentDevice();
   if (ordinal < 0 || ordinal >= kMaxDevices) return nullptr;
   policy::ResidencyEngine* engine = g_engines[ordinal].load(std::memory_order_acquire);
-  return engine != nullptr ? engine : StartEngine(ordinal);
+  if (engine == nullptr) return StartEngine(ordinal);
+  if (g_ballast_waiting[ordinal].load(std::memory_order_relaxed) &&
+      !Captures().ActiveForThisThread() &&
+      g_ballast_waiting[ordinal].exchange(false, std::memory_order_acq_rel)) {
+    PlaceBallast(ordinal, *engine);
+  }
+  return engine;
 }
 
 policy::ResidencyEngine* EngineOf(int device) {

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <unordered_set>
 
 #include "simgpu_internal.h"
 
@@ -26,6 +27,9 @@ namespace {
 
 std::mutex* g_pool_mu = new std::mutex();
 Pool* g_current_pool[2] = {nullptr, nullptr};  // [managed]; guarded by g_pool_mu
+// Stream-ordered allocations made while their stream was capturing (a graph's memory nodes):
+// reserved from the capture on, their captured free is no free. Guarded by g_pool_mu.
+std::unordered_set<CUdeviceptr>* g_graph_allocations = new std::unordered_set<CUdeviceptr>();
 
 Pool* CurrentPool(bool managed) {
   std::lock_guard<std::mutex> lock(*g_pool_mu);
@@ -300,9 +304,20 @@ CUresult AllocFromPool(CUdeviceptr* dptr, size_t bytes, Pool* pool, CUstream h, 
   if (dptr == nullptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
   if (pool == nullptr || !IsLivePool(pool)) return CUDA_ERROR_INVALID_VALUE;
   Stream* s = nullptr;
-  if (CUresult r = ResolveStream(h, ptsz, &s)) return r;
+  if (CUresult r = ResolveStreamAnyState(h, ptsz, &s)) return r;
+  const bool captured = s->capture_mode.load() >= 0;
+  if (captured && s->capture_invalidated.load()) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
   CUmemoryPool handle = reinterpret_cast<CUmemoryPool>(pool);
-  return pool->managed ? AllocateManaged(bytes, handle, dptr) : AllocateDevice(bytes, handle, dptr);
+  const CUresult r =
+      pool->managed ? AllocateManaged(bytes, handle, dptr) : AllocateDevice(bytes, handle, dptr);
+  // Captured: a memory node of the graph. The memory is reserved now, at a fixed address, for
+  // the rest of the process (the driver maps it at each launch of the graph and may reuse it
+  // between launches; simgpu keeps it).
+  if (r == CUDA_SUCCESS && captured) {
+    std::lock_guard<std::mutex> lock(*g_pool_mu);
+    g_graph_allocations->insert(*dptr);
+  }
+  return r;
 }
 
 CUresult FreeAsync(CUdeviceptr dptr, CUstream h, bool ptsz) {
@@ -310,7 +325,17 @@ CUresult FreeAsync(CUdeviceptr dptr, CUstream h, bool ptsz) {
   AllocInfo info;
   if (!FindAllocation(dptr, &info) || info.base != dptr) return CUDA_ERROR_INVALID_VALUE;
   Stream* s = nullptr;
-  if (CUresult r = ResolveStream(h, ptsz, &s)) return r;
+  if (CUresult r = ResolveStreamAnyState(h, ptsz, &s)) return r;
+  if (s->capture_mode.load() >= 0) {
+    // Captured: the free node of a memory the graph allocated (kept: see AllocFromPool); any
+    // other free cannot be captured here.
+    std::lock_guard<std::mutex> lock(*g_pool_mu);
+    if (!s->capture_invalidated.load() && g_graph_allocations->count(dptr) != 0) {
+      return CUDA_SUCCESS;
+    }
+    s->capture_invalidated.store(true);
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  }
   Enqueue(s, [dptr](double start) {
     FreeAllocation(dptr);
     return start;

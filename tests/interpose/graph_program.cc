@@ -9,7 +9,10 @@
 //         with cuGraphInstantiate and cuGraphLaunch found through cuGetProcAddress, as cudart
 //         finds them) | threaded (group 0 captured in global mode on this thread while another
 //         thread launches the other groups' chains, ROUNDS times, on a stream of its own; then
-//         group 0's graph launched ROUNDS times)
+//         group 0's graph launched ROUNDS times) | scratch (as graph, each capture also
+//         allocating and freeing a scratch buffer stream-ordered, a memory node in the graph, as
+//         PyTorch's CUDA graphs do with its cudaMallocAsync backend; the job's first call that
+//         starts spillway's engine is then inside a global-mode capture)
 #include <cuda.h>
 
 #include <atomic>
@@ -134,7 +137,10 @@ int main(int argc, char** argv) {
   } else if (mode != "direct") {
     for (int g = 0; g < groups; ++g) {
       CHECK_CU(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
+      CUdeviceptr scratch = 0;
+      if (mode == "scratch") CHECK_CU(cuMemAllocAsync(&scratch, words * 4, stream));
       LaunchChain(buffers[g], words, stream);
+      if (mode == "scratch") CHECK_CU(cuMemFreeAsync(scratch, stream));
       CHECK_CU(cuStreamEndCapture(stream, &graphs[g]));
       CHECK_CU(instantiate(&execs[g], graphs[g], 0));
       if (mode == "setparams" || mode == "update") ResetFirstNode(execs[g], graphs[g]);

@@ -155,6 +155,28 @@ TEST(GraphTest, ACaptureInGlobalModeSurvivesAnotherThreadsLaunches) {
   EXPECT_GT(JsonInt(recorded.summary, "capture_skips"), 0) << recorded.summary;
 }
 
+// Stream-ordered allocations inside global-mode captures (graph memory nodes, as PyTorch's CUDA
+// graphs make with its cudaMallocAsync backend) stay device memory and leave the captures whole;
+// with SPILLWAY_BALLAST the engine starts inside the first capture, and the ballast, whose
+// cuMemAlloc would invalidate it, waits for the capture's end.
+TEST(GraphTest, StreamOrderedAllocationsInACaptureLeaveItWholeBallastOrNot) {
+  const Outcome reference = RunJob("direct", {}, /*shim=*/false, "256MiB");
+  ASSERT_EQ(reference.status, 0) << reference.output;
+  const std::string expected = Checksum(reference.output);
+  const Outcome plain = RunJob("scratch", {}, /*shim=*/false, "64MiB");
+  ASSERT_EQ(plain.status, 0) << plain.output;
+  EXPECT_EQ(Checksum(plain.output), expected);
+  for (const char* ballast : {"0", "1"}) {
+    const Outcome run = RunJob("scratch", {{"SPILLWAY_BALLAST", ballast}}, true, "64MiB");
+    ASSERT_EQ(run.status, 0) << ballast << "\n" << run.output;
+    EXPECT_EQ(Checksum(run.output), expected);
+    EXPECT_NE(run.summary.find("\"errors\":[]"), std::string::npos) << run.summary;
+    EXPECT_EQ(JsonInt(run.summary, "capture", "device_exceptions"), 3) << run.summary;
+    EXPECT_EQ(JsonInt(run.summary, "ballast_bytes") > 0, std::string(ballast) == "1")
+        << run.summary;
+  }
+}
+
 TEST(GraphTest, ABadSettingIsOneLineAndTheDefault) {
   const Outcome run = RunJob("graph", {{"SPILLWAY_GRAPH_ACCESS", "maybe"}});
   ASSERT_EQ(run.status, 0) << run.output;

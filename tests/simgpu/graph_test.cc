@@ -252,6 +252,37 @@ TEST_F(SimgpuGraph, UnsupportedNodesAndCapturedWorkAreRefused) {
             CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);  // the legacy stream
 }
 
+// Stream-ordered allocation on a capturing stream is a memory node of the graph, as on the
+// driver (CUDA 11.4 on): the capture survives, the address is usable by the graph's kernels, and
+// its captured free is part of the graph; a free of memory the capture did not allocate cannot be
+// captured.
+TEST_F(SimgpuGraph, StreamOrderedAllocationInACaptureIsAMemoryNode) {
+  ASSERT_EQ(cuStreamBeginCapture_v2(stream_, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+  CUdeviceptr scratch = 0;
+  ASSERT_EQ(cuMemAllocAsync(&scratch, kWords * 4, stream_), CUDA_SUCCESS);
+  EXPECT_NE(scratch, 0u);
+  Step();
+  EXPECT_EQ(cuMemFreeAsync(scratch, stream_), CUDA_SUCCESS);
+  CUgraph graph = nullptr;
+  ASSERT_EQ(cuStreamEndCapture(stream_, &graph), CUDA_SUCCESS);
+  ASSERT_NE(graph, nullptr);
+  CUgraphExec exec = nullptr;
+  ASSERT_EQ(cuGraphInstantiateWithFlags(&exec, graph, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuGraphLaunch(exec, stream_), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamSynchronize(stream_), CUDA_SUCCESS);
+  EXPECT_EQ(cuGraphExecDestroy(exec), CUDA_SUCCESS);
+  EXPECT_EQ(cuGraphDestroy(graph), CUDA_SUCCESS);
+
+  CUdeviceptr outside = 0;
+  ASSERT_EQ(cuMemAllocAsync(&outside, kWords * 4, stream_), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamSynchronize(stream_), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamBeginCapture_v2(stream_, CU_STREAM_CAPTURE_MODE_RELAXED), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemFreeAsync(outside, stream_), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  EXPECT_EQ(cuStreamEndCapture(stream_, &graph), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  EXPECT_EQ(cuMemFreeAsync(outside, stream_), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamSynchronize(stream_), CUDA_SUCCESS);
+}
+
 // What `call` returns on another thread (made current on the fixture's context first).
 template <typename Call>
 CUresult OnOtherThread(CUcontext ctx, Call call) {
