@@ -167,14 +167,52 @@ TEST(Planner, GeneratedHostRulesAreByOrder) {
       }
       // Every persistent allocation of a placed call site is placed, and no other.
       for (const WorkloadAllocation& a : w->allocations) {
-        const bool site_placed = std::find(placed_sites.begin(), placed_sites.end(),
-                                           a.call_site) != placed_sites.end();
+        const bool site_placed =
+            std::find(placed_sites.begin(), placed_sites.end(), a.call_site) != placed_sites.end();
         EXPECT_EQ(plan->ActionFor(a) == RuleAction::kHost, a.persistent && site_placed)
             << name << " id " << a.id;
       }
     }
   }
   EXPECT_GT(host_rules, 0) << "no synthetic workload got host placement: the test checks nothing";
+}
+
+// An eviction is scheduled no sooner than two launches after the chunk's last known use (a kernel
+// launched just after may read it through a pointer in device memory), when its room is not
+// needed sooner: B is used by every launch, A at launch 0 and C at launch 4, and two chunks fit,
+// so A makes room for C: at launch 3, not 1.
+TEST(Planner, EvictionsWaitTwoLaunchesAfterTheLastUse) {
+  Workload w;
+  w.name = "guard";
+  for (const char* name : {"A", "B", "C"}) {
+    WorkloadAllocation a;
+    a.id = w.allocations.size() + 1;
+    a.bytes = kChunkBytes;
+    a.name = name;
+    a.persistent = true;
+    w.allocations.push_back(a);
+  }
+  for (const uint64_t id : {1, 0, 0, 0, 3}) {
+    StepEvent e;
+    e.launch.kernel = "k";
+    e.launch.compute_seconds = 1e-3;
+    e.launch.accesses = {ChunkRange{2, 0, 1}};
+    if (id != 0) e.launch.accesses.push_back(ChunkRange{id, 0, 1});
+    w.step.push_back(e);
+  }
+  ASSERT_TRUE(ValidateWorkload(w).ok());
+  PlanOptions options;
+  options.sim.device_memory = 2 * kChunkBytes;
+  options.place_on_host = false;
+  absl::StatusOr<PolicyFile> plan = PlanPolicy(w, options);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  std::vector<uint32_t> a_evicted_at;
+  for (const ScheduleEntry& e : plan->schedule) {
+    for (const ChunkRange& r : e.evict) {
+      if (r.alloc_id == 1) a_evicted_at.push_back(e.position);
+    }
+  }
+  EXPECT_EQ(a_evicted_at, (std::vector<uint32_t>{3})) << FormatPolicyFile(*plan);
 }
 
 TEST(Planner, RejectsABudgetBelowOneChunk) {
