@@ -139,15 +139,34 @@ long long Moved(const JobRun& run) {
          JsonInt(run.stats, "evicted_bytes") - JsonInt(run.stats, "zero_filled_bytes");
 }
 
+// The planner's options at the tests' budget, for the schedule alone (host placement is tested
+// with hand-written rules).
+policy::PlanOptions BudgetOptions() {
+  policy::PlanOptions options;
+  options.sim.device_memory = kBudget;
+  options.place_on_host = false;
+  return options;
+}
+
+// Records `planned_step_program` (3 steps, SPILLWAY_MODE=record, on an unconstrained device) to a
+// trace named `name` and reads the workload back from it.
+void RecordWorkload(const std::string& name, Workload* out) {
+  const std::string trace = TempPath(name);
+  const JobRun recorded =
+      RunProgram(3, {{"SPILLWAY_MODE", "record"}, {"SPILLWAY_TRACE", trace}}, true, false);
+  ASSERT_EQ(recorded.result.exit_code, 0) << recorded.result.output;
+  absl::StatusOr<Workload> from_trace = policy::WorkloadFromTrace(trace);
+  std::remove(trace.c_str());
+  ASSERT_TRUE(from_trace.ok()) << from_trace.status();
+  *out = *std::move(from_trace);
+}
+
 class PlannedRunTest : public ::testing::Test {
  protected:
   void SetUp() override {
     workload_ = ProgramWorkload();
     ASSERT_TRUE(policy::ValidateWorkload(workload_).ok());
-    policy::PlanOptions options;
-    options.sim.device_memory = kBudget;
-    options.place_on_host = false;  // the schedule alone; host rules are tested on their own
-    absl::StatusOr<policy::PolicyFile> plan = policy::PlanPolicy(workload_, options);
+    absl::StatusOr<policy::PolicyFile> plan = policy::PlanPolicy(workload_, BudgetOptions());
     ASSERT_TRUE(plan.ok()) << plan.status();
     plan_ = *plan;
     path_ = TempPath("planned.policy.toml");
@@ -253,19 +272,11 @@ TEST_F(PlannedRunTest, FallbacksGiveOneLineAndTheLearnedPolicy) {
 // read from the trace is the same step, and the engine follows the policy planned from it with
 // the simulator's bytes.
 TEST_F(PlannedRunTest, PolicyPlannedFromARecordedTraceIsFollowed) {
-  const std::string trace = TempPath("planned_step.trace");
-  const JobRun recorded =
-      RunProgram(3, {{"SPILLWAY_MODE", "record"}, {"SPILLWAY_TRACE", trace}}, true, false);
-  ASSERT_EQ(recorded.result.exit_code, 0) << recorded.result.output;
-  absl::StatusOr<Workload> from_trace = policy::WorkloadFromTrace(trace);
-  std::remove(trace.c_str());
-  ASSERT_TRUE(from_trace.ok()) << from_trace.status();
-  EXPECT_EQ(from_trace->allocations.size(), workload_.allocations.size());
-  EXPECT_EQ(from_trace->step.size(), workload_.step.size());
-  policy::PlanOptions options;
-  options.sim.device_memory = kBudget;
-  options.place_on_host = false;
-  absl::StatusOr<policy::PolicyFile> plan = policy::PlanPolicy(*from_trace, options);
+  Workload from_trace;
+  ASSERT_NO_FATAL_FAILURE(RecordWorkload("planned_step.trace", &from_trace));
+  EXPECT_EQ(from_trace.allocations.size(), workload_.allocations.size());
+  EXPECT_EQ(from_trace.step.size(), workload_.step.size());
+  absl::StatusOr<policy::PolicyFile> plan = policy::PlanPolicy(from_trace, BudgetOptions());
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(plan->step_signature, plan_.step_signature);  // the engine sees the same step
   std::ofstream(path_) << policy::FormatPolicyFile(*plan);
@@ -279,7 +290,7 @@ TEST_F(PlannedRunTest, PolicyPlannedFromARecordedTraceIsFollowed) {
   EXPECT_EQ(Checksum(runs[3].result.output), Checksum(RunProgram(3, {}, false).result.output));
   policy::SimOptions sim;
   sim.device_memory = kBudget;
-  const policy::SimResult predicted = policy::SimulatePlanned(*from_trace, *plan, sim);
+  const policy::SimResult predicted = policy::SimulatePlanned(from_trace, *plan, sim);
   const double per_step = static_cast<double>(Moved(runs[6]) - Moved(runs[3])) / 3;
   EXPECT_NEAR(per_step / static_cast<double>(predicted.h2d_bytes + predicted.d2h_bytes), 1.0, 0.05);
 }
@@ -290,23 +301,18 @@ TEST_F(PlannedRunTest, PolicyPlannedFromARecordedTraceIsFollowed) {
 // program's own module (its file name) and the first allocation's order places that one; one
 // naming a module on no stack places none. The checksum is the run's without spillway.
 TEST_F(PlannedRunTest, RulesByCallSiteAndModuleMatchTheRecordedTrace) {
-  const std::string trace = TempPath("sites_step.trace");
-  const JobRun recorded =
-      RunProgram(3, {{"SPILLWAY_MODE", "record"}, {"SPILLWAY_TRACE", trace}}, true, false);
-  ASSERT_EQ(recorded.result.exit_code, 0) << recorded.result.output;
-  absl::StatusOr<Workload> from_trace = policy::WorkloadFromTrace(trace);
-  std::remove(trace.c_str());
-  ASSERT_TRUE(from_trace.ok()) << from_trace.status();
-  const policy::WorkloadAllocation& first = from_trace->allocations.front();
+  Workload from_trace;
+  ASSERT_NO_FATAL_FAILURE(RecordWorkload("sites_step.trace", &from_trace));
+  const policy::WorkloadAllocation& first = from_trace.allocations.front();
   ASSERT_FALSE(first.call_site.empty()) << "the recorder took no stacks";
   ASSERT_FALSE(first.modules.empty());
   const long long at_site =
-      std::count_if(from_trace->allocations.begin(), from_trace->allocations.end(),
+      std::count_if(from_trace.allocations.begin(), from_trace.allocations.end(),
                     [&first](const policy::WorkloadAllocation& a) {
                       return a.persistent && a.call_site == first.call_site;
                     });
   ASSERT_GT(at_site, 0);
-  ASSERT_LT(at_site, static_cast<long long>(from_trace->allocations.size()));
+  ASSERT_LT(at_site, static_cast<long long>(from_trace.allocations.size()));
   policy::PolicyRule by_site, by_module, by_missing_module;
   by_site.call_site = first.call_site;
   by_module.module = "planned_step_program";
@@ -315,12 +321,10 @@ TEST_F(PlannedRunTest, RulesByCallSiteAndModuleMatchTheRecordedTrace) {
   const std::string reference = Checksum(RunProgram(3, {}, false).result.output);
   for (const auto& [rule, placed] : {std::pair{by_site, at_site}, std::pair{by_module, 1LL},
                                      std::pair{by_missing_module, 0LL}}) {
-    policy::PlanOptions options;
-    options.sim.device_memory = kBudget;
-    options.place_on_host = false;
+    policy::PlanOptions options = BudgetOptions();
     options.rules.push_back(rule);
     options.rules.back().action = policy::RuleAction::kHost;
-    absl::StatusOr<policy::PolicyFile> plan = policy::PlanPolicy(*from_trace, options);
+    absl::StatusOr<policy::PolicyFile> plan = policy::PlanPolicy(from_trace, options);
     ASSERT_TRUE(plan.ok()) << plan.status();
     std::ofstream(path_) << policy::FormatPolicyFile(*plan);
     const JobRun run = RunProgram(3, {{"SPILLWAY_POLICY", path_}}, true);
@@ -336,7 +340,7 @@ TEST_F(PlannedRunTest, RulesByCallSiteAndModuleMatchTheRecordedTrace) {
     // The simulator prices the same placements from the trace.
     policy::SimOptions sim;
     sim.device_memory = kBudget;
-    EXPECT_EQ(policy::SimulatePlanned(*from_trace, *plan, sim).remote_bytes > 0, placed > 0);
+    EXPECT_EQ(policy::SimulatePlanned(from_trace, *plan, sim).remote_bytes > 0, placed > 0);
   }
 }
 
@@ -346,9 +350,7 @@ TEST_F(PlannedRunTest, RulesByCallSiteAndModuleMatchTheRecordedTrace) {
 // (remote_mapped_bytes per step is the simulator's remote traffic, read and write counted once);
 // the bytes moved per followed step are the simulator's within 5%.
 TEST_F(PlannedRunTest, HostRuleIsExecutedAsTheSimulatorPricesIt) {
-  policy::PlanOptions options;
-  options.sim.device_memory = kBudget;
-  options.place_on_host = false;
+  policy::PlanOptions options = BudgetOptions();
   policy::PolicyRule host;
   host.first_order = host.last_order = 1;  // weights[0]
   host.action = policy::RuleAction::kHost;
