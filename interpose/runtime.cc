@@ -64,6 +64,8 @@ constinit std::atomic<bool> g_engine_start_failed_reported{false};
 // Devices whose ballast waits for the end of a stream capture that would refuse its cuMemAlloc
 // (their engine started inside one).
 constinit std::atomic<bool> g_ballast_waiting[kMaxDevices] = {};
+// SPILLWAY_POLICY as read once at start-up (null without one); never freed.
+constinit const absl::StatusOr<policy::PolicyFile>* g_policy_file = nullptr;
 // Allocations' call sites are taken (a policy file with rules by call site or module).
 constinit std::atomic<bool> g_take_call_sites{false};
 std::mutex g_engine_mutex;
@@ -141,8 +143,9 @@ void Configure() {
   // Rules by call site or module need each allocation's stack, taken from the first allocation
   // on (the engine reads the file, and says what is wrong with it, when it starts).
   if (g_config->mode != Mode::kOff && !g_config->policy_file.empty()) {
-    const absl::StatusOr<policy::PolicyFile> file = policy::ReadPolicyFile(g_config->policy_file);
-    if (file.ok() && file->NamesCallSites() && PrepareAllocationSites()) {
+    g_policy_file =
+        new absl::StatusOr<policy::PolicyFile>(policy::ReadPolicyFile(g_config->policy_file));
+    if (g_policy_file->ok() && (*g_policy_file)->NamesCallSites() && PrepareAllocationSites()) {
       g_take_call_sites.store(true, std::memory_order_relaxed);
     }
   }
@@ -282,11 +285,11 @@ policy::ResidencyEngine* StartEngine(int ordinal) {
     engine = g_engines[ordinal].load(std::memory_order_acquire);
     if (engine != nullptr) return engine;
     std::unique_ptr<policy::EvictionPolicy> eviction;
-    if (!g_config->policy_file.empty()) {
+    if (g_policy_file != nullptr) {
       // A policy file (SPILLWAY_POLICY): followed once the step is recognised; one line and the
       // learned policy when it cannot be used.
-      eviction = policy::LoadPlannedPolicy(
-          g_config->policy_file, budget,
+      eviction = policy::PlannedPolicyFor(
+          *g_policy_file, g_config->policy_file, budget,
           [](bool problem, const std::string& line) {
             if (problem) {
               ReportProblem(LogLevel::kWarn, "SPILLWAY_POLICY: %s", line.c_str());

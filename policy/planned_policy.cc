@@ -360,15 +360,20 @@ std::unique_ptr<EvictionPolicy> MakePlannedPolicy(PolicyFile file, std::string p
                                          std::move(log), std::move(modules), "");
 }
 
-std::unique_ptr<EvictionPolicy> LoadPlannedPolicy(const std::string& path, uint64_t budget_bytes,
-                                                  PolicyLog log, CallSiteModules modules) {
-  absl::StatusOr<PolicyFile> file = ReadPolicyFile(path);
+std::unique_ptr<EvictionPolicy> PlannedPolicyFor(const absl::StatusOr<PolicyFile>& file,
+                                                 const std::string& path, uint64_t budget_bytes,
+                                                 PolicyLog log, CallSiteModules modules) {
   if (!file.ok()) {
     return std::make_unique<PlannedPolicy>(PolicyFile{}, path, budget_bytes, std::move(log),
                                            nullptr, std::string(file.status().message()));
   }
-  return MakePlannedPolicy(*std::move(file), path, budget_bytes, std::move(log),
-                           std::move(modules));
+  return MakePlannedPolicy(*file, path, budget_bytes, std::move(log), std::move(modules));
+}
+
+std::unique_ptr<EvictionPolicy> LoadPlannedPolicy(const std::string& path, uint64_t budget_bytes,
+                                                  PolicyLog log, CallSiteModules modules) {
+  return PlannedPolicyFor(ReadPolicyFile(path), path, budget_bytes, std::move(log),
+                          std::move(modules));
 }
 
 }  // namespace spillway::policy

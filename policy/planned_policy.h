@@ -43,9 +43,14 @@ std::unique_ptr<EvictionPolicy> MakePlannedPolicy(PolicyFile file, std::string p
                                                   uint64_t budget_bytes, PolicyLog log,
                                                   CallSiteModules modules = nullptr);
 
-// Reads `path` and makes the planned policy. A file that does not exist, does not parse or has
-// unknown keys gives one line (`<file>:<line>: <what is wrong>`, through `log`) and a policy
-// that is the learned policy, reporting the path and the reason in its adherence().
+// The planned policy for `file` as ReadPolicyFile(path) gave it. A file that does not exist, does
+// not parse or has unknown keys gives one line (`<file>:<line>: <what is wrong>`, through `log`)
+// and a policy that is the learned policy, reporting the path and the reason in its adherence().
+std::unique_ptr<EvictionPolicy> PlannedPolicyFor(const absl::StatusOr<PolicyFile>& file,
+                                                 const std::string& path, uint64_t budget_bytes,
+                                                 PolicyLog log, CallSiteModules modules = nullptr);
+
+// Reads `path` and makes the planned policy (PlannedPolicyFor).
 std::unique_ptr<EvictionPolicy> LoadPlannedPolicy(const std::string& path, uint64_t budget_bytes,
                                                   PolicyLog log, CallSiteModules modules = nullptr);
 
