@@ -322,13 +322,8 @@ policy::ResidencyEngine* StartEngine(int ordinal) {
       Log(LogLevel::kInfo,
           "SPILLWAY_BALLAST: device %d: a stream capture is open; the ballast waits for its end",
           ordinal);
-    } else if (known) {
-      StartBallast(ordinal, device, budget, free, total);
     } else {
-      ReportProblem(LogLevel::kWarn,
-                    "SPILLWAY_BALLAST: device %d cannot report its memory; no "
-                    "ballast",
-                    ordinal);
+      PlaceBallast(ordinal, *engine);
     }
   }
   return engine;
