@@ -140,8 +140,9 @@ void Configure() {
   StartRecording(*g_config);  // first: it says once if libunwind is missing in record mode
   // The caller-module check walks with libunwind when it loads (silently glibc's walk otherwise).
   if (g_config->mode != Mode::kOff && !g_config->device_modules.empty()) PrepareCallerWalk();
-  // Rules by call site or module need each allocation's stack, taken from the first allocation
-  // on (the engine reads the file, and says what is wrong with it, when it starts).
+  // The policy file, read once here: rules by call site or module need each allocation's stack,
+  // taken from the first allocation on; the engines use this read, and say what is wrong with
+  // it, when they start.
   if (g_config->mode != Mode::kOff && !g_config->policy_file.empty()) {
     g_policy_file =
         new absl::StatusOr<policy::PolicyFile>(policy::ReadPolicyFile(g_config->policy_file));
