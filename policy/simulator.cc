@@ -313,7 +313,10 @@ SimResult SimulatePlanned(const Workload& w, const PolicyFile& p, const SimOptio
         for (uint32_t k = 0; k < cr.num_chunks; ++k) {
           const uint32_t c = r.base[cr.alloc_id] + cr.first_chunk + k;
           if (!state.resident(c)) continue;
-          release(c, t.Book(false, last_end[c], D2HSeconds(o.cost, kChunkBytes)));
+          // As the engine issues it: after the launch stream's work so far (the launches before
+          // this position), which includes the victim's last use.
+          release(c,
+                  t.Book(false, std::max(last_end[c], t.compute), D2HSeconds(o.cost, kChunkBytes)));
           if (on) res.d2h_bytes += kChunkBytes;
         }
       }

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "common/cost_model.h"
 #include "gtest/gtest.h"
 #include "policy/eviction_policy.h"
 #include "policy/synthetic_workloads.h"
@@ -230,6 +231,32 @@ TEST(SimulateEngine, ArenaPointersNameTheirPieceOnly) {
 }
 
 // Everything fits: the capacity bound is the compute time.
+// A plan's eviction starts after the launches before its position, as the engine issues it (on
+// the evict stream after the launch stream's work so far), not right after the victim's last
+// use. One chunk of room; A used at launch 0 and B at launch 3; the plan evicts A and prefetches
+// B before launch 3 and the reverse before launch 0: each of those launches waits for a copy back
+// and a copy in. Priced from the victims' last uses instead, the first wait would vanish.
+TEST(Simulator, PlannedEvictionsStartAfterTheLaunchesBeforeThem) {
+  Workload w;
+  w.name = "late-evict";
+  for (uint64_t id = 1; id <= 2; ++id) w.allocations.push_back({id, kChunkBytes, "", "", {}, true});
+  for (uint64_t id : {1, 0, 0, 2}) {
+    StepEvent e{StepEvent::Kind::kLaunch, 0, {"k", kCompute, {}}};
+    if (id != 0) e.launch.accesses.push_back({id, 0, 1});
+    w.step.push_back(e);
+  }
+  ASSERT_TRUE(ValidateWorkload(w).ok());
+  PolicyFile plan;
+  plan.budget_bytes = kChunkBytes;
+  plan.schedule.push_back({0, {{2, 0, 1}}, {}, {{1, 0, 1}}, {}});
+  plan.schedule.push_back({3, {{1, 0, 1}}, {}, {{2, 0, 1}}, {}});
+  const SimOptions o = Chunks(1);
+  const SimResult planned = SimulatePlanned(w, plan, o);
+  EXPECT_EQ(planned.demand_faults, 0u);
+  const double swap = D2HSeconds(o.cost, kChunkBytes) + H2DSeconds(o.cost, kChunkBytes);
+  EXPECT_NEAR(planned.step_seconds, 4 * kCompute + 2 * swap, 1e-9);
+}
+
 TEST(Simulator, CapacityBoundIsComputeWhenEverythingFits) {
   const SimResult cap = CapacityLowerBound(Cyclic(), Chunks(3));
   EXPECT_DOUBLE_EQ(cap.step_seconds, 4 * kCompute);
