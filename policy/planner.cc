@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "policy/planned_policy.h"
 #include "policy/simulator_replay.h"
 #include "policy/step_signature.h"
 
@@ -74,8 +75,10 @@ std::vector<PolicyRule> PinRules(const Workload& w, const Replay& r, const Belad
 // (kRecentUseGuard in residency_engine.cc).
 constexpr uint64_t kRecentUseGuard = 2;
 
-// The schedule for `options.rules` as they are (no host placement is tried).
-absl::StatusOr<PolicyFile> PlanSchedule(const Workload& w, const PlanOptions& options) {
+// The schedule for `options.rules` as they are (no host placement is tried), with RunBelady's
+// victim choice for `idle_horizon`.
+absl::StatusOr<PolicyFile> PlanSchedule(const Workload& w, const PlanOptions& options,
+                                        uint64_t idle_horizon) {
   const uint64_t cap = options.sim.device_memory / kChunkBytes;
   if (cap == 0) {
     return absl::InvalidArgumentError(
@@ -107,7 +110,7 @@ absl::StatusOr<PolicyFile> PlanSchedule(const Workload& w, const PlanOptions& op
               acc.end());
   }
   const Replay r = BuildReplay(managed);
-  const BeladyRun run = RunBelady(r, cap);
+  const BeladyRun run = RunBelady(r, cap, idle_horizon);
   const uint64_t n = r.launches_per_step;
 
   std::vector<uint64_t> alloc_pos(w.allocations.size() + 1, 0);
@@ -208,14 +211,63 @@ std::vector<PolicyRule> HostRulesFor(const Workload& w, const std::string& site)
   return rules;
 }
 
+// The step time of the residency engine following `plan` on the simulated device: what a run
+// does with the plan, where SimulatePlanned is the schedule's own model.
+double EngineFollowing(const Workload& w, const PolicyFile& plan, const SimOptions& sim) {
+  const SimResult result = SimulateEngine(
+      w, sim,
+      [&plan] {
+        return MakePlannedPolicy(plan, "(plan)", plan.budget_bytes,
+                                 [](bool, const std::string&) {});
+      },
+      "planned");
+  return result.step_seconds;
+}
+
 }  // namespace
 
 absl::StatusOr<PolicyFile> PlanPolicy(const Workload& w, const PlanOptions& options) {
   if (absl::Status s = ValidateWorkload(w); !s.ok()) return s;
-  absl::StatusOr<PolicyFile> best = PlanSchedule(w, options);
-  if (!best.ok() || !options.place_on_host) return best;
-  const SimResult base = SimulatePlanned(w, *best, options.sim);
-  double best_seconds = base.step_seconds;
+  absl::StatusOr<PolicyFile> best = PlanSchedule(w, options, 0);
+  if (!best.ok()) return best;
+  const SimResult belady = SimulatePlanned(w, *best, options.sim);
+  double best_seconds = belady.step_seconds;
+  // A plan replaces the best so far when its simulated step is faster by kMinGain and it moves at
+  // most kMaxExtraBytes times the bytes of Belady's plan.
+  constexpr double kMinGain = 0.99;
+  constexpr double kMaxExtraBytes = 1.1;
+  auto better = [&](const SimResult& result) {
+    return result.step_seconds < best_seconds * kMinGain &&
+           static_cast<double>(result.bytes_moved()) <=
+               kMaxExtraBytes * static_cast<double>(belady.bytes_moved());
+  };
+  // Time-aware victims, from the longest horizon (closest to Belady's choices, fewest bytes) to
+  // the shortest: where the step alternates between phases bound by different copy engines (a
+  // forward pass waiting for copies back, a backward pass waiting for loads), evicting what has
+  // been unused longest lets the copies back start in the other phase. Such a plan is kept only
+  // when the residency engine itself, replayed following it (SimulateEngine), is faster too: its
+  // gain comes from timing, where the schedule's model and the engine's execution can differ.
+  uint64_t idle_horizon = 0;
+  if (options.time_aware_victims) {
+    double engine_best = 0;  // the engine following `best`; 0 until needed
+    const uint64_t n = w.num_launches();
+    for (uint64_t eighths = 7; eighths >= 1; --eighths) {
+      const uint64_t horizon = n * eighths / 8;
+      if (horizon == 0) continue;
+      absl::StatusOr<PolicyFile> plan = PlanSchedule(w, options, horizon);
+      if (!plan.ok()) return plan.status();
+      const SimResult result = SimulatePlanned(w, *plan, options.sim);
+      if (!better(result)) continue;
+      if (engine_best == 0) engine_best = EngineFollowing(w, *best, options.sim);
+      const double engine = EngineFollowing(w, *plan, options.sim);
+      if (engine >= engine_best * kMinGain) continue;
+      best_seconds = result.step_seconds;
+      engine_best = engine;
+      idle_horizon = horizon;
+      best = *std::move(plan);
+    }
+  }
+  if (!options.place_on_host) return best;
   std::vector<std::string> sites;
   for (const WorkloadAllocation& a : w.allocations) {
     if (a.persistent && !a.call_site.empty() &&
@@ -227,12 +279,10 @@ absl::StatusOr<PolicyFile> PlanPolicy(const Workload& w, const PlanOptions& opti
   for (const std::string& site : sites) {
     const std::vector<PolicyRule> host = HostRulesFor(w, site);
     trial.rules.insert(trial.rules.end(), host.begin(), host.end());
-    absl::StatusOr<PolicyFile> plan = PlanSchedule(w, trial);
+    absl::StatusOr<PolicyFile> plan = PlanSchedule(w, trial, idle_horizon);
     if (!plan.ok()) return plan.status();
     const SimResult result = SimulatePlanned(w, *plan, options.sim);
-    if (result.step_seconds < best_seconds * 0.99 &&
-        static_cast<double>(result.bytes_moved()) <=
-            1.1 * static_cast<double>(base.bytes_moved())) {
+    if (better(result)) {
       best_seconds = result.step_seconds;
       best = *std::move(plan);
     } else {

@@ -60,9 +60,10 @@ Replay BuildReplay(const Workload& w, int steps) {
   return r;
 }
 
-BeladyRun RunBelady(const Replay& r, uint64_t capacity_chunks) {
+BeladyRun RunBelady(const Replay& r, uint64_t capacity_chunks, uint64_t idle_horizon) {
   BeladyRun run;
   std::set<std::pair<uint64_t, uint32_t>> resident;  // (next use, chunk), farthest last
+  std::set<std::pair<uint64_t, uint32_t>> by_age;    // (last use, chunk), longest unused first
   std::vector<uint64_t> key(r.total_chunks, kNoNextUse);
   std::vector<uint64_t> last_use(r.total_chunks, 0);
   std::vector<char> is_resident(r.total_chunks, 0);
@@ -76,6 +77,7 @@ BeladyRun RunBelady(const Replay& r, uint64_t capacity_chunks) {
       for (uint32_t c = first; c < end; ++c) {
         if (is_resident[c]) {
           resident.erase({key[c], c});
+          by_age.erase({last_use[c], c});
           is_resident[c] = 0;
           --count;
           run.events.push_back(
@@ -85,8 +87,11 @@ BeladyRun RunBelady(const Replay& r, uint64_t capacity_chunks) {
       }
       continue;
     }
+    // The launch's own chunks are not candidates.
     for (uint32_t c : item.chunks) {
-      if (is_resident[c]) resident.erase({key[c], c});
+      if (!is_resident[c]) continue;
+      resident.erase({key[c], c});
+      by_age.erase({last_use[c], c});
     }
     for (uint32_t c : item.chunks) {
       if (is_resident[c]) continue;
@@ -94,13 +99,23 @@ BeladyRun RunBelady(const Replay& r, uint64_t capacity_chunks) {
         if (resident.empty()) {
           ++run.overcommit_chunks;
         } else {
-          const auto victim = *resident.rbegin();
-          resident.erase(std::prev(resident.end()));
-          const uint32_t v = victim.second;
+          uint32_t v = resident.rbegin()->second;
+          const uint64_t far = item.global + idle_horizon;
+          if (idle_horizon > 0 && key[v] != kNoNextUse && key[v] >= far) {
+            // Some chunk is not needed within the horizon: the longest unused of them.
+            for (const auto& [unused_since, c] : by_age) {
+              if (key[c] >= far) {
+                v = c;
+                break;
+              }
+            }
+          }
+          resident.erase({key[v], v});
+          by_age.erase({last_use[v], v});
           is_resident[v] = 0;
           --count;
           run.events.push_back({BeladyEvent::Kind::kEvict, v, item.global, item.step, false,
-                                victim.first == kNoNextUse, last_use[v]});
+                                key[v] == kNoNextUse, last_use[v]});
         }
       }
       run.events.push_back(
@@ -114,6 +129,7 @@ BeladyRun RunBelady(const Replay& r, uint64_t capacity_chunks) {
       key[c] = item.next_use[i];
       last_use[c] = item.global;
       resident.insert({key[c], c});
+      by_age.insert({last_use[c], c});
     }
   }
   return run;

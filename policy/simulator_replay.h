@@ -1,6 +1,7 @@
 // What the simulator and the planner share: a workload's step repeated into one flat sequence of
 // events over 2 MiB chunks (with each access's next use), and Belady's farthest-next-use
-// replacement over that sequence, as a log of the loads and evictions it makes.
+// replacement over that sequence (and a time-aware variant of it), as a log of the loads and
+// evictions it makes.
 #ifndef SPILLWAY_POLICY_SIMULATOR_REPLAY_H_
 #define SPILLWAY_POLICY_SIMULATOR_REPLAY_H_
 
@@ -55,8 +56,13 @@ struct BeladyRun {
   uint64_t overcommit_chunks = 0;  // a launch touching more chunks than the budget holds
 };
 
-// REQUIRES: `capacity_chunks` > 0.
-BeladyRun RunBelady(const Replay& r, uint64_t capacity_chunks);
+// Belady's replacement: the victim is the resident chunk used farthest in the future (dead ones
+// first). With `idle_horizon` > 0, a time-aware variant: among the chunks not needed within
+// `idle_horizon` launches, the one unused longest is the victim, so that its copy back can be
+// issued early, while the copy engine is idle, instead of right after a chunk the kernels just
+// used; it may move more bytes than Belady's (docs/results/planner-simulate.md, "Time-aware
+// victims"). REQUIRES: `capacity_chunks` > 0.
+BeladyRun RunBelady(const Replay& r, uint64_t capacity_chunks, uint64_t idle_horizon = 0);
 
 }  // namespace spillway::policy
 

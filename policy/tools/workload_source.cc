@@ -35,7 +35,7 @@ absl::StatusOr<ToolArgs> ParseToolArgs(int argc, char** argv,
       a.help = true;
       return a;
     }
-    const bool takes_value = arg != "--benchmark";
+    const bool takes_value = arg != "--benchmark" && arg != "--fewest-bytes";
     if (arg.rfind("-", 0) != 0) {
       if (!a.trace.empty()) return absl::InvalidArgumentError("more than one TRACE given");
       a.trace = arg;
@@ -77,6 +77,8 @@ absl::StatusOr<ToolArgs> ParseToolArgs(int argc, char** argv,
       a.policy = value;
     } else if (arg == "--benchmark") {
       a.benchmark = true;
+    } else if (arg == "--fewest-bytes") {
+      a.fewest_bytes = true;
     }
   }
   if (!a.benchmark && a.trace.empty() == a.synthetic.empty()) {

@@ -21,6 +21,7 @@ struct ToolArgs {
   std::string output;           // -o FILE
   std::string policy;           // --policy FILE
   bool benchmark = false;       // --benchmark
+  bool fewest_bytes = false;    // --fewest-bytes: Belady's victims only (spillway-plan)
   bool help = false;            // -h / --help: print the usage, nothing else
   CostModel cost;
 };
