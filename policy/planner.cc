@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "policy/planned_policy.h"
 #include "policy/simulator_replay.h"
 #include "policy/step_signature.h"
 
@@ -211,19 +210,6 @@ std::vector<PolicyRule> HostRulesFor(const Workload& w, const std::string& site)
   return rules;
 }
 
-// The step time of the residency engine following `plan` on the simulated device: what a run
-// does with the plan, where SimulatePlanned is the schedule's own model.
-double EngineFollowing(const Workload& w, const PolicyFile& plan, const SimOptions& sim) {
-  const SimResult result = SimulateEngine(
-      w, sim,
-      [&plan] {
-        return MakePlannedPolicy(plan, "(plan)", plan.budget_bytes,
-                                 [](bool, const std::string&) {});
-      },
-      "planned");
-  return result.step_seconds;
-}
-
 }  // namespace
 
 absl::StatusOr<PolicyFile> PlanPolicy(const Workload& w, const PlanOptions& options) {
@@ -258,8 +244,9 @@ absl::StatusOr<PolicyFile> PlanPolicy(const Workload& w, const PlanOptions& opti
       if (!plan.ok()) return plan.status();
       const SimResult result = SimulatePlanned(w, *plan, options.sim);
       if (!better(result)) continue;
-      if (engine_best == 0) engine_best = EngineFollowing(w, *best, options.sim);
-      const double engine = EngineFollowing(w, *plan, options.sim);
+      if (engine_best == 0)
+        engine_best = SimulateEngineFollowing(w, *best, options.sim).step_seconds;
+      const double engine = SimulateEngineFollowing(w, *plan, options.sim).step_seconds;
       if (engine >= engine_best * kMinGain) continue;
       best_seconds = result.step_seconds;
       engine_best = engine;

@@ -474,13 +474,13 @@ SimResult CapacityLowerBound(const Workload& w, const SimOptions& o) {
 
 std::string FormatResultTable(const std::vector<SimResult>& results, const SimResult& bound,
                               const SimResult* tight) {
-  std::string out = absl::StrFormat("%-12s %12s %8s %12s %12s %9s %8s", "policy", "bytes moved",
+  std::string out = absl::StrFormat("%-14s %12s %8s %12s %12s %9s %8s", "policy", "bytes moved",
                                     "x bound", "demand flts", "step (ms)", "x bound", "compute");
   out += tight != nullptr ? absl::StrFormat(" %9s\n", "x cap") : "\n";
   auto ratio = [](double a, double b) { return b > 0 ? a / b : (a > 0 ? 1e9 : 1.0); };
   for (const SimResult& s : results) {
     out += absl::StrFormat(
-        "%-12s %12s %8.2f %12d %12.2f %9.2f %8.2f", s.policy, FormatSize(s.bytes_moved()),
+        "%-14s %12s %8.2f %12d %12.2f %9.2f %8.2f", s.policy, FormatSize(s.bytes_moved()),
         ratio(static_cast<double>(s.bytes_moved()), static_cast<double>(bound.bytes_moved())),
         s.demand_faults, s.step_seconds * 1e3, ratio(s.step_seconds, bound.step_seconds),
         s.compute_seconds * 1e3);
@@ -489,7 +489,7 @@ std::string FormatResultTable(const std::vector<SimResult>& results, const SimRe
                : "\n";
   }
   if (tight != nullptr) {
-    out += absl::StrFormat("%-12s %12s %8s %12s %12.2f %9.2f %8.2f %9.2f\n", tight->policy, "-",
+    out += absl::StrFormat("%-14s %12s %8s %12s %12.2f %9.2f %8.2f %9.2f\n", tight->policy, "-",
                            "-", "-", tight->step_seconds * 1e3,
                            ratio(tight->step_seconds, bound.step_seconds),
                            tight->compute_seconds * 1e3, 1.0);

@@ -78,6 +78,12 @@ SimResult SimulateEngine(const Workload& w, const SimOptions& options,
                          const std::string& name, const EngineSimOptions& engine = {});
 inline constexpr uint32_t kEngineWarmupSteps = 5;
 
+// SimulateEngine with the planned policy following `plan` (as a run with SPILLWAY_POLICY has it):
+// what the engine does with the plan, where SimulatePlanned prices the schedule itself. Its
+// policy's log lines are dropped. Labelled "planned-engine".
+SimResult SimulateEngineFollowing(const Workload& w, const PolicyFile& plan,
+                                  const SimOptions& options);
+
 // Follows `policy`'s schedule and rules; what the schedule misses is demand-faulted.
 SimResult SimulatePlanned(const Workload& w, const PolicyFile& policy, const SimOptions& options);
 

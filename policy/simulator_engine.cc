@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "policy/planned_policy.h"
 #include "policy/residency_engine.h"
 #include "policy/simulator.h"
 #include "policy/simulator_replay.h"
@@ -33,7 +34,11 @@ constexpr uint64_t kAddressBase = uint64_t{1} << 40;
 class TimelineDevice final : public Device {
  public:
   TimelineDevice(const Replay& r, const CostModel& cost, uint64_t capacity_chunks)
-      : cost_(cost), cap_(capacity_chunks), state_(r.total_chunks), populated_(r.total_chunks) {
+      : cost_(cost),
+        cap_(capacity_chunks),
+        state_(r.total_chunks),
+        populated_(r.total_chunks),
+        on_host_(r.total_chunks) {
     t_.engines = cost.copy_engines;
     for (uint64_t i = 0; i < cap_; ++i) free_slots_.push(0);
   }
@@ -48,10 +53,14 @@ class TimelineDevice final : public Device {
   // A kernel of `compute` seconds touching `chunks` on `stream`: what is not resident faults in
   // (simgpu's HandleFault and FaultStallSeconds). Returns when it ends.
   double Launch(Stream stream, const std::vector<uint32_t>& chunks, double compute) {
-    uint64_t faults = 0, copied = 0, evicted = 0;
+    uint64_t faults = 0, copied = 0, evicted = 0, remote = 0;
     double room = 0;
     for (const uint32_t c : chunks) {
       if (state_.resident(c)) continue;
+      if (on_host_[c]) {  // mapped over the link: no fault, no migration
+        ++remote;
+        continue;
+      }
       room = std::max(room, TakeSlot(&evicted));
       copied += MakeResident(c);
       ++faults;
@@ -60,9 +69,13 @@ class TimelineDevice final : public Device {
                          static_cast<double>(FaultBatches(cost_, faults * kChunkBytes) -
                                              FaultBatches(cost_, copied * kChunkBytes)) *
                              cost_.fault_batch_seconds;
+    // Remote access, as SimulatePlanned charges it: read and written back over the link, in the
+    // kernel's own time.
+    const double remote_s =
+        H2DSeconds(cost_, remote * kChunkBytes) + D2HSeconds(cost_, remote * kChunkBytes);
     double& tail = Tail(stream);
     const double start = std::max({tail, t_.compute, room});
-    t_.compute = start + compute + stall;
+    t_.compute = start + compute + stall + remote_s;
     tail = t_.compute;
     if (result_ != nullptr) {
       result_->demand_faults += faults;
@@ -70,14 +83,16 @@ class TimelineDevice final : public Device {
       result_->h2d_bytes += copied * kChunkBytes;
       result_->d2h_bytes += evicted * kChunkBytes;
       result_->compute_seconds += compute;
+      result_->remote_bytes += 2 * remote * kChunkBytes;
     }
     return t_.compute;
   }
-  // Allocation `first`..`end` (chunks) is made or freed: nothing resident, no data.
+  // Allocation `first`..`end` (chunks) is made or freed: nothing resident, no data, not placed.
   void Reset(uint32_t first, uint32_t end) {
     for (uint32_t c = first; c < end; ++c) {
       Leave(c, job_);
       populated_[c] = 0;
+      on_host_[c] = 0;
     }
   }
 
@@ -124,6 +139,11 @@ class TimelineDevice final : public Device {
       if (result_ != nullptr) result_->discarded_bytes += kChunkBytes;
     }
     Move(stream, 0, out, room);
+    return kDeviceOk;
+  }
+  // simgpu's preferred location = host: later accesses map it remotely while it is not resident.
+  DeviceResult PlaceOnHost(uint64_t address, uint64_t bytes) override {
+    for (uint32_t c = First(address); c < End(address, bytes); ++c) on_host_[c] = 1;
     return kDeviceOk;
   }
   DeviceResult MemoryInfo(uint64_t* free, uint64_t* total) override {
@@ -216,6 +236,7 @@ class TimelineDevice final : public Device {
   const uint64_t cap_;
   ChunkResidency state_;
   std::vector<char> populated_;  // per chunk: holds data (written since made or discarded)
+  std::vector<char> on_host_;    // per chunk: placed on the host (PlaceOnHost)
   Timelines t_;
   // Free device slots by the time each became free, earliest first (cap_ - resident chunks).
   std::priority_queue<double, std::vector<double>, std::greater<>> free_slots_;
@@ -346,6 +367,16 @@ SimResult SimulateEngine(const Workload& w, const SimOptions& o,
     device.Launch(job, touched.chunks[item.position], compute);
   }
   return res;
+}
+
+SimResult SimulateEngineFollowing(const Workload& w, const PolicyFile& plan, const SimOptions& o) {
+  return SimulateEngine(
+      w, o,
+      [&plan] {
+        return MakePlannedPolicy(plan, "(plan)", plan.budget_bytes,
+                                 [](bool, const std::string&) {});
+      },
+      "planned-engine");
 }
 
 }  // namespace spillway::policy

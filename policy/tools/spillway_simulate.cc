@@ -27,8 +27,9 @@ int Fail(const absl::Status& s) {
 }
 
 // Every policy's result for `w` at `options`, planned ones last; `policy` overrides the plan.
+// With `engine_row`, the engine following the plan as well (planned-engine).
 absl::StatusOr<std::vector<SimResult>> SimulateAll(const Workload& w, const SimOptions& options,
-                                                   const PolicyFile* policy) {
+                                                   const PolicyFile* policy, bool engine_row) {
   std::vector<SimResult> results;
   results.push_back(SimulateDemandPaging(w, options));
   // The residency engine itself: lru (which predicts nothing, so never looks ahead), learned
@@ -47,6 +48,7 @@ absl::StatusOr<std::vector<SimResult>> SimulateAll(const Workload& w, const SimO
     policy = &planned;
   }
   results.push_back(SimulatePlanned(w, *policy, options));
+  if (engine_row) results.push_back(SimulateEngineFollowing(w, *policy, options));
   return results;
 }
 
@@ -62,7 +64,7 @@ int Benchmark(const CostModel& cost) {
       SimOptions options;
       options.cost = cost;
       options.device_memory = static_cast<uint64_t>(static_cast<double>(w->peak_live_bytes()) / x);
-      absl::StatusOr<std::vector<SimResult>> results = SimulateAll(*w, options, nullptr);
+      absl::StatusOr<std::vector<SimResult>> results = SimulateAll(*w, options, nullptr, false);
       if (!results.ok()) return Fail(results.status());
       const SimResult bound = ChunkLowerBound(*w, options);
       results->push_back(bound);
@@ -111,7 +113,7 @@ int Main(int argc, char** argv) {
     file = *std::move(read);
   }
   absl::StatusOr<std::vector<SimResult>> results =
-      SimulateAll(*w, options, args->policy.empty() ? nullptr : &file);
+      SimulateAll(*w, options, args->policy.empty() ? nullptr : &file, true);
   if (!results.ok()) return Fail(results.status());
   const SimResult bound = ChunkLowerBound(*w, options);
   results->push_back(bound);

@@ -8,6 +8,7 @@
 #include "common/cost_model.h"
 #include "gtest/gtest.h"
 #include "policy/eviction_policy.h"
+#include "policy/planner.h"
 #include "policy/synthetic_workloads.h"
 
 namespace spillway::policy {
@@ -255,6 +256,30 @@ TEST(Simulator, PlannedEvictionsStartAfterTheLaunchesBeforeThem) {
   EXPECT_EQ(planned.demand_faults, 0u);
   const double swap = D2HSeconds(o.cost, kChunkBytes) + H2DSeconds(o.cost, kChunkBytes);
   EXPECT_NEAR(planned.step_seconds, 4 * kCompute + 2 * swap, 1e-9);
+}
+
+// The engine replayed following a plan with a host rule places that allocation on the host as a
+// run does (cuMemAdvise on simgpu): its kernels read it over the link, priced as SimulatePlanned
+// prices it, and it never faults or moves.
+TEST(SimulateEngine, FollowingAPlanPlacesHostRuleAllocationsOnTheHost) {
+  const Workload w = Cyclic();
+  PlanOptions options;
+  options.sim = Chunks(2);
+  options.place_on_host = false;
+  PolicyRule host;
+  host.first_order = host.last_order = 1;
+  host.action = RuleAction::kHost;
+  options.rules = {host};
+  absl::StatusOr<PolicyFile> plan = PlanPolicy(w, options);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  const SimResult model = SimulatePlanned(w, *plan, options.sim);
+  const SimResult engine = SimulateEngineFollowing(w, *plan, options.sim);
+  // A is used twice a step: read and written back over the link each time.
+  EXPECT_EQ(model.remote_bytes, 2 * 2 * kChunkBytes);
+  EXPECT_EQ(engine.remote_bytes, model.remote_bytes);
+  EXPECT_EQ(engine.demand_faults, 0u);
+  EXPECT_EQ(engine.h2d_bytes + engine.d2h_bytes, model.h2d_bytes + model.d2h_bytes);
+  EXPECT_NEAR(engine.step_seconds, model.step_seconds, 1e-9);
 }
 
 TEST(Simulator, CapacityBoundIsComputeWhenEverythingFits) {
