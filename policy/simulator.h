@@ -95,20 +95,26 @@ SimResult ChunkLowerBound(const Workload& w, const SimOptions& options);
 
 // A capacity-aware lower bound on the step time (docs/simulate.md, "The capacity bound"): for
 // every launch position P of the step, the time before P's kernel starts is at least what the
-// kernels before it compute and what must have been written back by then (data made before P and
-// used again from P on, less what the device holds), and the time from there to the step's end at
-// least what the kernels from P on compute and what must come in after P starts (data that exists
-// before P and is used from P on, less what the device holds); copies that bypass the copy engines
-// (demand faults, remote access) are charged to the kernels, so each half is the best split of
-// that traffic between the two. Valid for every policy the simulator models that does not drop
-// data a later kernel reads; tighter than ChunkLowerBound's time where capacity binds. Only
-// `step_seconds` and `compute_seconds` are set.
-SimResult CapacityLowerBound(const Workload& w, const SimOptions& options);
+// kernels before it compute and what must have moved by then, and the time from there to the
+// step's end at least what the kernels from P on compute and what must move after P starts; what
+// must move in a window follows from the capacity (data made before P and used from P on, data
+// that exists at the window's start and is used in it, and, since every chunk a window touches
+// needs a slot, what must leave to make room), less what the device holds. By default copies that
+// bypass the copy engines (demand faults, remote access) are charged to the kernels, as simgpu
+// charges them, so each window is the best split of its traffic between the two: valid for every
+// policy the simulator models that does not drop data a later kernel reads ("cap-bound"). With
+// `shared_link`, every copy takes its copy engine's time, as on a GPU whose page faults migrate
+// over the same copy engines and link ("link-bound"): tighter, but not a bound for simgpu's
+// model. Only `step_seconds` and `compute_seconds` are set.
+SimResult CapacityLowerBound(const Workload& w, const SimOptions& options,
+                             bool shared_link = false);
 
 // One line per result (and its ratio to `bound`), as spillway-simulate prints them; with `tight`
-// (CapacityLowerBound), a last column with each step time's ratio to it.
+// (CapacityLowerBound), a last column with each step time's ratio to it and its own row; each of
+// `more_bounds` (time-only bounds, CapacityLowerBound with a shared link) a row after it.
 std::string FormatResultTable(const std::vector<SimResult>& results, const SimResult& bound,
-                              const SimResult* tight = nullptr);
+                              const SimResult* tight = nullptr,
+                              const std::vector<SimResult>& more_bounds = {});
 
 }  // namespace spillway::policy
 

@@ -123,7 +123,8 @@ int Main(int argc, char** argv) {
       w->description.c_str(), FormatSize(w->peak_live_bytes()).c_str(),
       FormatSize(options.device_memory).c_str(),
       static_cast<double>(w->peak_live_bytes()) / static_cast<double>(options.device_memory));
-  std::printf("%s", FormatResultTable(*results, bound, &cap_bound).c_str());
+  const SimResult link_bound = CapacityLowerBound(*w, options, /*shared_link=*/true);
+  std::printf("%s", FormatResultTable(*results, bound, &cap_bound, {link_bound}).c_str());
   return 0;
 }
 
