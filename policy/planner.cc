@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <queue>
 #include <string>
 #include <vector>
@@ -218,12 +219,12 @@ absl::StatusOr<PolicyFile> PlanPolicy(const Workload& w, const PlanOptions& opti
   if (!best.ok()) return best;
   const SimResult belady = SimulatePlanned(w, *best, options.sim);
   double best_seconds = belady.step_seconds;
-  // A plan replaces the best so far when its simulated step is faster by kMinGain and it moves at
-  // most kMaxExtraBytes times the bytes of Belady's plan.
-  constexpr double kMinGain = 0.99;
+  // A plan replaces the best so far when its simulated step takes under kFaster of the best's and
+  // it moves at most kMaxExtraBytes times the bytes of Belady's plan.
+  constexpr double kFaster = 0.99;
   constexpr double kMaxExtraBytes = 1.1;
   auto better = [&](const SimResult& result) {
-    return result.step_seconds < best_seconds * kMinGain &&
+    return result.step_seconds < best_seconds * kFaster &&
            static_cast<double>(result.bytes_moved()) <=
                kMaxExtraBytes * static_cast<double>(belady.bytes_moved());
   };
@@ -235,7 +236,7 @@ absl::StatusOr<PolicyFile> PlanPolicy(const Workload& w, const PlanOptions& opti
   // gain comes from timing, where the schedule's model and the engine's execution can differ.
   uint64_t idle_horizon = 0;
   if (options.time_aware_victims) {
-    double engine_best = 0;  // the engine following `best`; 0 until needed
+    std::optional<double> engine_best;  // the engine following `best`, once needed
     const uint64_t n = w.num_launches();
     for (uint64_t eighths = 7; eighths >= 1; --eighths) {
       const uint64_t horizon = n * eighths / 8;
@@ -244,10 +245,9 @@ absl::StatusOr<PolicyFile> PlanPolicy(const Workload& w, const PlanOptions& opti
       if (!plan.ok()) return plan.status();
       const SimResult result = SimulatePlanned(w, *plan, options.sim);
       if (!better(result)) continue;
-      if (engine_best == 0)
-        engine_best = SimulateEngineFollowing(w, *best, options.sim).step_seconds;
+      if (!engine_best) engine_best = SimulateEngineFollowing(w, *best, options.sim).step_seconds;
       const double engine = SimulateEngineFollowing(w, *plan, options.sim).step_seconds;
-      if (engine >= engine_best * kMinGain) continue;
+      if (engine >= *engine_best * kFaster) continue;
       best_seconds = result.step_seconds;
       engine_best = engine;
       idle_horizon = horizon;

@@ -25,7 +25,8 @@ struct PlanOptions {
   std::vector<PolicyRule> rules;
   // Try placing each call site's persistent allocations on the host (remote access), one call
   // site at a time, and keep each placement that makes the simulated step at least 1% faster
-  // without moving more than 10% more bytes than the plan with no host placement.
+  // without moving more than 10% more bytes than the plan with Belady's victims and no host
+  // placement.
   bool place_on_host = true;
   // Also plan with time-aware victims (RunBelady's `idle_horizon` at 7/8, 6/8, ... 1/8 of the
   // step) and keep such a plan when its simulated step is at least 1% faster than the best so far
