@@ -67,13 +67,16 @@ std::vector<PolicyRule> PinRules(const Workload& w, const Replay& r, const Belad
 }
 
 // A chunk is evicted or discarded no sooner than this many launches after its last known use: a
-// kernel launched just after that use on another stream may still read it through a pointer
-// stored in device memory (an optimizer reading gradients from a pointer table), which no access
-// set names. Measured on train_like at 2x (docs/results/planner-simulate.md): with evictions
-// right after the last use, 4-27 demand faults a step and up to +19% bytes over the prediction;
-// with the guard, 0-4 faults and within 1%. The engine's lookahead keeps the same distance
-// (kRecentUseGuard in residency_engine.cc).
-constexpr uint64_t kRecentUseGuard = 2;
+// kernel launched just after that use (on another stream, say) may still read it through a
+// pointer stored in device memory (an optimizer reading gradients from a pointer table), which no
+// access set names. The engine makes a planned eviction wait for every stream that launched
+// after the victim's last known use (residency_engine_schedule.cc), so one launch in between is
+// enough for that kernel to be waited for. Measured on train_like (docs/results/
+// planner-simulate.md): evictions right after the last use faulted 4-27 times a step; two
+// launches, with the engine waiting only for the launch stream and the victim's, worked because
+// train_like's optimizer launch came two after; one launch with the engine's wait for every
+// stream: "Evictions one launch after the last use".
+constexpr uint64_t kRecentUseGuard = 1;
 
 // The schedule for `options.rules` as they are (no host placement is tried), with RunBelady's
 // victim choice for `idle_horizon`.
@@ -219,12 +222,15 @@ absl::StatusOr<PolicyFile> PlanPolicy(const Workload& w, const PlanOptions& opti
   if (!best.ok()) return best;
   const SimResult belady = SimulatePlanned(w, *best, options.sim);
   double best_seconds = belady.step_seconds;
-  // A plan replaces the best so far when its simulated step takes under kFaster of the best's and
-  // it moves at most kMaxExtraBytes times the bytes of Belady's plan.
+  // A plan replaces the best so far when its simulated step takes under kFaster of the best's, it
+  // moves at most kMaxExtraBytes times the bytes of Belady's plan, and it leaves no more to demand
+  // faults than Belady's (a schedule folded from a replay whose steps decide differently can miss
+  // a chunk).
   constexpr double kFaster = 0.99;
   constexpr double kMaxExtraBytes = 1.1;
   auto better = [&](const SimResult& result) {
     return result.step_seconds < best_seconds * kFaster &&
+           result.demand_faults <= belady.demand_faults &&
            static_cast<double>(result.bytes_moved()) <=
                kMaxExtraBytes * static_cast<double>(belady.bytes_moved());
   };

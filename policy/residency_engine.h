@@ -239,6 +239,7 @@ class ResidencyEngine {
     uint64_t ready_seq = 0;
     uint64_t evict_seq = 0;
     Stream last_stream = nullptr;  // the stream of its newest use
+    uint64_t last_launch = 0;      // schedule_launches_ at its newest use
   };
 
   Device* const device_;
@@ -278,6 +279,10 @@ class ResidencyEngine {
   // chunks it uses, and the offsets pointers into each were seen at (sorted, distinct).
   std::unordered_map<uint64_t, ScheduleState> schedule_chunk_state_;
   std::unordered_map<uint64_t, std::vector<uint64_t>> schedule_offsets_;
+  // Launches seen while following (numbered from 1), and each stream's newest of them: an
+  // eviction waits for every stream that launched after its victim's newest use.
+  uint64_t schedule_launches_ = 0;
+  std::vector<std::pair<Stream, uint64_t>> schedule_streams_;
   std::atomic<uint64_t> prefetch_bytes_{0};
   std::atomic<uint64_t> lookahead_bytes_{0};
   std::atomic<uint64_t> evict_bytes_{0};

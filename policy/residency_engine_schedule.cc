@@ -4,7 +4,9 @@
 // them (policy/simulator.cc, SimulatePlanned), one 2 MiB chunk at a time:
 //
 // - evictions go on the evict stream after what the launch stream has issued so far (so an
-//   eviction follows the victim's last use), one chunk per call, each followed by an event;
+//   eviction follows the victim's last use), and after what every other stream that launched
+//   since the victim's newest use has (a kernel there may read it through a pointer in device
+//   memory), one chunk per call, each followed by an event;
 // - room is the engine's RoomLedger (policy/room_ledger.h), in the order it was made: the frees'
 //   discards (a resident allocation's footprint, after an event on the free's stream) and the
 //   evictions (a 2 MiB slot each); each chunk brought in takes the oldest 2 MiB and waits for the
@@ -22,6 +24,7 @@
 //
 // Without side streams, all go on the launch stream before the kernel.
 #include <algorithm>
+#include <utility>
 #include <vector>
 
 #include "policy/residency_engine.h"
@@ -140,17 +143,28 @@ bool ResidencyEngine::PlanScheduled(const AccessSet& access, const std::vector<u
     return false;
   }
   schedule_active_ = true;
+  const uint64_t launch = ++schedule_launches_;
+  // This launch is its stream's newest; a stream silent for a while is forgotten.
+  constexpr uint64_t kSilentLaunches = 256;
+  std::erase_if(schedule_streams_, [&](const std::pair<Stream, uint64_t>& s) {
+    return s.first == stream || s.second + kSilentLaunches < launch;
+  });
+  schedule_streams_.emplace_back(stream, launch);
+  const auto used_now = [stream, launch](ScheduleState& state) {
+    state.last_stream = stream;
+    state.last_launch = launch;
+  };
   for (const uint64_t id : ids) {
     if (Contains(arena_ids, id)) continue;
     if (!schedule_offsets_.contains(id)) {
-      schedule_state_[id].last_stream = stream;
+      used_now(schedule_state_[id]);
       continue;
     }
     for (uint64_t c = 0; c * kArenaChunkBytes < tracked_.at(id).size; ++c) {  // used whole
-      schedule_chunk_state_[PieceId(id, c)].last_stream = stream;
+      used_now(schedule_chunk_state_[PieceId(id, c)]);
     }
   }
-  for (const uint64_t piece : pieces) schedule_chunk_state_[piece].last_stream = stream;
+  for (const uint64_t piece : pieces) used_now(schedule_chunk_state_[piece]);
   // The ordering state of the chunks [address, address + bytes) of an arena move (of the whole
   // allocation otherwise), for `f(ScheduleState&)`.
   const auto for_state = [this](const ResolvedMove& move, uint64_t address, uint64_t bytes,
@@ -206,19 +220,26 @@ bool ResidencyEngine::PlanScheduled(const AccessSet& access, const std::vector<u
       const uint64_t after_launch = ++order_seq_;
       ops.push_back(ScheduleOp{Type::kRecord, On::kLaunch, after_launch});
       ops.push_back(ScheduleOp{Type::kWait, On::kEvict, after_launch});
-      // A victim last used on another stream (an optimizer's): after what that stream has so far.
-      // (An arena's evicted chunks: each chunk's last use.)
+      // After what each other stream has so far, where it is the stream of a victim's newest use
+      // or launched after that use: a kernel launched after the victim's newest known use may
+      // still read it through a pointer stored in device memory (an optimizer reading gradients
+      // from a pointer table, on its own stream). (An arena's evicted chunks: per chunk.)
+      const auto after_other = [&](Stream other) {
+        if (other == nullptr || other == stream) return;
+        for (const ScheduleOp& op : ops) {
+          if (op.on == On::kOther && op.other == other) return;
+        }
+        const uint64_t after = ++order_seq_;
+        ops.push_back(ScheduleOp{Type::kRecord, On::kOther, after, 0, 0, 0, other});
+        ops.push_back(ScheduleOp{Type::kWait, On::kEvict, after});
+      };
       for (const ResolvedMove& victim : resolved) {
         if (IsIncoming(victim.kind)) continue;
         for_state(victim, victim.address, victim.bytes, [&](const ScheduleState& state) {
-          const Stream last = state.last_stream;
-          if (last == nullptr || last == stream) return;
-          bool seen = false;
-          for (const ScheduleOp& op : ops) seen |= op.on == On::kOther && op.other == last;
-          if (seen) return;
-          const uint64_t after_last_use = ++order_seq_;
-          ops.push_back(ScheduleOp{Type::kRecord, On::kOther, after_last_use, 0, 0, 0, last});
-          ops.push_back(ScheduleOp{Type::kWait, On::kEvict, after_last_use});
+          after_other(state.last_stream);
+          for (const auto& [other, newest] : schedule_streams_) {
+            if (newest > state.last_launch) after_other(other);
+          }
         });
       }
     }

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -95,7 +96,9 @@ class Replay {
  public:
   Replay(const Workload& w, std::unique_ptr<EvictionPolicy> policy, uint64_t budget,
          EngineOptions options = {})
-      : engine_(&device_, std::move(policy), budget, options), w_(w) {}
+      : engine_(&device_, std::move(policy), budget, options),
+        w_(w),
+        launches_per_step_(std::max<uint64_t>(w.num_launches(), 1)) {}
 
   void Init() {
     for (const WorkloadAllocation& a : w_.allocations) {
@@ -123,7 +126,9 @@ class Replay {
           for (const Allocation& b : access) seen = seen || b.id == a.id;
           if (!seen) access.push_back(a);
         }
-        engine_.OnLaunch(access, kStream);
+        engine_.OnLaunch(access, stream_of_launch_
+                                     ? stream_of_launch_(launches_ % launches_per_step_)
+                                     : kStream);
         ++launches_;
       }
     }
@@ -156,6 +161,8 @@ class Replay {
   FakeDevice device_;
   ResidencyEngine engine_;
   uint64_t launches_ = 0;
+  // The stream of each launch by its position in the step (null: all on kStream).
+  std::function<Stream(uint64_t position)> stream_of_launch_;
   std::vector<size_t> free_calls_;  // indices of the device calls OnFree made
 
  private:
@@ -173,6 +180,7 @@ class Replay {
   }
 
   const Workload& w_;
+  const uint64_t launches_per_step_;
   AllocationRegistry registry_;
   std::map<uint64_t, Allocation> live_;  // policy number -> engine allocation
 };
@@ -314,6 +322,51 @@ TEST(PlannedPolicy, IncomingChunksWaitOnlyForTheEvictionThatMakesTheirRoom) {
   }
   EXPECT_GT(pipelined, 0);     // the step has such positions
   EXPECT_GT(launch_waits, 0);  // and launches that wait for a prefetch
+}
+
+// A kernel launched on another stream after a chunk's last known use may still read it through a
+// pointer in device memory, so a scheduled eviction waits for every stream that launched after
+// the victim's newest use: A is used at launch 0 on kStream, launch 1 runs on another stream, and
+// the plan evicts A before launch 2 (one launch after its last use) to make room for C.
+TEST(PlannedPolicy, EvictionWaitsForStreamsThatLaunchedAfterTheVictimsLastUse) {
+  StepBuilder s;
+  s.w.name = "two-streams";
+  const uint64_t a = s.Add(2 * kMiB, true), b = s.Add(2 * kMiB, true), c = s.Add(2 * kMiB, true);
+  s.Launch({{a, 0, 1}});
+  s.Launch({{b, 0, 1}});
+  s.Launch({{c, 0, 1}});
+  s.Launch({{b, 0, 1}});
+  s.Launch({{a, 0, 1}});
+  const uint64_t budget = 4 * kMiB;
+  const PolicyFile plan = Plan(s.w, budget);
+  bool a_evicted_before_2 = false;
+  for (const ScheduleEntry& e : plan.schedule) {
+    for (const ChunkRange& r : e.evict) a_evicted_before_2 |= r.alloc_id == a && e.position == 2;
+  }
+  ASSERT_TRUE(a_evicted_before_2) << FormatPolicyFile(plan);
+  Replay replay(s.w, MakePlannedPolicy(plan, "two.toml", budget, nullptr), budget);
+  Stream const other = reinterpret_cast<Stream>(0x7);
+  replay.stream_of_launch_ = [other](uint64_t position) { return position == 1 ? other : kStream; };
+  replay.Init();
+  replay.Step();
+  replay.Step();
+  const size_t from = replay.device_.calls.size();  // step 3: followed throughout
+  replay.Step();
+  ASSERT_EQ(replay.Adherence().steps_followed, 2u);
+  const Stream evict = replay.device_.Calls("stream")[1].stream;
+  const std::vector<DeviceCall>& calls = replay.device_.calls;
+  std::set<Event> recorded_on_other;
+  bool waited = false, evicted = false;
+  for (size_t i = from; i < calls.size() && !evicted; ++i) {
+    const DeviceCall& call = calls[i];
+    if (call.what == "record" && call.stream == other) recorded_on_other.insert(call.event);
+    if (call.what == "wait" && call.stream == evict && recorded_on_other.contains(call.event)) {
+      waited = true;
+    }
+    if (call.what == "to_host" && call.address == replay.Address(a, 0)) evicted = true;
+  }
+  EXPECT_TRUE(evicted);
+  EXPECT_TRUE(waited) << "A went out without waiting for the other stream's launch";
 }
 
 // Without a side stream (SPILLWAY_LOOKAHEAD=0) the schedule's moves go on the launch stream.

@@ -182,11 +182,11 @@ TEST(Planner, GeneratedHostRulesAreByOrder) {
   EXPECT_GT(host_rules, 0) << "no synthetic workload got host placement: the test checks nothing";
 }
 
-// An eviction is scheduled no sooner than two launches after the chunk's last known use (a kernel
-// launched just after may read it through a pointer in device memory), when its room is not
-// needed sooner: B is used by every launch, A at launch 0 and C at launch 4, and two chunks fit,
-// so A makes room for C: at launch 3, not 1.
-TEST(Planner, EvictionsWaitTwoLaunchesAfterTheLastUse) {
+// An eviction is scheduled no sooner than one launch after the chunk's last known use (a kernel
+// launched just after may read it through a pointer in device memory; the engine waits for it),
+// when its room is not needed sooner: B is used by every launch, A at launch 0 and C at launch 4,
+// and two chunks fit, so A makes room for C: before launch 2, not 1.
+TEST(Planner, EvictionsWaitOneLaunchAfterTheLastUse) {
   Workload w;
   w.name = "guard";
   for (const char* name : {"A", "B", "C"}) {
@@ -217,7 +217,7 @@ TEST(Planner, EvictionsWaitTwoLaunchesAfterTheLastUse) {
       if (r.alloc_id == 1) a_evicted_at.push_back(e.position);
     }
   }
-  EXPECT_EQ(a_evicted_at, (std::vector<uint32_t>{3})) << FormatPolicyFile(*plan);
+  EXPECT_EQ(a_evicted_at, (std::vector<uint32_t>{2})) << FormatPolicyFile(*plan);
 }
 
 // Three one-chunk allocations, two chunks of room: A is used at launch 0, B at 1, C at 2-4, then
