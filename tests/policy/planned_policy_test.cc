@@ -133,6 +133,17 @@ class Replay {
       }
     }
   }
+  // Init, two steps (the policy recognises the step at the end of the first), then a third that
+  // is followed throughout; returns the index of its first device call.
+  size_t ThirdStepFollowed() {
+    Init();
+    Step();
+    Step();
+    const size_t from = device_.calls.size();
+    Step();
+    EXPECT_EQ(Adherence().steps_followed, 2u);
+    return from;
+  }
   // The address of chunk `chunk` of policy allocation `w_id` (live now).
   uint64_t Address(uint64_t w_id, uint32_t chunk) const {
     return live_.at(w_id).base + uint64_t{chunk} * kChunkBytes;
@@ -281,12 +292,7 @@ TEST(PlannedPolicy, IncomingChunksWaitOnlyForTheEvictionThatMakesTheirRoom) {
   const Workload w = SmallStep();
   const uint64_t budget = 6 * kMiB;
   Replay replay(w, MakePlannedPolicy(Plan(w, budget), "small.toml", budget, nullptr), budget);
-  replay.Init();
-  replay.Step();
-  replay.Step();
-  const size_t from = replay.device_.calls.size();  // step 3: followed throughout
-  replay.Step();
-  ASSERT_EQ(replay.Adherence().steps_followed, 2u);
+  const size_t from = replay.ThirdStepFollowed();
   const std::vector<DeviceCall> streams = replay.device_.Calls("stream");
   ASSERT_EQ(streams.size(), 2u);
   const Stream side = streams[0].stream, evict = streams[1].stream;
@@ -347,12 +353,7 @@ TEST(PlannedPolicy, EvictionWaitsForStreamsThatLaunchedAfterTheVictimsLastUse) {
   Replay replay(s.w, MakePlannedPolicy(plan, "two.toml", budget, nullptr), budget);
   Stream const other = reinterpret_cast<Stream>(0x7);
   replay.stream_of_launch_ = [other](uint64_t position) { return position == 1 ? other : kStream; };
-  replay.Init();
-  replay.Step();
-  replay.Step();
-  const size_t from = replay.device_.calls.size();  // step 3: followed throughout
-  replay.Step();
-  ASSERT_EQ(replay.Adherence().steps_followed, 2u);
+  const size_t from = replay.ThirdStepFollowed();
   const Stream evict = replay.device_.Calls("stream")[1].stream;
   const std::vector<DeviceCall>& calls = replay.device_.calls;
   std::set<Event> recorded_on_other;
