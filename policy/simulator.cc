@@ -363,11 +363,7 @@ SimResult SimulatePlanned(const Workload& w, const PolicyFile& p, const SimOptio
       ++faults;
     }
     const double stall = FaultStallSeconds(o.cost, faults * kChunkBytes, 0);
-    // Remote access to host-placed memory is charged as read and written back over the link, in
-    // the kernel's own time (the access set does not say which bytes are only read).
-    const double remote_s =
-        H2DSeconds(o.cost, remote * kChunkBytes) + D2HSeconds(o.cost, remote * kChunkBytes);
-    t.compute = start + ComputeOf(item, o) + stall + remote_s;
+    t.compute = start + ComputeOf(item, o) + stall + RemoteAccessSeconds(o.cost, remote);
     for (uint32_t c : item.chunks) last_end[c] = t.compute;
     if (on) {
       res.demand_faults += faults;

@@ -69,13 +69,9 @@ class TimelineDevice final : public Device {
                          static_cast<double>(FaultBatches(cost_, faults * kChunkBytes) -
                                              FaultBatches(cost_, copied * kChunkBytes)) *
                              cost_.fault_batch_seconds;
-    // Remote access, as SimulatePlanned charges it: read and written back over the link, in the
-    // kernel's own time.
-    const double remote_s =
-        H2DSeconds(cost_, remote * kChunkBytes) + D2HSeconds(cost_, remote * kChunkBytes);
     double& tail = Tail(stream);
     const double start = std::max({tail, t_.compute, room});
-    t_.compute = start + compute + stall + remote_s;
+    t_.compute = start + compute + stall + RemoteAccessSeconds(cost_, remote);
     tail = t_.compute;
     if (result_ != nullptr) {
       result_->demand_faults += faults;

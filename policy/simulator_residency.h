@@ -9,7 +9,15 @@
 #include <functional>
 #include <vector>
 
+#include "common/cost_model.h"
+
 namespace spillway::policy {
+
+// What a kernel's access to `chunks` chunks placed on the host costs it: read and written back
+// over the link, in the kernel's own time (the access set does not say which bytes are only read).
+inline double RemoteAccessSeconds(const CostModel& cost, uint64_t chunks) {
+  return H2DSeconds(cost, chunks * kChunkBytes) + D2HSeconds(cost, chunks * kChunkBytes);
+}
 
 // Resident chunks, oldest-resident first (nvidia-uvm's root-chunk order, simgpu's FIFO).
 class ChunkResidency {
