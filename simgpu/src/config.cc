@@ -101,6 +101,7 @@ void WriteStatsFile() {
   w.Key("prefetched_bytes").Uint(s.prefetched_bytes.load());
   w.Key("zero_filled_bytes").Uint(s.zero_filled_bytes.load());
   w.Key("evicted_bytes").Uint(s.evicted_bytes.load());
+  w.Key("capacity_evicted_bytes").Uint(s.capacity_evicted_bytes.load());
   w.Key("discarded_bytes").Uint(s.discarded_bytes.load());
   w.Key("remote_mapped_bytes").Uint(s.remote_mapped_bytes.load());
   w.Key("host_opened_chunks").Uint(s.host_opened_chunks.load());

@@ -164,6 +164,7 @@ bool MakeRoomLocked(int device, uint64_t need, uint64_t* evicted) {
     DropResidencyLocked(victim);
     *evicted += kChunkBytes;
     stats().evicted_bytes.fetch_add(kChunkBytes, std::memory_order_relaxed);
+    stats().capacity_evicted_bytes.fetch_add(kChunkBytes, std::memory_order_relaxed);
   }
   return true;
 }

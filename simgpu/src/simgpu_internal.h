@@ -64,6 +64,9 @@ struct Stats {
   // device with zeroes, no transfer).
   std::atomic<uint64_t> zero_filled_bytes{0};
   std::atomic<uint64_t> evicted_bytes{0};
+  // Of evicted_bytes, those the simulated driver evicted on its own because a fault or a prefetch
+  // found the device full (the rest were asked for: prefetch to the host, a move between devices).
+  std::atomic<uint64_t> capacity_evicted_bytes{0};
   std::atomic<uint64_t> discarded_bytes{0};
   std::atomic<uint64_t> remote_mapped_bytes{0};
   std::atomic<uint64_t> host_opened_chunks{0};

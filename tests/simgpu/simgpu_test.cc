@@ -95,6 +95,7 @@ TEST(SimgpuScenario, EvictsOldestResidentChunkFirst) {
   EXPECT_CHILD_OK(r);
   EXPECT_EQ(JsonNumber(r.stats, "count"), 6);
   EXPECT_EQ(JsonNumber(r.stats, "evicted_bytes"), 2.0 * kChunk);
+  EXPECT_EQ(JsonNumber(r.stats, "capacity_evicted_bytes"), 2.0 * kChunk);  // the faults made room
   EXPECT_EQ(JsonNumber(r.stats, "peak_resident_bytes"), 4.0 * kChunk);
   EXPECT_EQ(JsonNumber(r.stats, "device_capacity_bytes"), 8.0 * (1 << 20));
 }
@@ -144,6 +145,7 @@ TEST(SimgpuScenario, PrefetchToHostEvicts) {
   EXPECT_CHILD_OK(r);
   EXPECT_EQ(JsonNumber(r.stats, "count"), 4);
   EXPECT_EQ(JsonNumber(r.stats, "evicted_bytes"), 2.0 * kChunk);
+  EXPECT_EQ(JsonNumber(r.stats, "capacity_evicted_bytes"), 0);  // asked for, not forced
 }
 
 TEST(SimgpuScenario, ManagedOversubscriptionWorks) {
@@ -188,8 +190,7 @@ TEST(SimgpuScenario, TwoDevicesHaveSeparateCapacityAndResidency) {
   EXPECT_EQ(JsonNumber(r.stats, "overcommit_faults"), 0.0);
   EXPECT_EQ(JsonNumber(r.stats, "count"), 2.0);  // demand_faults.count: on device 1
   EXPECT_EQ(JsonNumber(r.stats, "prefetched_bytes"), 2.0 * kChunk);
-  EXPECT_NE(r.stats.find("\"peak_resident_bytes_by_device\":[8388608,4194304]"),
-            std::string::npos)
+  EXPECT_NE(r.stats.find("\"peak_resident_bytes_by_device\":[8388608,4194304]"), std::string::npos)
       << r.stats;
 }
 
@@ -246,10 +247,10 @@ TEST(SimgpuExports, OnlyTheDriverApi) {
 TEST(SimgpuScenario, StatsFileHasEveryKey) {
   ChildResult r = RunChild("plain", "SIMGPU_MEMORY=1GiB");
   EXPECT_CHILD_OK(r);
-  for (const char* key : {"device_capacity_bytes", "peak_resident_bytes", "device_alloc_bytes_peak",
-                          "demand_faults", "count", "bytes", "prefetched_bytes", "evicted_bytes",
-                          "discarded_bytes", "zero_filled_bytes", "kernels_launched",
-                          "virtual_seconds"}) {
+  for (const char* key :
+       {"device_capacity_bytes", "peak_resident_bytes", "device_alloc_bytes_peak", "demand_faults",
+        "count", "bytes", "prefetched_bytes", "evicted_bytes", "capacity_evicted_bytes",
+        "discarded_bytes", "zero_filled_bytes", "kernels_launched", "virtual_seconds"}) {
     EXPECT_NE(r.stats.find(std::string("\"") + key + "\""), std::string::npos) << key;
   }
 }
