@@ -142,6 +142,17 @@ bool ResidencyEngine::PlanScheduled(const AccessSet& access, const std::vector<u
     schedule_active_ = false;
     return false;
   }
+  // Following begins (again): the ledger keeps at most the device's free memory now. Its room
+  // was made by the learned policy, and what the ledger does not see (demand faults) may have
+  // taken it since: a chunk the schedule brought into such room would not wait for the room it
+  // really takes, and the device would go over the budget and evict by itself (`train_like` at
+  // 4x: a third of the weights, every step). The oldest room goes first; a chunk that finds the
+  // ledger empty waits for the newest eviction.
+  if (!schedule_active_) {
+    uint64_t free = 0, total = 0;
+    const bool known = device_->MemoryInfo(&free, &total) == kDeviceOk;
+    room_.Trim(order_seq_, kOrderEvents / 2, known ? free : UINT64_MAX);
+  }
   schedule_active_ = true;
   const uint64_t launch = ++schedule_launches_;
   // This launch is its stream's newest; a stream silent for a while is forgotten.

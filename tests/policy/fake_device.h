@@ -5,6 +5,7 @@
 #ifndef SPILLWAY_TESTS_POLICY_FAKE_DEVICE_H_
 #define SPILLWAY_TESTS_POLICY_FAKE_DEVICE_H_
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
@@ -52,7 +53,8 @@ class FakeDevice final : public Device {
     return fail_place_on_host ? 801 /* CUDA_ERROR_NOT_SUPPORTED */ : kDeviceOk;
   }
   DeviceResult MemoryInfo(uint64_t* free, uint64_t* total) override {
-    *free = *total = capacity;
+    *total = capacity;
+    *free = std::min(capacity, free_bytes);
     return kDeviceOk;
   }
   DeviceResult CreateSideStream(Stream* stream) override {
@@ -109,6 +111,7 @@ class FakeDevice final : public Device {
 
   std::vector<DeviceCall> calls;
   uint64_t capacity = 1ull << 30;
+  uint64_t free_bytes = UINT64_MAX;  // what MemoryInfo says is free (at most the capacity)
   bool fail_discard = false;
   bool fail_place_on_host = false;
   // Timing: what a timing event recorded on stream s reads is clock_ms + stream_ms[s].
