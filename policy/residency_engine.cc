@@ -583,8 +583,9 @@ int ResidencyEngine::OnLaunch(const AccessSet& access, const std::vector<uint64_
     if (device_->RecordEvent(after_launch_stream, stream) != kDeviceOk) ++failures;
     failures += IssueLookahead(side_moves, batch);
   }
-  // The order events (room ledger, schedules) exist from the second launch with side streams.
-  if (side) OrderEventsReady();
+  // The order events (room ledger, schedules) exist from the second launch with side streams,
+  // or following a schedule.
+  if (side || scheduled) OrderEventsReady();
   return failures;
 }
 

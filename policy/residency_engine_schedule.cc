@@ -22,7 +22,8 @@
 // only for the prefetches of the chunks its pointers name (ScheduledArenaUse), a chunk coming in
 // only for a queued eviction of that chunk, and an evicted chunk only for that chunk's last use.
 //
-// Without side streams, all go on the launch stream before the kernel.
+// Without side streams (once the order events exist) the same ops run with the evict and side
+// streams being the launch stream; before that, all go on the launch stream before the kernel.
 #include <algorithm>
 #include <utility>
 #include <vector>
@@ -213,7 +214,10 @@ bool ResidencyEngine::PlanScheduled(const AccessSet& access, const std::vector<u
   }
   using Type = ScheduleOp::Type;
   using On = ScheduleOp::On;
-  if (!side || !order_ready_.load(std::memory_order_acquire)) {
+  // Without side streams the same ops run with the evict and side streams being the launch
+  // stream: the waits for other streams, and a launch's for what an earlier launch's stream
+  // prefetched, still order the moves against the job's other streams.
+  if (!order_ready_.load(std::memory_order_acquire)) {
     for (const ResolvedMove& move : resolved) {  // in the file's order, before the kernel
       ops.push_back(ScheduleOp{IsIncoming(move.kind) ? Type::kToDevice : Type::kToHost, On::kLaunch,
                                0, move.id, move.address, move.bytes});
@@ -224,7 +228,7 @@ bool ResidencyEngine::PlanScheduled(const AccessSet& access, const std::vector<u
   std::vector<uint64_t>& evict_seqs = t_evict_seqs;
   evict_seqs.clear();
   const uint64_t earlier_evictions = schedule_last_evict_seq_;
-  Stream const evict_stream = evict_stream_;
+  Stream const evict_stream = side ? evict_stream_ : stream;
   for (const ResolvedMove& move : resolved) {
     if (IsIncoming(move.kind)) continue;
     if (evict_seqs.empty() && ops.empty()) {
@@ -346,6 +350,7 @@ int ResidencyEngine::IssueScheduled(Stream stream) {
   int failures = 0;
   bool side = false;
   for (const ScheduleOp& op : t_ops) side |= op.on != ScheduleOp::On::kLaunch;
+  side = side && side_ready_.load(std::memory_order_acquire);
   const Stream streams[3] = {stream, side ? evict_stream_ : stream, side ? side_stream_ : stream};
   for (const ScheduleOp& op : t_ops) {
     const Stream on = op.on == ScheduleOp::On::kOther ? op.other : streams[static_cast<int>(op.on)];
