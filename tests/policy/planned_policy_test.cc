@@ -64,8 +64,10 @@ struct StepBuilder {
   }
 };
 
-// A small training step: three persistent allocations (one of two chunks), two activations.
-Workload SmallStep(uint64_t activation_bytes = 2 * kMiB) {
+// A small training step: three persistent allocations (one of two chunks), two activations (the
+// second freed before the last launch, or with `free_y_last` used by the launch before and freed
+// after it).
+Workload SmallStep(uint64_t activation_bytes = 2 * kMiB, bool free_y_last = false) {
   StepBuilder s;
   s.w.name = "small";
   const uint64_t wa = s.Add(4 * kMiB, true), wb = s.Add(2 * kMiB, true), wc = s.Add(2 * kMiB, true);
@@ -76,9 +78,14 @@ Workload SmallStep(uint64_t activation_bytes = 2 * kMiB) {
   s.Launch({{wb, 0, 1}, {x, 0, ChunksOf(activation_bytes)}, {y, 0, 1}});
   s.Event(x, StepEvent::Kind::kFree);
   s.Launch({{wc, 0, 1}, {y, 0, 1}});
-  s.Launch({{wa, 1, 1}, {wc, 0, 1}});
-  s.Event(y, StepEvent::Kind::kFree);
+  if (free_y_last) {
+    s.Launch({{wa, 1, 1}, {wc, 0, 1}, {y, 0, 1}});
+  } else {
+    s.Launch({{wa, 1, 1}, {wc, 0, 1}});
+    s.Event(y, StepEvent::Kind::kFree);
+  }
   s.Launch({{wb, 0, 1}, {wa, 0, 1}});
+  if (free_y_last) s.Event(y, StepEvent::Kind::kFree);
   return s.w;
 }
 
@@ -335,22 +342,8 @@ TEST(PlannedPolicy, IncomingChunksWaitOnlyForTheEvictionThatMakesTheirRoom) {
 // the schedule brings in never waits for a room event from before, only for room the schedule
 // made.
 TEST(PlannedPolicy, ScheduledChunksDoNotTakeRoomMadeBeforeFollowing) {
-  // SmallStep, with y freed after the step's last launch: its room is in the ledger when the
-  // next step begins.
-  StepBuilder s;
-  s.w.name = "small";
-  const uint64_t wa = s.Add(4 * kMiB, true), wb = s.Add(2 * kMiB, true), wc = s.Add(2 * kMiB, true);
-  const uint64_t x = s.Add(2 * kMiB, false), y = s.Add(2 * kMiB, false);
-  s.Event(x, StepEvent::Kind::kAlloc);
-  s.Launch({{wa, 0, 2}, {x, 0, 1}});
-  s.Event(y, StepEvent::Kind::kAlloc);
-  s.Launch({{wb, 0, 1}, {x, 0, 1}, {y, 0, 1}});
-  s.Event(x, StepEvent::Kind::kFree);
-  s.Launch({{wc, 0, 1}, {y, 0, 1}});
-  s.Launch({{wa, 1, 1}, {wc, 0, 1}, {y, 0, 1}});
-  s.Launch({{wb, 0, 1}, {wa, 0, 1}});
-  s.Event(y, StepEvent::Kind::kFree);
-  const Workload& w = s.w;
+  // y is freed after the step's last launch: its room is in the ledger when the next step begins.
+  const Workload w = SmallStep(2 * kMiB, /*free_y_last=*/true);
   const uint64_t budget = 6 * kMiB;
   Replay replay(w, MakePlannedPolicy(Plan(w, budget), "small.toml", budget, nullptr), budget);
   replay.Init();
