@@ -388,9 +388,14 @@ void BeforeFork() {
   g_names_mutex.lock();
   g_time_mutex.lock();
   CallSites().LockForFork();
+  // The writer cannot change while g_open_mutex is held.
+  if (trace::TraceWriter* writer = g_writer.load(std::memory_order_acquire)) writer->LockForFork();
 }
 
 void AfterForkInParent() {
+  if (trace::TraceWriter* writer = g_writer.load(std::memory_order_acquire)) {
+    writer->UnlockAfterForkInParent();
+  }
   CallSites().UnlockInParent();
   g_time_mutex.unlock();
   g_names_mutex.unlock();

@@ -117,6 +117,12 @@ class TraceWriter {
   // In the child after fork(): the writer stops writing and will never touch the file again
   // (the parent owns it); takes no locks. Call from a pthread_atfork child handler.
   void AbandonInChild();
+  // Around fork(), from pthread_atfork's prepare and parent handlers: holds the lock under which
+  // the background flusher allocates and frees, so that no allocator lock is held by it when the
+  // child is made (an allocator without fork handlers, as ASan's in GCC 12, would otherwise leave
+  // the child a lock nobody releases). The child abandons the writer with the lock held.
+  void LockForFork();
+  void UnlockAfterForkInParent();
 
   // Records dropped so far (the count the end record will carry).
   uint64_t records_dropped() const;

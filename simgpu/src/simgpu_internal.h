@@ -191,6 +191,7 @@ struct Stream {
   double vtime = 0;
   std::condition_variable cv;
   std::thread worker;
+  std::atomic<bool> worker_started{false};  // the worker thread runs its own code
 };
 
 std::mutex& SyncMutex();

@@ -2,6 +2,8 @@
 // operations in order; an operation waits for its dependencies (events, the legacy stream's
 // implicit synchronization), then its body advances the stream's virtual timeline, booking the
 // compute engine or a copy engine.
+#include <sched.h>
+
 #include <algorithm>
 #include <set>
 
@@ -21,6 +23,7 @@ double g_max_vtime = 0;               // guarded by g_mu
 thread_local Stream* tls_per_thread = nullptr;
 
 void WorkerLoop(Stream* s) {
+  s->worker_started.store(true, std::memory_order_release);
   std::unique_lock<std::mutex> lock(*g_mu);
   for (;;) {
     s->cv.wait(lock, [s] { return !s->queue.empty(); });
@@ -52,6 +55,10 @@ Stream* NewStreamLocked(unsigned flags, int priority, Context* ctx) {
   s->ctx = ctx;
   g_streams->insert(s);
   s->worker = std::thread(WorkerLoop, s);
+  // The thread's start-up (which allocates) is over before the stream is handed out, so a fork()
+  // right after cannot catch it holding an allocator lock the child would inherit (ASan's
+  // allocator has no fork handlers in GCC 12).
+  while (!s->worker_started.load(std::memory_order_acquire)) sched_yield();
   return s;
 }
 
