@@ -348,9 +348,8 @@ bool ResidencyEngine::PlanScheduled(const AccessSet& access, const std::vector<u
 
 int ResidencyEngine::IssueScheduled(Stream stream) {
   int failures = 0;
-  bool side = false;
-  for (const ScheduleOp& op : t_ops) side |= op.on != ScheduleOp::On::kLaunch;
-  side = side && side_ready_.load(std::memory_order_acquire);
+  // Without side streams PlanScheduled planned the evict and side ops for the launch stream.
+  const bool side = side_ready_.load(std::memory_order_acquire);
   const Stream streams[3] = {stream, side ? evict_stream_ : stream, side ? side_stream_ : stream};
   for (const ScheduleOp& op : t_ops) {
     const Stream on = op.on == ScheduleOp::On::kOther ? op.other : streams[static_cast<int>(op.on)];
