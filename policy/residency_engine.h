@@ -238,8 +238,8 @@ class ResidencyEngine {
   struct ScheduleState {
     uint64_t ready_seq = 0;
     uint64_t evict_seq = 0;
-    Stream last_stream = nullptr;  // the stream of its newest use
-    uint64_t last_launch = 0;      // schedule_launches_ at its newest use
+    Stream last_stream = nullptr;  // the stream of its newest use (null: the legacy stream)
+    uint64_t last_launch = 0;      // schedule_launches_ at its newest use (0: none yet)
   };
 
   Device* const device_;

@@ -238,9 +238,10 @@ bool ResidencyEngine::PlanScheduled(const AccessSet& access, const std::vector<u
       // After what each other stream has so far, where it is the stream of a victim's newest use
       // or launched after that use: a kernel launched after the victim's newest known use may
       // still read it through a pointer stored in device memory (an optimizer reading gradients
-      // from a pointer table, on its own stream). (An arena's evicted chunks: per chunk.)
+      // from a pointer table, on its own stream). (An arena's evicted chunks: per chunk.) The
+      // legacy default stream (null) is one of them: PyTorch launches there by default.
       const auto after_other = [&](Stream other) {
-        if (other == nullptr || other == stream) return;
+        if (other == stream) return;
         for (const ScheduleOp& op : ops) {
           if (op.on == On::kOther && op.other == other) return;
         }
@@ -251,7 +252,7 @@ bool ResidencyEngine::PlanScheduled(const AccessSet& access, const std::vector<u
       for (const ResolvedMove& victim : resolved) {
         if (IsIncoming(victim.kind)) continue;
         for_state(victim, victim.address, victim.bytes, [&](const ScheduleState& state) {
-          after_other(state.last_stream);
+          if (state.last_launch != 0) after_other(state.last_stream);
           for (const auto& [other, newest] : schedule_streams_) {
             if (newest > state.last_launch) after_other(other);
           }

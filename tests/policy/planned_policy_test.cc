@@ -376,7 +376,7 @@ TEST(PlannedPolicy, ScheduledChunksDoNotTakeRoomMadeBeforeFollowing) {
 // the plan evicts A before launch 2 (one launch after its last use) to make room for C. With side
 // streams the eviction goes on the evict stream, without them on the launch stream: either way
 // after a wait for an event recorded on the other stream.
-void ExpectEvictionWaitsForTheOtherStream(const EngineOptions& options) {
+void ExpectEvictionWaitsForTheOtherStream(const EngineOptions& options, Stream const other) {
   StepBuilder s;
   s.w.name = "two-streams";
   const uint64_t a = s.Add(2 * kMiB, true), b = s.Add(2 * kMiB, true), c = s.Add(2 * kMiB, true);
@@ -393,7 +393,6 @@ void ExpectEvictionWaitsForTheOtherStream(const EngineOptions& options) {
   }
   ASSERT_TRUE(a_evicted_before_2) << FormatPolicyFile(plan);
   Replay replay(s.w, MakePlannedPolicy(plan, "two.toml", budget, nullptr), budget, options);
-  Stream const other = reinterpret_cast<Stream>(0x7);
   replay.stream_of_launch_ = [other](uint64_t position) { return position == 1 ? other : kStream; };
   const size_t from = replay.ThirdStepFollowed();
   const std::vector<DeviceCall>& calls = replay.device_.calls;
@@ -414,15 +413,22 @@ void ExpectEvictionWaitsForTheOtherStream(const EngineOptions& options) {
   EXPECT_TRUE(evicted);
 }
 
+Stream const kOtherStream = reinterpret_cast<Stream>(0x7);
+
 TEST(PlannedPolicy, EvictionWaitsForStreamsThatLaunchedAfterTheVictimsLastUse) {
-  ExpectEvictionWaitsForTheOtherStream(EngineOptions{});
+  ExpectEvictionWaitsForTheOtherStream(EngineOptions{}, kOtherStream);
+}
+
+// The legacy default stream (null; PyTorch's default stream) is a stream like any other.
+TEST(PlannedPolicy, EvictionWaitsForTheLegacyDefaultStream) {
+  ExpectEvictionWaitsForTheOtherStream(EngineOptions{}, nullptr);
 }
 
 // SPILLWAY_LOOKAHEAD=0, or side streams that cannot be made: the moves go on the launch stream,
 // still ordered against the job's other streams (train_like's three streams faulted 45-109 times
 // a step without this).
 TEST(PlannedPolicy, WithoutSideStreamsAnEvictionStillWaitsForTheOtherStreams) {
-  ExpectEvictionWaitsForTheOtherStream(EngineOptions{.lookahead_launches = 0});
+  ExpectEvictionWaitsForTheOtherStream(EngineOptions{.lookahead_launches = 0}, kOtherStream);
 }
 
 // Without a side stream (SPILLWAY_LOOKAHEAD=0) the schedule's moves go on the launch stream.
