@@ -78,10 +78,57 @@ std::vector<PolicyRule> PinRules(const Workload& w, const Replay& r, const Belad
 // stream: "Evictions one launch after the last use".
 constexpr uint64_t kRecentUseGuard = 1;
 
+// Launches whose loads Belady decides earlier than their own position: position in the step ->
+// how many launches earlier.
+using EarlyLoads = std::map<uint32_t, uint32_t>;
+
+// `w` with each launch of `early` also touching, `early`'s count of launches before it, what it
+// touches of the allocations live then and until it (across the step's end: persistent ones):
+// Belady then makes those chunks resident by that earlier launch, so the room for them is made
+// before the launches in between have run, where a load decided at its own launch would wait
+// for room that the launch just before it frees.
+Workload WithEarlyLoads(const Workload& w, const EarlyLoads& early) {
+  if (early.empty()) return w;
+  std::vector<size_t> launch_events;
+  for (size_t i = 0; i < w.step.size(); ++i) {
+    if (w.step[i].kind == StepEvent::Kind::kLaunch) launch_events.push_back(i);
+  }
+  const size_t n = launch_events.size();
+  Workload out = w;
+  for (const auto& [position, launches] : early) {
+    if (position >= n || launches == 0 || launches >= n) continue;
+    const bool wraps = position < launches;
+    const size_t from = launch_events[(position + n - launches) % n];
+    const size_t to = launch_events[position];
+    // Allocated or freed between the two launches (within the step): not live throughout.
+    std::vector<char> changes(w.allocations.size() + 1, 0);
+    if (!wraps) {
+      for (size_t i = from; i < to; ++i) {
+        if (w.step[i].kind != StepEvent::Kind::kLaunch) changes[w.step[i].alloc_id] = 1;
+      }
+    }
+    std::vector<char> live(w.allocations.size() + 1, 0);
+    for (const WorkloadAllocation& a : w.allocations) live[a.id] = a.persistent;
+    if (!wraps) {
+      for (size_t i = 0; i < from; ++i) {
+        if (w.step[i].kind == StepEvent::Kind::kAlloc) live[w.step[i].alloc_id] = 1;
+        if (w.step[i].kind == StepEvent::Kind::kFree) live[w.step[i].alloc_id] = 0;
+      }
+    }
+    for (const ChunkRange& c : w.step[to].launch.accesses) {
+      if (live[c.alloc_id] && !changes[c.alloc_id]) out.step[from].launch.accesses.push_back(c);
+    }
+  }
+  return out;
+}
+
 // The schedule for `options.rules` as they are (no host placement is tried), with RunBelady's
-// victim choice for `idle_horizon`.
+// victim choice for `idle_horizon` and the loads of `early` decided early. `guard_cuts`, when
+// given, counts the measured step's evictions that a launch taking early loads pulled before
+// kRecentUseGuard launches after the victim's last use.
 absl::StatusOr<PolicyFile> PlanSchedule(const Workload& w, const PlanOptions& options,
-                                        uint64_t idle_horizon) {
+                                        uint64_t idle_horizon, const EarlyLoads& early,
+                                        uint64_t* guard_cuts = nullptr) {
   const uint64_t cap = options.sim.device_memory / kChunkBytes;
   if (cap == 0) {
     return absl::InvalidArgumentError(
@@ -112,9 +159,16 @@ absl::StatusOr<PolicyFile> PlanSchedule(const Workload& w, const PlanOptions& op
                              }),
               acc.end());
   }
-  const Replay r = BuildReplay(managed);
+  const Replay r = BuildReplay(WithEarlyLoads(managed, early));
   const BeladyRun run = RunBelady(r, cap, idle_horizon);
   const uint64_t n = r.launches_per_step;
+  std::vector<char> takes_early(n, 0);  // launches that take later launches' loads
+  for (const auto& [position, launches] : early) {
+    if (position < n && launches > 0 && launches < n) {
+      takes_early[(position + n - launches) % n] = 1;
+    }
+  }
+  if (guard_cuts != nullptr) *guard_cuts = 0;
 
   std::vector<uint64_t> alloc_pos(w.allocations.size() + 1, 0);
   for (const ReplayItem& item : r.items) {
@@ -137,6 +191,10 @@ absl::StatusOr<PolicyFile> PlanSchedule(const Workload& w, const PlanOptions& op
         // Not before the kRecentUseGuard launches after its last use have been issued, unless
         // its room is needed sooner.
         const uint64_t issue = std::min(e.last_use + 1 + kRecentUseGuard, e.global);
+        if (guard_cuts != nullptr && e.step == kMeasuredStep && takes_early[e.global % n] &&
+            issue < e.last_use + 1 + kRecentUseGuard) {
+          ++*guard_cuts;
+        }
         evicted_at[e.chunk] = issue;
         slots.push(issue);
         if (e.step == kMeasuredStep) {
@@ -218,46 +276,101 @@ std::vector<PolicyRule> HostRulesFor(const Workload& w, const std::string& site)
 
 absl::StatusOr<PolicyFile> PlanPolicy(const Workload& w, const PlanOptions& options) {
   if (absl::Status s = ValidateWorkload(w); !s.ok()) return s;
-  absl::StatusOr<PolicyFile> best = PlanSchedule(w, options, 0);
+  const EarlyLoads none;
+  absl::StatusOr<PolicyFile> best = PlanSchedule(w, options, 0, none);
   if (!best.ok()) return best;
   const SimResult belady = SimulatePlanned(w, *best, options.sim);
   double best_seconds = belady.step_seconds;
   // A plan replaces the best so far when its simulated step takes under kFaster of the best's, it
-  // moves at most kMaxExtraBytes times the bytes of Belady's plan, and it leaves no more to demand
-  // faults than Belady's (a schedule folded from a replay whose steps decide differently can miss
-  // a chunk).
+  // moves at most kMaxExtraBytes times the bytes of Belady's plan or of the chunk-level bound,
+  // whichever is fewer, and it leaves no more to demand faults than Belady's (a schedule folded
+  // from a replay whose steps decide differently can miss a chunk).
   constexpr double kFaster = 0.99;
   constexpr double kMaxExtraBytes = 1.1;
+  const double max_bytes =
+      kMaxExtraBytes * static_cast<double>(std::min(belady.bytes_moved(),
+                                                    ChunkLowerBound(w, options.sim).bytes_moved()));
   auto better = [&](const SimResult& result) {
     return result.step_seconds < best_seconds * kFaster &&
            result.demand_faults <= belady.demand_faults &&
-           static_cast<double>(result.bytes_moved()) <=
-               kMaxExtraBytes * static_cast<double>(belady.bytes_moved());
+           static_cast<double>(result.bytes_moved()) <= max_bytes;
   };
+  // A plan whose gain comes from timing is kept only when the residency engine itself, replayed
+  // following it (SimulateEngine), is faster too: there the schedule's model and the engine's
+  // execution can differ.
+  std::optional<double> engine_best;  // the engine following `best`, once needed
+  auto engine_faster = [&](const PolicyFile& plan) {
+    if (!engine_best) engine_best = SimulateEngineFollowing(w, *best, options.sim).step_seconds;
+    const double engine = SimulateEngineFollowing(w, plan, options.sim).step_seconds;
+    if (engine >= *engine_best * kFaster) return false;
+    engine_best = engine;
+    return true;
+  };
+  const uint64_t n = w.num_launches();
   // Time-aware victims, from the longest horizon (closest to Belady's choices, fewest bytes) to
   // the shortest: where the step alternates between phases bound by different copy engines (a
   // forward pass waiting for copies back, a backward pass waiting for loads), evicting what has
-  // been unused longest lets the copies back start in the other phase. Such a plan is kept only
-  // when the residency engine itself, replayed following it (SimulateEngine), is faster too: its
-  // gain comes from timing, where the schedule's model and the engine's execution can differ.
+  // been unused longest lets the copies back start in the other phase.
   uint64_t idle_horizon = 0;
   if (options.time_aware_victims) {
-    std::optional<double> engine_best;  // the engine following `best`, once needed
-    const uint64_t n = w.num_launches();
     for (uint64_t eighths = 7; eighths >= 1; --eighths) {
       const uint64_t horizon = n * eighths / 8;
       if (horizon == 0) continue;
-      absl::StatusOr<PolicyFile> plan = PlanSchedule(w, options, horizon);
+      absl::StatusOr<PolicyFile> plan = PlanSchedule(w, options, horizon, none);
       if (!plan.ok()) return plan.status();
       const SimResult result = SimulatePlanned(w, *plan, options.sim);
-      if (!better(result)) continue;
-      if (!engine_best) engine_best = SimulateEngineFollowing(w, *best, options.sim).step_seconds;
-      const double engine = SimulateEngineFollowing(w, *plan, options.sim).step_seconds;
-      if (engine >= *engine_best * kFaster) continue;
+      if (!better(result) || !engine_faster(*plan)) continue;
       best_seconds = result.step_seconds;
-      engine_best = engine;
       idle_horizon = horizon;
       best = *std::move(plan);
+    }
+  }
+  // Early loads: where the room for a launch's data is made only by the launch just before it
+  // (its victims used there), deciding its loads a few launches earlier makes Belady free room
+  // sooner, at the cost of a few more bytes. Greedy: each round tries each launch's loads 1 to
+  // kMaxEarly launches early, the launches that wait longest in the simulated step first (then
+  // the rest in order: the launch that takes the room another one waits for need not wait
+  // itself), all of them in a step of up to kEarlyScanLaunches launches and kEarlyTrials plans
+  // in a longer one, and keeps the fastest plan that is better.
+  EarlyLoads early;
+  if (options.early_loads) {
+    constexpr int kEarlyRounds = 8;
+    constexpr uint32_t kMaxEarly = 3;
+    constexpr uint64_t kEarlyScanLaunches = 128;
+    const int kEarlyTrials = n <= kEarlyScanLaunches ? static_cast<int>(n * kMaxEarly) : 96;
+    for (int round = 0; round < kEarlyRounds; ++round) {
+      std::vector<double> stalls;
+      SimulatePlanned(w, *best, options.sim, &stalls);
+      std::vector<uint32_t> targets(stalls.size());
+      for (uint32_t p = 0; p < targets.size(); ++p) targets[p] = p;
+      std::stable_sort(targets.begin(), targets.end(),
+                       [&](uint32_t a, uint32_t b) { return stalls[a] > stalls[b]; });
+      std::optional<std::pair<EarlyLoads, PolicyFile>> pick;
+      double pick_seconds = 0;
+      int trials = 0;
+      for (const uint32_t target : targets) {
+        for (uint32_t launches = 1; launches <= kMaxEarly && launches < n; ++launches) {
+          if (trials == kEarlyTrials) break;
+          if (early.contains(target) && early.at(target) >= launches) continue;
+          ++trials;
+          EarlyLoads trial = early;
+          trial[target] = launches;
+          uint64_t guard_cuts = 0;
+          absl::StatusOr<PolicyFile> plan =
+              PlanSchedule(w, options, idle_horizon, trial, &guard_cuts);
+          if (!plan.ok()) return plan.status();
+          // An early load may not evict what a kernel just used (kRecentUseGuard).
+          if (guard_cuts != 0) continue;
+          const SimResult result = SimulatePlanned(w, *plan, options.sim);
+          if (!better(result) || (pick && result.step_seconds >= pick_seconds)) continue;
+          pick_seconds = result.step_seconds;
+          pick.emplace(std::move(trial), *std::move(plan));
+        }
+      }
+      if (!pick || !engine_faster(pick->second)) break;
+      best_seconds = pick_seconds;
+      early = std::move(pick->first);
+      best = std::move(pick->second);
     }
   }
   if (!options.place_on_host) return best;
@@ -272,7 +385,7 @@ absl::StatusOr<PolicyFile> PlanPolicy(const Workload& w, const PlanOptions& opti
   for (const std::string& site : sites) {
     const std::vector<PolicyRule> host = HostRulesFor(w, site);
     trial.rules.insert(trial.rules.end(), host.begin(), host.end());
-    absl::StatusOr<PolicyFile> plan = PlanSchedule(w, trial, idle_horizon);
+    absl::StatusOr<PolicyFile> plan = PlanSchedule(w, trial, idle_horizon, early);
     if (!plan.ok()) return plan.status();
     const SimResult result = SimulatePlanned(w, *plan, options.sim);
     if (better(result)) {

@@ -1,7 +1,8 @@
 // The planner: from a workload (a recorded trace or a synthetic step) and a device budget to a
 // policy file. Eviction is Belady's farthest-next-use over 2 MiB chunks (so parts of a large
 // allocation can go while the rest stays), or a time-aware variant of it when that makes the
-// simulated step faster; each eviction is issued right after the victim's last
+// simulated step faster, with some launches' loads decided a few launches early where that makes
+// room sooner (early loads); each eviction is issued right after the victim's last
 // use and each load as soon as a device slot is free for it, so transfers run ahead of the
 // kernels that need them; dead data (no use before its free) is discarded, fresh allocations are
 // populated without a copy, and allocations that never move and are small or used constantly are
@@ -32,6 +33,10 @@ struct PlanOptions {
   // step) and keep such a plan when its simulated step is at least 1% faster than the best so far
   // and it moves at most 10% more bytes than the plan with Belady's victims.
   bool time_aware_victims = true;
+  // Also decide the loads of the launches that wait longest in the simulated step a few launches
+  // early (greedy, a few rounds), keeping each change that makes the step at least 1% faster,
+  // in the simulation and with the engine following the plan, within the same 10% of bytes.
+  bool early_loads = true;
 };
 
 absl::StatusOr<PolicyFile> PlanPolicy(const Workload& w, const PlanOptions& options);

@@ -249,8 +249,10 @@ SimResult SimulateEvictionPolicy(const Workload& w, const SimOptions& o,
   return res;
 }
 
-SimResult SimulatePlanned(const Workload& w, const PolicyFile& p, const SimOptions& o) {
+SimResult SimulatePlanned(const Workload& w, const PolicyFile& p, const SimOptions& o,
+                          std::vector<double>* stalls) {
   const Replay r = BuildReplay(w);
+  if (stalls != nullptr) stalls->assign(r.launches_per_step, 0.0);
   SimResult res;
   res.policy = "planned";
   ChunkResidency state(r.total_chunks);
@@ -363,6 +365,7 @@ SimResult SimulatePlanned(const Workload& w, const PolicyFile& p, const SimOptio
       ++faults;
     }
     const double stall = FaultStallSeconds(o.cost, faults * kChunkBytes, 0);
+    if (on && stalls != nullptr) (*stalls)[item.position] = start - t.compute + stall;
     t.compute = start + ComputeOf(item, o) + stall + RemoteAccessSeconds(o.cost, remote);
     for (uint32_t c : item.chunks) last_end[c] = t.compute;
     if (on) {

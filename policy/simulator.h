@@ -84,8 +84,11 @@ inline constexpr uint32_t kEngineWarmupSteps = 5;
 SimResult SimulateEngineFollowing(const Workload& w, const PolicyFile& plan,
                                   const SimOptions& options);
 
-// Follows `policy`'s schedule and rules; what the schedule misses is demand-faulted.
-SimResult SimulatePlanned(const Workload& w, const PolicyFile& policy, const SimOptions& options);
+// Follows `policy`'s schedule and rules; what the schedule misses is demand-faulted. With
+// `stalls`, also how long each launch of the measured step waited (for its data, or for a slot)
+// after the launch before it ended, by position in the step.
+SimResult SimulatePlanned(const Workload& w, const PolicyFile& policy, const SimOptions& options,
+                          std::vector<double>* stalls = nullptr);
 
 // Belady over 2 MiB chunks: fewest chunks moved for the budget; first touches of fresh
 // allocations and dead data move nothing; step time = max(compute, copy-engine time). Over five

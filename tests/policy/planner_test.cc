@@ -1,7 +1,7 @@
 // The planner: its schedule is followed without demand faults, moves exactly the chunk-level
-// bound's bytes with Belady's victims (within 10% once time-aware victims and host placement are
-// tried), and is never worse than lru (or demand paging) on the synthetic transformer and CNN
-// training steps at several budgets.
+// bound's bytes with Belady's victims (within 10% once time-aware victims, early loads and host
+// placement are tried), and is never worse than lru (or demand paging) on the synthetic transformer
+// and CNN training steps at several budgets.
 #include "policy/planner.h"
 
 #include <algorithm>
@@ -32,10 +32,12 @@ TEST_P(PlannerOnSyntheticSteps, NeverWorseThanLruAndAtTheBoundInBytes) {
                                                     GetParam().oversubscription);
   options.place_on_host = false;
   options.time_aware_victims = false;
+  options.early_loads = false;
   absl::StatusOr<PolicyFile> residency_only = PlanPolicy(*w, options);
   ASSERT_TRUE(residency_only.ok()) << residency_only.status();
   options.place_on_host = true;
   options.time_aware_victims = true;
+  options.early_loads = true;
   absl::StatusOr<PolicyFile> plan = PlanPolicy(*w, options);
   ASSERT_TRUE(plan.ok()) << plan.status();
   ASSERT_TRUE(CheckPolicyMatches(*plan, *w).ok());
@@ -49,7 +51,8 @@ TEST_P(PlannerOnSyntheticSteps, NeverWorseThanLruAndAtTheBoundInBytes) {
   EXPECT_EQ(moved.demand_faults, 0u);
   EXPECT_EQ(moved.overcommit_chunks, 0u);
   EXPECT_GE(moved.step_seconds, bound.step_seconds * 0.999);  // the bound is a bound
-  // With time-aware victims and host placement: never slower, at most 10% more bytes.
+  // With time-aware victims, early loads and host placement: never slower, at most 10% more
+  // bytes.
   const SimResult planned = SimulatePlanned(*w, *plan, options.sim);
   EXPECT_LE(planned.step_seconds, moved.step_seconds);
   EXPECT_LE(static_cast<double>(planned.bytes_moved()), 1.1 * bound.bytes_moved());
