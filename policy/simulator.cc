@@ -497,6 +497,43 @@ SimResult CapacityLowerBound(const Workload& w, const SimOptions& o, bool shared
     best = std::max(best, window(compute_before[p], in_before, out_before) +
                               window(compute_before[n] - compute_before[p], in_after, out_after));
   }
+  // Kernel to kernel. While the kernel at Q runs, its chunks S_Q occupy |S_Q| slots, so when it
+  // ends at most C − |S_Q| of the chunks holding data then that a later kernel P touches and Q
+  // does not (A_QP of them: persistent, or the step's own touched before Q) are on the device or
+  // on their way; the rest, at least A_QP − C + |S_Q|, come in between the end of Q and the end
+  // of P: each at least h there, on the one host-to-device engine before P starts (alongside the
+  // kernels between Q and P) or inside P's kernel (a fault; a remote access, h + d). A chunk of
+  // Q's read remotely takes no slot but cost Q's kernel h + d: h of it counted as its own arrival,
+  // d left, so each arrival is counted at min(h, d). So the end of P is at least the end of Q
+  // plus c_P plus the larger of the kernels' time between them and those arrivals', and the best
+  // chain of such spans over the step (from the step before's last kernel, Q = −1, to its last,
+  // each span at most kSpan launches) is a bound.
+  constexpr uint64_t kSpan = 8;
+  std::vector<std::vector<uint32_t>> touched(n + 1);  // touched[q + 1]: the chunks of launch q
+  for (const ReplayItem& item : r.items) {
+    if (item.kind != Kind::kLaunch) continue;
+    if (item.step == kMeasuredStep) touched[item.position + 1] = item.chunks;
+    if (item.step + 1 == kMeasuredStep && item.position + 1 == n) touched[0] = item.chunks;
+  }
+  const double arrival = std::min(h, d);
+  std::vector<double> chain(n + 1, 0);  // chain[q + 1]: a bound on the end of launch q
+  for (uint64_t p = 0; p < n; ++p) {
+    const double c_p = compute_before[p + 1] - compute_before[p];
+    for (uint64_t q1 = p + 1 > kSpan ? p + 1 - kSpan : 0; q1 <= p; ++q1) {  // q1 = Q + 1
+      const std::vector<uint32_t>& at_q = touched[q1];
+      int64_t arriving = 0;
+      for (const uint32_t c : touched[p + 1]) {
+        const bool holds_data = w.allocation(r.owner[c]).persistent || first[c] + 1 < q1;
+        if (holds_data && !std::binary_search(at_q.begin(), at_q.end(), c)) ++arriving;
+      }
+      const double late = static_cast<double>(arriving) - cap + static_cast<double>(at_q.size());
+      const double between = q1 == 0 ? compute_before[p] : compute_before[p] - compute_before[q1];
+      chain[p + 1] = std::max(chain[p + 1],
+                              chain[q1] + c_p + std::max(between, arrival * std::max(0.0, late)));
+    }
+  }
+  const double launch_by_launch = chain[n];
+  best = std::max(best, launch_by_launch);
   res.compute_seconds = compute_before[n];
   res.step_seconds = best;
   return res;

@@ -102,7 +102,10 @@ SimResult ChunkLowerBound(const Workload& w, const SimOptions& options);
 // step's end at least what the kernels from P on compute and what must move after P starts; what
 // must move in a window follows from the capacity (data made before P and used from P on, data
 // that exists at the window's start and is used in it, and, since every chunk a window touches
-// needs a slot, what must leave to make room), less what the device holds. By default copies that
+// needs a slot, what must leave to make room), less what the device holds. A second argument,
+// kernel to kernel: what a kernel holds while it runs leaves the rest of the device for what the
+// next kernels need, and what does not fit comes in after it ends; the larger of the two is the
+// bound (docs/simulate.md, "The capacity bound"). By default copies that
 // bypass the copy engines (demand faults, remote access) are charged to the kernels, as simgpu
 // charges them, so each window is the best split of its traffic between the two: valid for every
 // policy the simulator models that does not drop data a later kernel reads ("cap-bound"). With

@@ -2,6 +2,7 @@
 // the shared cost model.
 #include "policy/simulator.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -178,6 +179,39 @@ TEST(Simulator, CapacityBoundCountsTheSlotsAWindowTouches) {
                              SimulateEngine(w, o, MakeLearnedPolicy, "learned")}) {
     EXPECT_GE(r.step_seconds, cap.step_seconds * (1 - 1e-9)) << r.policy;
   }
+}
+
+// Two three-chunk weights used by long kernels, a one-chunk one by a short kernel between them;
+// four chunks of room. When the kernel using A ends, A holds three of the four slots, so at most
+// one of B's chunks is on the device or on its way: two come in after it, in the short kernel's
+// time or in B's own, and the same for A after B's kernel. The kernel-to-kernel bound counts them
+// (at least 4 min(h, d) beyond the long kernels' compute); the window bound sees room enough over
+// the step.
+TEST(Simulator, CapacityBoundCountsTheSlotsTheKernelBeforeHolds) {
+  Workload w;
+  w.name = "big-small-big";
+  w.allocations.push_back({1, 3 * kChunkBytes, "A", "", {}, true});
+  w.allocations.push_back({2, kChunkBytes, "D", "", {}, true});
+  w.allocations.push_back({3, 3 * kChunkBytes, "B", "", {}, true});
+  constexpr double kLong = 1e-3, kShort = 1e-6;
+  w.step.push_back({StepEvent::Kind::kLaunch, 0, {"a", kLong, {{1, 0, 3}}}});
+  w.step.push_back({StepEvent::Kind::kLaunch, 0, {"d", kShort, {{2, 0, 1}}}});
+  w.step.push_back({StepEvent::Kind::kLaunch, 0, {"b", kLong, {{3, 0, 3}}}});
+  ASSERT_TRUE(ValidateWorkload(w).ok());
+  const SimOptions o = Chunks(4);
+  const double h = H2DSeconds(o.cost, kChunkBytes), d = D2HSeconds(o.cost, kChunkBytes);
+  const SimResult cap = CapacityLowerBound(w, o);
+  EXPECT_GE(cap.step_seconds, 2 * kLong + 4 * std::min(h, d) - 1e-12);
+  for (const SimResult& r : {SimulateDemandPaging(w, o), SimulateEngine(w, o, MakeLruPolicy, "lru"),
+                             SimulateEngine(w, o, MakeLearnedPolicy, "learned"),
+                             SimulateEvictionPolicy(w, o, MakeLearnedPolicy, "learned model")}) {
+    EXPECT_GE(r.step_seconds, cap.step_seconds * (1 - 1e-9)) << r.policy;
+  }
+  PlanOptions plan_options;
+  plan_options.sim = o;
+  absl::StatusOr<PolicyFile> plan = PlanPolicy(w, plan_options);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_GE(SimulatePlanned(w, *plan, o).step_seconds, cap.step_seconds * (1 - 1e-9));
 }
 
 // Eight one-chunk persistent allocations used in turn, each by a kernel of `compute` seconds.
