@@ -260,14 +260,20 @@ TEST(Record, AccessStartsAtThePointerTheKernelGot) {
 // Events are read at synchronizations; a launch after the last one is read at exit.
 // Kernel times are the kernels' own: the start event goes on the stream after the engine's waits
 // for its prefetches, right before the kernel. train_like oversubscribed twice on three streams:
-// every forward kernel costs the same on simgpu (equal tensors, all prefetched), so each recorded
-// forward time is within 5% of the shortest. With the start event recorded before the engine's
-// waits, forward kernels that waited for a prefetch batch were recorded up to 4x longer.
+// every forward kernel costs the same on simgpu (equal tensors) unless it demand-faults (a chunk
+// the engine did not bring in: 1-4 in a run, depending on the host's timing), so all but at most
+// as many forward kernels as the run had demand faults are recorded within 5% of the shortest.
+// With the start event recorded before the engine's waits, forward kernels that waited for a
+// prefetch batch were recorded up to 4x longer. (simgpu has room beyond the budget, as a GPU has
+// beyond SPILLWAY_DEVICE_MEMORY: with none, it evicts by itself now and then and the faults
+// follow.)
 TEST(Record, KernelTimesLeaveOutTheEnginesWaits) {
   const std::string dir = TempDir("train_like");
   const std::string path = dir + "/run.trace";
   std::map<std::string, std::string> env = RecordEnv(path);
   env["SPILLWAY_DEVICE_MEMORY"] = "64MiB";
+  env["SIMGPU_MEMORY"] = "72MiB";
+  env["SIMGPU_STATS"] = dir + "/stats.json";
   const ProcessResult run = RunProcess({kOut + "/train_like", "--oversubscription", "2", "--layers",
                                         "24", "--steps", "4", "--streams", "3"},
                                        env);
@@ -289,10 +295,17 @@ TEST(Record, KernelTimesLeaveOutTheEnginesWaits) {
     ASSERT_GT(ns, 0u) << "forward launch " << id << " has no kernel time";
     shortest = std::min(shortest, ns);
   }
+  const long long faults = JsonInt(ReadFile(dir + "/stats.json"), "count", "demand_faults");
+  ASSERT_GE(faults, 0);
+  std::string longer;
+  long long count = 0;
   for (const auto& [id, ns] : forward) {
-    EXPECT_LE(ns, shortest + shortest / 20)
-        << "forward launch " << id << ": " << ns << " ns, the shortest " << shortest << " ns";
+    if (ns <= shortest + shortest / 20) continue;
+    ++count;
+    longer += " launch " + std::to_string(id) + ": " + std::to_string(ns) + " ns;";
   }
+  EXPECT_LE(count, faults) << "forward kernels longer than the shortest (" << shortest
+                           << " ns) by over 5%:" << longer;
 }
 
 TEST(Record, LaunchAfterTheLastSynchronizationIsTimedAtExit) {
