@@ -477,8 +477,9 @@ int ResidencyEngine::OnLaunch(const AccessSet& access, const std::vector<uint64_
   const bool side = SideStreamReady();
   // Observed times (read without waiting) size the lookahead.
   // Only once the policy has predicted a step (never for lru: nothing to size).
-  const bool timing =
-      side && options_.size_lookahead_from_time && step_seen_.load(std::memory_order_relaxed);
+  const bool timing = side && options_.size_lookahead_from_time &&
+                      step_seen_.load(std::memory_order_relaxed) &&
+                      moving_.load(std::memory_order_relaxed);
   std::vector<LaunchTimer::Sample>& samples = t_samples;
   samples.clear();
   uint64_t done_batch = 0;
@@ -564,6 +565,9 @@ int ResidencyEngine::OnLaunch(const AccessSet& access, const std::vector<uint64_
     if (own_seq != 0) room_.Add(own_seq, stream, own_room);
     if (side && !scheduled) batch = PlanLookahead(stamp, stream, access_bytes, &side_moves);
     if (policy_->step_length() != 0) step_seen_.store(true, std::memory_order_relaxed);
+    if (needed != 0 || scheduled || !moves.empty() || !side_moves.empty()) {
+      moving_.store(true, std::memory_order_relaxed);
+    }
   }
   int failures = 0;
   // The previous launch's kernel interval ends here, before this launch's own waits and moves.
