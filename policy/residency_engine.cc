@@ -195,6 +195,7 @@ uint64_t ResidencyEngine::NextOrderEvent() {
 }
 
 void ResidencyEngine::PlanEviction(Tracked* tracked, uint64_t seq, Stream on) {
+  moving_.store(true, std::memory_order_relaxed);
   tracked->resident = false;
   tracked->pending_batch = 0;
   resident_bytes_ -= tracked->footprint;
@@ -565,9 +566,7 @@ int ResidencyEngine::OnLaunch(const AccessSet& access, const std::vector<uint64_
     if (own_seq != 0) room_.Add(own_seq, stream, own_room);
     if (side && !scheduled) batch = PlanLookahead(stamp, stream, access_bytes, &side_moves);
     if (policy_->step_length() != 0) step_seen_.store(true, std::memory_order_relaxed);
-    if (needed != 0 || scheduled || !moves.empty() || !side_moves.empty()) {
-      moving_.store(true, std::memory_order_relaxed);
-    }
+    if (scheduled) moving_.store(true, std::memory_order_relaxed);
   }
   int failures = 0;
   // The previous launch's kernel interval ends here, before this launch's own waits and moves.

@@ -289,8 +289,8 @@ class ResidencyEngine {
   std::atomic<uint64_t> discard_bytes_{0};
   std::atomic<uint64_t> lookahead_window_{0};
   std::atomic<bool> step_seen_{false};  // the policy has predicted a step: time the launches
-  // Data has had to move (an eviction, a launch needing what is not resident, a schedule
-  // followed): until then everything fits and launches are not timed (two events each).
+  // Something has had to go out (an eviction, or a schedule followed): until then the job fits
+  // in the budget, nothing moves but first touches, and launches are not timed (two events each).
   std::atomic<bool> moving_{false};
   LaunchTimer timer_;     // used when options_.size_lookahead_from_time; thread-safe itself
   LookaheadSizer sizer_;  // guarded by mutex_

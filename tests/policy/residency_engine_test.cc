@@ -365,6 +365,36 @@ TEST(LookaheadTest, PrefetchesWaitForTheEventsThatFreedTheirRoom) {
   EXPECT_GT(engine.lookahead_prefetch_bytes(), 0u);
 }
 
+// Launches are timed (two events each, to size the lookahead) only once something has had to go
+// out: a job that fits in the budget records no events at all, however many steps it repeats; the
+// same job over a smaller budget does.
+TEST(LookaheadTest, LaunchesAreTimedOnlyOnceSomethingHasToGoOut) {
+  for (const uint64_t budget : {64 * kMiB, 8 * kMiB}) {
+    FakeDevice device;
+    AllocationRegistry registry;
+    ResidencyEngine engine(
+        &device, MakeLearnedPolicy(), budget,
+        EngineOptions{.lookahead_launches = 8, .size_lookahead_from_time = true});
+    std::vector<Allocation> all;
+    for (int i = 0; i < 6; ++i) {
+      uint64_t address = 0;
+      device.AllocateManaged(&address, 2 * kMiB);
+      all.push_back(registry.Insert(address, 2 * kMiB, Backing::kManaged, false, true));
+      engine.OnAllocated(all.back());
+    }
+    for (int launch = 0; launch < 6 * 12; ++launch) {
+      ASSERT_EQ(engine.OnLaunch(AccessSet{all[launch % 6]}, kStream), 0);
+    }
+    if (budget == 64 * kMiB) {
+      EXPECT_TRUE(device.Calls("record").empty());
+      EXPECT_TRUE(device.Calls("to_host").empty());
+    } else {
+      EXPECT_FALSE(device.Calls("to_host").empty());
+      EXPECT_GT(device.Calls("record").size(), 12u * 2);
+    }
+  }
+}
+
 TEST(LookaheadTest, NoSideStreamWithLookaheadOff) {
   FakeDevice device;
   ResidencyEngine engine(&device, MakeLearnedPolicy(), 8 * kMiB, EngineOptions{0});
