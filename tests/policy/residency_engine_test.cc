@@ -174,17 +174,24 @@ TYPED_TEST(ResidencyEngineTest, NeverEvictsTheAccessSetOverARepeatingStep) {
 // not all fit: once the step is found, the next launches' access sets are prefetched on a side
 // stream after the evictions that made their room, and the launch that needs them waits for the
 // side stream's event. No eviction names the current or the next launch's allocations.
+// `count` managed allocations of `bytes`, made on `device`, registered and told to `engine`.
+std::vector<Allocation> ManagedAllocations(int count, uint64_t bytes, FakeDevice* device,
+                                           AllocationRegistry* registry, ResidencyEngine* engine) {
+  std::vector<Allocation> all;
+  for (int i = 0; i < count; ++i) {
+    uint64_t address = 0;
+    device->AllocateManaged(&address, bytes);
+    all.push_back(registry->Insert(address, bytes, Backing::kManaged, false, true));
+    engine->OnAllocated(all.back());
+  }
+  return all;
+}
+
 TEST(LookaheadTest, PrefetchesTheNextLaunchesOnASideStreamOrderedByEvents) {
   FakeDevice device;
   AllocationRegistry registry;
   ResidencyEngine engine(&device, MakeLearnedPolicy(), 8 * kMiB, EngineOptions{2});
-  std::vector<Allocation> all;
-  for (int i = 0; i < 6; ++i) {
-    uint64_t address = 0;
-    device.AllocateManaged(&address, 2 * kMiB);
-    all.push_back(registry.Insert(address, 2 * kMiB, Backing::kManaged, false, true));
-    engine.OnAllocated(all.back());
-  }
+  const std::vector<Allocation> all = ManagedAllocations(6, 2 * kMiB, &device, &registry, &engine);
   Stream side = nullptr;      // prefetches ahead; made on the first launch
   Stream evict = nullptr;     // evictions ahead; made on the first launch
   std::set<Event> side_done;  // events recorded on the side stream
@@ -375,13 +382,8 @@ TEST(LookaheadTest, LaunchesAreTimedOnlyOnceSomethingHasToGoOut) {
     ResidencyEngine engine(
         &device, MakeLearnedPolicy(), budget,
         EngineOptions{.lookahead_launches = 8, .size_lookahead_from_time = true});
-    std::vector<Allocation> all;
-    for (int i = 0; i < 6; ++i) {
-      uint64_t address = 0;
-      device.AllocateManaged(&address, 2 * kMiB);
-      all.push_back(registry.Insert(address, 2 * kMiB, Backing::kManaged, false, true));
-      engine.OnAllocated(all.back());
-    }
+    const std::vector<Allocation> all =
+        ManagedAllocations(6, 2 * kMiB, &device, &registry, &engine);
     for (int launch = 0; launch < 6 * 12; ++launch) {
       ASSERT_EQ(engine.OnLaunch(AccessSet{all[launch % 6]}, kStream), 0);
     }
