@@ -34,7 +34,8 @@ void ResolveFromKernelParams(const AllocationRegistry& registry,
                              AccessSet* out, std::vector<uint64_t>* words_out) {
   if (words_out != nullptr) words_out->clear();
   if (kernel_params == nullptr) return;
-  uint64_t words[kMaxWords] = {};  // zeroed: GCC -O3 cannot see that only [0, count) is read
+  uint64_t words[kMaxWords];
+  words[0] = 0;  // GCC 12 -O3 cannot see that only [0, count) is read: not all uninitialized
   size_t count = 0;
   for (size_t i = 0; i < layout.size(); ++i) {
     if (kernel_params[i] == nullptr) continue;
@@ -49,7 +50,8 @@ void ResolveFromBuffer(const AllocationRegistry& registry, const void* buffer, s
                        AccessSet* out, std::vector<uint64_t>* words_out) {
   if (words_out != nullptr) words_out->clear();
   if (buffer == nullptr) return;
-  uint64_t words[kMaxWords] = {};  // zeroed: GCC -O3 cannot see that only [0, count) is read
+  uint64_t words[kMaxWords];
+  words[0] = 0;  // GCC 12 -O3 cannot see that only [0, count) is read: not all uninitialized
   size_t count = 0;
   // The buffer is laid out from offset 0, so alignment is relative to its start.
   CollectWords(static_cast<const unsigned char*>(buffer), 0, size, words, &count, kMaxWords);
