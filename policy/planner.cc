@@ -82,6 +82,13 @@ constexpr uint64_t kRecentUseGuard = 1;
 // how many launches earlier.
 using EarlyLoads = std::map<uint32_t, uint32_t>;
 
+// The position of the launch that takes the loads of `position`, `launches` earlier in a step of
+// `n` launches (across the step's start: the step before's); nullopt when there is none.
+std::optional<size_t> EarlyFrom(uint32_t position, uint32_t launches, size_t n) {
+  if (position >= n || launches == 0 || launches >= n) return std::nullopt;
+  return (position + n - launches) % n;
+}
+
 // `w` with each launch of `early` also touching, `early`'s count of launches before it, what it
 // touches of the allocations live then and until it (across the step's end: persistent ones):
 // Belady then makes those chunks resident by that earlier launch, so the room for them is made
@@ -96,9 +103,10 @@ Workload WithEarlyLoads(const Workload& w, const EarlyLoads& early) {
   const size_t n = launch_events.size();
   Workload out = w;
   for (const auto& [position, launches] : early) {
-    if (position >= n || launches == 0 || launches >= n) continue;
+    const std::optional<size_t> from_position = EarlyFrom(position, launches, n);
+    if (!from_position) continue;
     const bool wraps = position < launches;
-    const size_t from = launch_events[(position + n - launches) % n];
+    const size_t from = launch_events[*from_position];
     const size_t to = launch_events[position];
     // Allocated or freed between the two launches (within the step): not live throughout.
     std::vector<char> changes(w.allocations.size() + 1, 0);
@@ -164,9 +172,7 @@ absl::StatusOr<PolicyFile> PlanSchedule(const Workload& w, const PlanOptions& op
   const uint64_t n = r.launches_per_step;
   std::vector<char> takes_early(n, 0);  // launches that take later launches' loads
   for (const auto& [position, launches] : early) {
-    if (position < n && launches > 0 && launches < n) {
-      takes_early[(position + n - launches) % n] = 1;
-    }
+    if (const std::optional<size_t> from = EarlyFrom(position, launches, n)) takes_early[*from] = 1;
   }
   if (guard_cuts != nullptr) *guard_cuts = 0;
 
