@@ -527,13 +527,12 @@ SimResult CapacityLowerBound(const Workload& w, const SimOptions& o, bool shared
         if (holds_data && !std::binary_search(at_q.begin(), at_q.end(), c)) ++arriving;
       }
       const double late = static_cast<double>(arriving) - cap + static_cast<double>(at_q.size());
-      const double between = q1 == 0 ? compute_before[p] : compute_before[p] - compute_before[q1];
+      const double between = compute_before[p] - compute_before[q1];  // kernels Q + 1 .. P − 1
       chain[p + 1] = std::max(chain[p + 1],
                               chain[q1] + c_p + std::max(between, arrival * std::max(0.0, late)));
     }
   }
-  const double launch_by_launch = chain[n];
-  best = std::max(best, launch_by_launch);
+  best = std::max(best, chain[n]);
   res.compute_seconds = compute_before[n];
   res.step_seconds = best;
   return res;
