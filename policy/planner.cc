@@ -89,6 +89,32 @@ std::optional<size_t> EarlyFrom(uint32_t position, uint32_t launches, size_t n) 
   return (position + n - launches) % n;
 }
 
+// Room held free at the step's end: from launch position `from` to the end of the step the
+// budget is `chunks` fewer, so Belady sends out more of what the next step needs late, while the
+// copy engine back to the host has time for it, and the next step's first launches find that room
+// free for what they allocate instead of waiting for copies back. Off when `chunks` is 0.
+struct HeldRoom {
+  uint32_t from = 0;
+  uint32_t chunks = 0;
+};
+
+// What a schedule is planned with beyond the rules: RunBelady's `idle_horizon`, the launches whose
+// loads are decided early, and the room held free at the step's end.
+struct Knobs {
+  uint64_t idle_horizon = 0;
+  EarlyLoads early;
+  HeldRoom held;
+};
+
+// RunBelady's reserve for `held` in a step of `n` launches (by position).
+std::vector<uint32_t> ReserveFor(const HeldRoom& held, size_t n) {
+  std::vector<uint32_t> reserve;
+  if (held.chunks == 0 || held.from >= n) return reserve;
+  reserve.assign(n, 0);
+  std::fill(reserve.begin() + held.from, reserve.end(), held.chunks);
+  return reserve;
+}
+
 // `w` with each launch of `early` also touching, `early`'s count of launches before it, what it
 // touches of the allocations live then and until it (across the step's end: persistent ones):
 // Belady then makes those chunks resident by that earlier launch, so the room for them is made
@@ -131,12 +157,12 @@ Workload WithEarlyLoads(const Workload& w, const EarlyLoads& early) {
 }
 
 // The schedule for `options.rules` as they are (no host placement is tried), with RunBelady's
-// victim choice for `idle_horizon` and the loads of `early` decided early. `guard_cuts`, when
-// given, counts the measured step's evictions that a launch taking early loads pulled before
-// kRecentUseGuard launches after the victim's last use.
+// victim choice for `knobs.idle_horizon`, the loads of `knobs.early` decided early and
+// `knobs.held` room held free. `guard_cuts`, when given, counts the measured step's evictions that
+// a launch taking early loads pulled before kRecentUseGuard launches after the victim's last use.
 absl::StatusOr<PolicyFile> PlanSchedule(const Workload& w, const PlanOptions& options,
-                                        uint64_t idle_horizon, const EarlyLoads& early,
-                                        uint64_t* guard_cuts = nullptr) {
+                                        const Knobs& knobs, uint64_t* guard_cuts = nullptr) {
+  const EarlyLoads& early = knobs.early;
   const uint64_t cap = options.sim.device_memory / kChunkBytes;
   if (cap == 0) {
     return absl::InvalidArgumentError(
@@ -168,8 +194,9 @@ absl::StatusOr<PolicyFile> PlanSchedule(const Workload& w, const PlanOptions& op
               acc.end());
   }
   const Replay r = BuildReplay(WithEarlyLoads(managed, early));
-  const BeladyRun run = RunBelady(r, cap, idle_horizon);
   const uint64_t n = r.launches_per_step;
+  const std::vector<uint32_t> reserve = ReserveFor(knobs.held, n);
+  const BeladyRun run = RunBelady(r, cap, knobs.idle_horizon, reserve);
   std::vector<char> takes_early(n, 0);  // launches that take later launches' loads
   for (const auto& [position, launches] : early) {
     if (const std::optional<size_t> from = EarlyFrom(position, launches, n)) takes_early[*from] = 1;
@@ -202,7 +229,8 @@ absl::StatusOr<PolicyFile> PlanSchedule(const Workload& w, const PlanOptions& op
           ++*guard_cuts;
         }
         evicted_at[e.chunk] = issue;
-        slots.push(issue);
+        // Room held free is taken again only at the next step's first launch.
+        slots.push(e.held ? (e.global / n + 1) * n : issue);
         if (e.step == kMeasuredStep) {
           moves[issue].push_back({e.dead ? Move::kDiscard : Move::kEvict, e.chunk});
         }
@@ -278,59 +306,113 @@ std::vector<PolicyRule> HostRulesFor(const Workload& w, const std::string& site)
   return rules;
 }
 
-}  // namespace
+// A plan and what it was planned with, its simulated step time, and the step time of the engine
+// following it once that has been needed.
+struct Candidate {
+  Knobs knobs;
+  PolicyFile plan;
+  double seconds = 0;
+  std::optional<double> engine_seconds;
+};
 
-absl::StatusOr<PolicyFile> PlanPolicy(const Workload& w, const PlanOptions& options) {
-  if (absl::Status s = ValidateWorkload(w); !s.ok()) return s;
-  const EarlyLoads none;
-  absl::StatusOr<PolicyFile> best = PlanSchedule(w, options, 0, none);
-  if (!best.ok()) return best;
-  const SimResult belady = SimulatePlanned(w, *best, options.sim);
-  double best_seconds = belady.step_seconds;
-  // A plan replaces the best so far when its simulated step takes under kFaster of the best's, it
-  // moves at most kMaxExtraBytes times the bytes of Belady's plan or of the chunk-level bound,
-  // whichever is fewer, and it leaves no more to demand faults than Belady's (a schedule folded
-  // from a replay whose steps decide differently can miss a chunk).
-  constexpr double kFaster = 0.99;
-  constexpr double kMaxExtraBytes = 1.1;
-  const double max_bytes =
-      kMaxExtraBytes * static_cast<double>(std::min(belady.bytes_moved(),
-                                                    ChunkLowerBound(w, options.sim).bytes_moved()));
-  auto better = [&](const SimResult& result) {
-    return result.step_seconds < best_seconds * kFaster &&
-           result.demand_faults <= belady.demand_faults &&
-           static_cast<double>(result.bytes_moved()) <= max_bytes;
-  };
-  // A plan whose gain comes from timing is kept only when the residency engine itself, replayed
-  // following it (SimulateEngine), is faster too: there the schedule's model and the engine's
-  // execution can differ.
-  std::optional<double> engine_best;  // the engine following `best`, once needed
-  auto engine_faster = [&](const PolicyFile& plan) {
-    if (!engine_best) engine_best = SimulateEngineFollowing(w, *best, options.sim).step_seconds;
-    const double engine = SimulateEngineFollowing(w, plan, options.sim).step_seconds;
-    if (engine >= *engine_best * kFaster) return false;
-    engine_best = engine;
-    return true;
-  };
-  const uint64_t n = w.num_launches();
+// The search PlanPolicy makes from Belady's plan: each stage replaces a candidate with a plan that
+// is better (Better) and, where the gain comes from timing, that the engine following it agrees
+// is faster (EngineFaster).
+class PlanSearch {
+ public:
+  PlanSearch(const Workload& w, const PlanOptions& options, const SimResult& belady)
+      : w_(w),
+        options_(options),
+        belady_(belady),
+        n_(w.num_launches()),
+        max_bytes_(kMaxExtraBytes *
+                   static_cast<double>(std::min(belady.bytes_moved(),
+                                                ChunkLowerBound(w, options.sim).bytes_moved()))) {}
+
   // Time-aware victims, from the longest horizon (closest to Belady's choices, fewest bytes) to
   // the shortest: where the step alternates between phases bound by different copy engines (a
   // forward pass waiting for copies back, a backward pass waiting for loads), evicting what has
   // been unused longest lets the copies back start in the other phase.
-  uint64_t idle_horizon = 0;
-  if (options.time_aware_victims) {
+  absl::Status TimeAwareVictims(Candidate& best) {
     for (uint64_t eighths = 7; eighths >= 1; --eighths) {
-      const uint64_t horizon = n * eighths / 8;
-      if (horizon == 0) continue;
-      absl::StatusOr<PolicyFile> plan = PlanSchedule(w, options, horizon, none);
+      Knobs trial = best.knobs;
+      trial.idle_horizon = n_ * eighths / 8;
+      if (trial.idle_horizon == 0) continue;
+      absl::StatusOr<PolicyFile> plan = PlanSchedule(w_, options_, trial);
       if (!plan.ok()) return plan.status();
-      const SimResult result = SimulatePlanned(w, *plan, options.sim);
-      if (!better(result) || !engine_faster(*plan)) continue;
-      best_seconds = result.step_seconds;
-      idle_horizon = horizon;
-      best = *std::move(plan);
+      const SimResult result = SimulatePlanned(w_, *plan, options_.sim);
+      if (!Better(best, result) || !EngineFaster(best, *plan)) continue;
+      best = Candidate{trial, *std::move(plan), result.step_seconds, best.engine_seconds};
     }
+    return absl::OkStatus();
   }
+
+  // Room held free at the step's end: where the step's first launches allocate faster than the
+  // copy engine back to the host can make room (a forward pass filling the device with fresh
+  // activations), sending out more of the next step's late data while the step before ends (a
+  // backward pass, whose copy engine back is idle) leaves that room free for them. Tries
+  // kHeldStarts start positions, evenly spaced, with each of kHeldChunks held, with `best`'s
+  // victims and with Belady's; then every start between its neighbours for the fastest of those;
+  // and returns the fastest plan that is better, in the simulation and with the engine following
+  // it (of the kHeldEngineTries fastest); nullopt when none is.
+  absl::StatusOr<std::optional<Candidate>> HeldRoomFor(Candidate& best) {
+    constexpr uint64_t kHeldStarts = 16;
+    constexpr uint32_t kHeldChunks[] = {2, 4, 6, 8, 12, 16};
+    constexpr size_t kHeldEngineTries = 4;
+    const uint64_t cap = options_.sim.device_memory / kChunkBytes;
+    const uint64_t starts = std::min(n_, kHeldStarts);
+    std::vector<Candidate> picks;
+    std::optional<Knobs> fastest;  // of the evenly spaced starts
+    double fastest_seconds = 0;
+    auto try_held = [&](const Knobs& trial) -> absl::Status {
+      absl::StatusOr<PolicyFile> plan = PlanSchedule(w_, options_, trial);
+      if (!plan.ok()) return plan.status();
+      const SimResult result = SimulatePlanned(w_, *plan, options_.sim);
+      if (!Better(best, result)) return absl::OkStatus();
+      if (!fastest || result.step_seconds < fastest_seconds) {
+        fastest = trial;
+        fastest_seconds = result.step_seconds;
+      }
+      picks.push_back({trial, *std::move(plan), result.step_seconds, std::nullopt});
+      return absl::OkStatus();
+    };
+    std::vector<uint64_t> horizons = {best.knobs.idle_horizon};
+    if (best.knobs.idle_horizon != 0) horizons.push_back(0);
+    for (const uint64_t horizon : horizons) {
+      for (uint64_t i = 0; i < starts; ++i) {
+        for (const uint32_t chunks : kHeldChunks) {
+          if (2 * chunks >= cap) continue;
+          Knobs trial = best.knobs;
+          trial.idle_horizon = horizon;
+          trial.held = HeldRoom{static_cast<uint32_t>(i * n_ / starts), chunks};
+          if (absl::Status s = try_held(trial); !s.ok()) return s;
+        }
+      }
+    }
+    if (fastest && starts < n_) {
+      const Knobs around = *fastest;
+      const uint64_t spacing = (n_ + starts - 1) / starts;
+      const uint64_t first = around.held.from > spacing ? around.held.from - spacing : 0;
+      const uint64_t last = std::min<uint64_t>(n_ - 1, around.held.from + spacing);
+      for (uint64_t from = first; from <= last; ++from) {
+        if (from == around.held.from) continue;
+        Knobs trial = around;
+        trial.held.from = static_cast<uint32_t>(from);
+        if (absl::Status s = try_held(trial); !s.ok()) return s;
+      }
+    }
+    std::stable_sort(picks.begin(), picks.end(),
+                     [](const Candidate& a, const Candidate& b) { return a.seconds < b.seconds; });
+    if (picks.size() > kHeldEngineTries) picks.resize(kHeldEngineTries);
+    for (Candidate& pick : picks) {
+      Candidate base = best;
+      if (!EngineFaster(base, pick.plan)) continue;
+      pick.engine_seconds = base.engine_seconds;
+      return std::optional<Candidate>(std::move(pick));
+    }
+    return std::optional<Candidate>();
+  }
+
   // Early loads: where the room for a launch's data is made only by the launch just before it
   // (its victims used there), deciding its loads a few launches earlier makes Belady free room
   // sooner, at the cost of a few more bytes. Greedy: each round tries each launch's loads 1 to
@@ -338,70 +420,139 @@ absl::StatusOr<PolicyFile> PlanPolicy(const Workload& w, const PlanOptions& opti
   // the rest in order: the launch that takes the room another one waits for need not wait
   // itself), all of them in a step of up to kEarlyScanLaunches launches and kEarlyTrials plans
   // in a longer one, and keeps the fastest plan that is better.
-  EarlyLoads early;
-  if (options.early_loads) {
+  absl::Status EarlyLoadsFor(Candidate& best) {
     constexpr int kEarlyRounds = 8;
     constexpr uint32_t kMaxEarly = 3;
     constexpr uint64_t kEarlyScanLaunches = 128;
-    const int kEarlyTrials = n <= kEarlyScanLaunches ? static_cast<int>(n * kMaxEarly) : 96;
+    const int kEarlyTrials = n_ <= kEarlyScanLaunches ? static_cast<int>(n_ * kMaxEarly) : 96;
     for (int round = 0; round < kEarlyRounds; ++round) {
       std::vector<double> stalls;
-      SimulatePlanned(w, *best, options.sim, &stalls);
+      SimulatePlanned(w_, best.plan, options_.sim, &stalls);
       std::vector<uint32_t> targets(stalls.size());
       for (uint32_t p = 0; p < targets.size(); ++p) targets[p] = p;
       std::stable_sort(targets.begin(), targets.end(),
                        [&](uint32_t a, uint32_t b) { return stalls[a] > stalls[b]; });
-      std::optional<std::pair<EarlyLoads, PolicyFile>> pick;
-      double pick_seconds = 0;
+      std::optional<Candidate> pick;
       int trials = 0;
       for (const uint32_t target : targets) {
-        for (uint32_t launches = 1; launches <= kMaxEarly && launches < n; ++launches) {
+        for (uint32_t launches = 1; launches <= kMaxEarly && launches < n_; ++launches) {
           if (trials == kEarlyTrials) break;
+          const EarlyLoads& early = best.knobs.early;
           if (early.contains(target) && early.at(target) >= launches) continue;
           ++trials;
-          EarlyLoads trial = early;
-          trial[target] = launches;
+          Knobs trial = best.knobs;
+          trial.early[target] = launches;
           uint64_t guard_cuts = 0;
-          absl::StatusOr<PolicyFile> plan =
-              PlanSchedule(w, options, idle_horizon, trial, &guard_cuts);
+          absl::StatusOr<PolicyFile> plan = PlanSchedule(w_, options_, trial, &guard_cuts);
           if (!plan.ok()) return plan.status();
           // An early load may not evict what a kernel just used (kRecentUseGuard).
           if (guard_cuts != 0) continue;
-          const SimResult result = SimulatePlanned(w, *plan, options.sim);
-          if (!better(result) || (pick && result.step_seconds >= pick_seconds)) continue;
-          pick_seconds = result.step_seconds;
-          pick.emplace(std::move(trial), *std::move(plan));
+          const SimResult result = SimulatePlanned(w_, *plan, options_.sim);
+          if (!Better(best, result) || (pick && result.step_seconds >= pick->seconds)) continue;
+          pick = Candidate{std::move(trial), *std::move(plan), result.step_seconds, std::nullopt};
         }
       }
-      if (!pick || !engine_faster(pick->second)) break;
-      best_seconds = pick_seconds;
-      early = std::move(pick->first);
-      best = std::move(pick->second);
+      if (!pick || !EngineFaster(best, pick->plan)) break;
+      pick->engine_seconds = best.engine_seconds;
+      best = *std::move(pick);
+    }
+    return absl::OkStatus();
+  }
+
+  // Host placement, one call site's persistent allocations at a time (kept when better).
+  absl::Status HostPlacement(Candidate& best) {
+    std::vector<std::string> sites;
+    for (const WorkloadAllocation& a : w_.allocations) {
+      if (a.persistent && !a.call_site.empty() &&
+          std::find(sites.begin(), sites.end(), a.call_site) == sites.end()) {
+        sites.push_back(a.call_site);
+      }
+    }
+    PlanOptions trial = options_;
+    for (const std::string& site : sites) {
+      const std::vector<PolicyRule> host = HostRulesFor(w_, site);
+      trial.rules.insert(trial.rules.end(), host.begin(), host.end());
+      absl::StatusOr<PolicyFile> plan = PlanSchedule(w_, trial, best.knobs);
+      if (!plan.ok()) return plan.status();
+      const SimResult result = SimulatePlanned(w_, *plan, options_.sim);
+      if (Better(best, result)) {
+        best.seconds = result.step_seconds;
+        best.plan = *std::move(plan);
+        best.engine_seconds.reset();
+      } else {
+        trial.rules.resize(trial.rules.size() - host.size());
+      }
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  // A plan replaces `best` when its simulated step takes under kFaster of `best`'s, it moves at
+  // most kMaxExtraBytes times the bytes of Belady's plan or of the chunk-level bound, whichever
+  // is fewer, and it leaves no more to demand faults than Belady's (a schedule folded from a
+  // replay whose steps decide differently can miss a chunk).
+  static constexpr double kFaster = 0.99;
+  static constexpr double kMaxExtraBytes = 1.1;
+
+  bool Better(const Candidate& best, const SimResult& result) const {
+    return result.step_seconds < best.seconds * kFaster &&
+           result.demand_faults <= belady_.demand_faults &&
+           static_cast<double>(result.bytes_moved()) <= max_bytes_;
+  }
+
+  // A plan whose gain comes from timing is kept only when the residency engine itself, replayed
+  // following it (SimulateEngineFollowing), is faster than following `best` too: there the
+  // schedule's model and the engine's execution can differ. Sets `best.engine_seconds` to the
+  // plan's when it is.
+  bool EngineFaster(Candidate& best, const PolicyFile& plan) const {
+    if (!best.engine_seconds) {
+      best.engine_seconds = SimulateEngineFollowing(w_, best.plan, options_.sim).step_seconds;
+    }
+    const double engine = SimulateEngineFollowing(w_, plan, options_.sim).step_seconds;
+    if (engine >= *best.engine_seconds * kFaster) return false;
+    best.engine_seconds = engine;
+    return true;
+  }
+
+  const Workload& w_;
+  const PlanOptions& options_;
+  const SimResult belady_;
+  const uint64_t n_;
+  const double max_bytes_;
+};
+
+}  // namespace
+
+absl::StatusOr<PolicyFile> PlanPolicy(const Workload& w, const PlanOptions& options) {
+  if (absl::Status s = ValidateWorkload(w); !s.ok()) return s;
+  absl::StatusOr<PolicyFile> belady_plan = PlanSchedule(w, options, Knobs{});
+  if (!belady_plan.ok()) return belady_plan;
+  const SimResult belady = SimulatePlanned(w, *belady_plan, options.sim);
+  PlanSearch search(w, options, belady);
+  Candidate best{Knobs{}, *std::move(belady_plan), belady.step_seconds, std::nullopt};
+  if (options.time_aware_victims) {
+    if (absl::Status s = search.TimeAwareVictims(best); !s.ok()) return s;
+  }
+  // Held room and early loads each pay bytes for time, and the first may leave the second
+  // nothing to gain: early loads are searched from the plan without held room and from the
+  // best one with it, and the faster result is kept.
+  std::optional<Candidate> held;
+  if (options.held_room) {
+    absl::StatusOr<std::optional<Candidate>> found = search.HeldRoomFor(best);
+    if (!found.ok()) return found.status();
+    held = *std::move(found);
+  }
+  if (options.early_loads) {
+    if (absl::Status s = search.EarlyLoadsFor(best); !s.ok()) return s;
+    if (held) {
+      if (absl::Status s = search.EarlyLoadsFor(*held); !s.ok()) return s;
     }
   }
-  if (!options.place_on_host) return best;
-  std::vector<std::string> sites;
-  for (const WorkloadAllocation& a : w.allocations) {
-    if (a.persistent && !a.call_site.empty() &&
-        std::find(sites.begin(), sites.end(), a.call_site) == sites.end()) {
-      sites.push_back(a.call_site);
-    }
+  if (held && held->seconds < best.seconds) best = *std::move(held);
+  if (options.place_on_host) {
+    if (absl::Status s = search.HostPlacement(best); !s.ok()) return s;
   }
-  PlanOptions trial = options;
-  for (const std::string& site : sites) {
-    const std::vector<PolicyRule> host = HostRulesFor(w, site);
-    trial.rules.insert(trial.rules.end(), host.begin(), host.end());
-    absl::StatusOr<PolicyFile> plan = PlanSchedule(w, trial, idle_horizon, early);
-    if (!plan.ok()) return plan.status();
-    const SimResult result = SimulatePlanned(w, *plan, options.sim);
-    if (better(result)) {
-      best_seconds = result.step_seconds;
-      best = *std::move(plan);
-    } else {
-      trial.rules.resize(trial.rules.size() - host.size());
-    }
-  }
-  return best;
+  return std::move(best.plan);
 }
 
 }  // namespace spillway::policy

@@ -2,7 +2,8 @@
 // policy file. Eviction is Belady's farthest-next-use over 2 MiB chunks (so parts of a large
 // allocation can go while the rest stays), or a time-aware variant of it when that makes the
 // simulated step faster, with some launches' loads decided a few launches early where that makes
-// room sooner (early loads); each eviction is issued right after the victim's last
+// room sooner (early loads) and room held free over the step's last launches where the next
+// step's first ones need it (held room); each eviction is issued right after the victim's last
 // use and each load as soon as a device slot is free for it, so transfers run ahead of the
 // kernels that need them; dead data (no use before its free) is discarded, fresh allocations are
 // populated without a copy, and allocations that never move and are small or used constantly are
@@ -37,6 +38,11 @@ struct PlanOptions {
   // early (greedy, a few rounds), keeping each change that makes the step at least 1% faster,
   // in the simulation and with the engine following the plan, within the same 10% of bytes.
   bool early_loads = true;
+  // Also plan with room held free over the step's last launches (a budget a few chunks smaller
+  // from some position to the step's end, that room left for the next step's first launches)
+  // and keep the fastest such plan that is at least 1% faster, in the simulation and with the
+  // engine following it, within the same 10% of bytes.
+  bool held_room = true;
 };
 
 absl::StatusOr<PolicyFile> PlanPolicy(const Workload& w, const PlanOptions& options);

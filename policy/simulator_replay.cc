@@ -60,7 +60,8 @@ Replay BuildReplay(const Workload& w, int steps) {
   return r;
 }
 
-BeladyRun RunBelady(const Replay& r, uint64_t capacity_chunks, uint64_t idle_horizon) {
+BeladyRun RunBelady(const Replay& r, uint64_t capacity_chunks, uint64_t idle_horizon,
+                    const std::vector<uint32_t>& reserve) {
   BeladyRun run;
   std::set<std::pair<uint64_t, uint32_t>> resident;  // (next use, chunk), farthest last
   std::set<std::pair<uint64_t, uint32_t>> by_age;    // (last use, chunk), longest unused first
@@ -93,9 +94,24 @@ BeladyRun RunBelady(const Replay& r, uint64_t capacity_chunks, uint64_t idle_hor
       resident.erase({key[c], c});
       by_age.erase({last_use[c], c});
     }
+    const uint64_t held = item.position < reserve.size() ? reserve[item.position] : 0;
+    const uint64_t cap = capacity_chunks > held ? capacity_chunks - held : 1;
+    // Room held free at this position: what is over the reduced budget goes out before the launch
+    // (farthest next use first), its slot not reused until the room is released.
+    while (held > 0 && count > cap && !resident.empty()) {
+      const uint32_t v = resident.rbegin()->second;
+      resident.erase({key[v], v});
+      by_age.erase({last_use[v], v});
+      is_resident[v] = 0;
+      --count;
+      BeladyEvent e{BeladyEvent::Kind::kEvict, v,          item.global, item.step, false,
+                    key[v] == kNoNextUse,      last_use[v]};
+      e.held = true;
+      run.events.push_back(e);
+    }
     for (uint32_t c : item.chunks) {
       if (is_resident[c]) continue;
-      if (count >= capacity_chunks) {
+      if (count >= cap) {
         if (resident.empty()) {
           ++run.overcommit_chunks;
         } else {

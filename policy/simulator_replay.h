@@ -49,6 +49,7 @@ struct BeladyEvent {
   bool fresh = false;     // kLoad: first touch since allocation (nothing to copy)
   bool dead = false;      // kEvict: never used again before its free (no copy back)
   uint64_t last_use = 0;  // kEvict, kFree: global index of its last use
+  bool held = false;      // kEvict: made for room held free at its position (RunBelady's reserve)
 };
 
 struct BeladyRun {
@@ -62,7 +63,8 @@ struct BeladyRun {
 // issued early, while the copy engine is idle, instead of right after a chunk the kernels just
 // used; it may move more bytes than Belady's (docs/results/planner-simulate.md, "Time-aware
 // victims"). REQUIRES: `capacity_chunks` > 0.
-BeladyRun RunBelady(const Replay& r, uint64_t capacity_chunks, uint64_t idle_horizon = 0);
+BeladyRun RunBelady(const Replay& r, uint64_t capacity_chunks, uint64_t idle_horizon = 0,
+                    const std::vector<uint32_t>& reserve = {});
 
 }  // namespace spillway::policy
 

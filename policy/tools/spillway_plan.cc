@@ -38,6 +38,7 @@ int Main(int argc, char** argv) {
   options.sim.cost = args->cost;
   options.time_aware_victims = !args->fewest_bytes;
   options.early_loads = !args->fewest_bytes;
+  options.held_room = !args->fewest_bytes;
   if (!args->policy.empty()) {
     absl::StatusOr<PolicyFile> rules = ReadPolicyFile(args->policy);
     if (!rules.ok()) return Fail(rules.status());

@@ -33,11 +33,13 @@ TEST_P(PlannerOnSyntheticSteps, NeverWorseThanLruAndAtTheBoundInBytes) {
   options.place_on_host = false;
   options.time_aware_victims = false;
   options.early_loads = false;
+  options.held_room = false;
   absl::StatusOr<PolicyFile> residency_only = PlanPolicy(*w, options);
   ASSERT_TRUE(residency_only.ok()) << residency_only.status();
   options.place_on_host = true;
   options.time_aware_victims = true;
   options.early_loads = true;
+  options.held_room = true;
   absl::StatusOr<PolicyFile> plan = PlanPolicy(*w, options);
   ASSERT_TRUE(plan.ok()) << plan.status();
   ASSERT_TRUE(CheckPolicyMatches(*plan, *w).ok());
@@ -223,25 +225,32 @@ TEST(Planner, EvictionsWaitOneLaunchAfterTheLastUse) {
   EXPECT_EQ(a_evicted_at, (std::vector<uint32_t>{2})) << FormatPolicyFile(*plan);
 }
 
-// Three one-chunk allocations, two chunks of room: A is used at launch 0, B at 1, C at 2-4, then
-// A at 5 and B at 6. Launch 2 needs a victim: Belady's is B (used farthest ahead); with a horizon
-// of 3 launches both A and B are beyond it and A has been unused longer; with 4, only B is.
-TEST(Planner, TimeAwareVictimIsTheLongestUnusedBeyondTheHorizon) {
+// `count` persistent one-chunk allocations (ids 1..count) and one launch per entry of `uses`,
+// touching that allocation.
+Workload OneChunkEach(const std::string& name, int count, const std::vector<uint64_t>& uses) {
   Workload w;
-  w.name = "horizon";
-  for (int i = 0; i < 3; ++i) {
+  w.name = name;
+  for (int i = 0; i < count; ++i) {
     WorkloadAllocation a;
     a.id = w.allocations.size() + 1;
     a.bytes = kChunkBytes;
     a.persistent = true;
     w.allocations.push_back(a);
   }
-  for (const uint64_t id : {1, 2, 3, 3, 3, 1, 2}) {
+  for (const uint64_t id : uses) {
     StepEvent e;
     e.launch.kernel = "k";
     e.launch.accesses = {ChunkRange{id, 0, 1}};
     w.step.push_back(e);
   }
+  return w;
+}
+
+// Three one-chunk allocations, two chunks of room: A is used at launch 0, B at 1, C at 2-4, then
+// A at 5 and B at 6. Launch 2 needs a victim: Belady's is B (used farthest ahead); with a horizon
+// of 3 launches both A and B are beyond it and A has been unused longer; with 4, only B is.
+TEST(Planner, TimeAwareVictimIsTheLongestUnusedBeyondTheHorizon) {
+  const Workload w = OneChunkEach("horizon", 3, {1, 2, 3, 3, 3, 1, 2});
   ASSERT_TRUE(ValidateWorkload(w).ok());
   const Replay r = BuildReplay(w);
   auto first_victim = [&r](uint64_t horizon) -> uint64_t {
@@ -253,6 +262,32 @@ TEST(Planner, TimeAwareVictimIsTheLongestUnusedBeyondTheHorizon) {
   EXPECT_EQ(first_victim(0), 2u);
   EXPECT_EQ(first_victim(3), 1u);
   EXPECT_EQ(first_victim(4), 2u);
+}
+
+// Three one-chunk allocations, three chunks of room: A is used at launch 0, B at 1, C at 2, A at
+// 3 and B at 4. Everything fits; with one chunk held from launch 3 to the step's end, launch 3
+// must send one out first: C, used farthest ahead (the next step's launch 2), marked as held so
+// the planner does not give its slot to another load before the next step starts.
+TEST(Planner, HeldRoomSendsOutTheFarthestUseWhenItStarts) {
+  const Workload w = OneChunkEach("held", 3, {1, 2, 3, 1, 2});
+  ASSERT_TRUE(ValidateWorkload(w).ok());
+  const Replay r = BuildReplay(w);
+  auto evictions = [](const BeladyRun& run) {
+    std::vector<const BeladyEvent*> out;
+    for (const BeladyEvent& e : run.events) {
+      if (e.kind == BeladyEvent::Kind::kEvict) out.push_back(&e);
+    }
+    return out;
+  };
+  EXPECT_TRUE(evictions(RunBelady(r, 3)).empty());
+  const BeladyRun held = RunBelady(r, 3, 0, {0, 0, 0, 1, 1});
+  const std::vector<const BeladyEvent*> out = evictions(held);
+  ASSERT_EQ(out.size(), static_cast<size_t>(kReplaySteps));  // once a step
+  for (uint32_t s = 0; s < out.size(); ++s) {
+    EXPECT_EQ(r.owner[out[s]->chunk], 3u);
+    EXPECT_TRUE(out[s]->held);
+    EXPECT_EQ(out[s]->global, s * 5 + 3);
+  }
 }
 
 // On the CNN step at 2x, the time-aware victims make the planned step faster, in the schedule's
