@@ -70,6 +70,22 @@ BeladyRun RunBelady(const Replay& r, uint64_t capacity_chunks, uint64_t idle_hor
   std::vector<char> is_resident(r.total_chunks, 0);
   std::vector<char> fresh(r.total_chunks, 1);
   uint64_t count = 0;
+  // Resident chunk `v` goes out for `item` (`held`: for room held free there).
+  auto evict = [&](uint32_t v, const ReplayItem& item, bool held) {
+    resident.erase({key[v], v});
+    by_age.erase({last_use[v], v});
+    is_resident[v] = 0;
+    --count;
+    BeladyEvent e;
+    e.kind = BeladyEvent::Kind::kEvict;
+    e.chunk = v;
+    e.global = item.global;
+    e.step = item.step;
+    e.dead = key[v] == kNoNextUse;
+    e.last_use = last_use[v];
+    e.held = held;
+    run.events.push_back(e);
+  };
   for (const ReplayItem& item : r.items) {
     if (item.kind != StepEvent::Kind::kLaunch) {
       const uint32_t first = r.base[item.alloc_id];
@@ -99,15 +115,7 @@ BeladyRun RunBelady(const Replay& r, uint64_t capacity_chunks, uint64_t idle_hor
     // Room held free at this position: what is over the reduced budget goes out before the launch
     // (farthest next use first), its slot not reused until the room is released.
     while (held > 0 && count > cap && !resident.empty()) {
-      const uint32_t v = resident.rbegin()->second;
-      resident.erase({key[v], v});
-      by_age.erase({last_use[v], v});
-      is_resident[v] = 0;
-      --count;
-      BeladyEvent e{BeladyEvent::Kind::kEvict, v,          item.global, item.step, false,
-                    key[v] == kNoNextUse,      last_use[v]};
-      e.held = true;
-      run.events.push_back(e);
+      evict(resident.rbegin()->second, item, true);
     }
     for (uint32_t c : item.chunks) {
       if (is_resident[c]) continue;
@@ -126,12 +134,7 @@ BeladyRun RunBelady(const Replay& r, uint64_t capacity_chunks, uint64_t idle_hor
               }
             }
           }
-          resident.erase({key[v], v});
-          by_age.erase({last_use[v], v});
-          is_resident[v] = 0;
-          --count;
-          run.events.push_back({BeladyEvent::Kind::kEvict, v, item.global, item.step, false,
-                                key[v] == kNoNextUse, last_use[v]});
+          evict(v, item, false);
         }
       }
       run.events.push_back(

@@ -62,7 +62,10 @@ struct BeladyRun {
 // `idle_horizon` launches, the one unused longest is the victim, so that its copy back can be
 // issued early, while the copy engine is idle, instead of right after a chunk the kernels just
 // used; it may move more bytes than Belady's (docs/results/planner-simulate.md, "Time-aware
-// victims"). REQUIRES: `capacity_chunks` > 0.
+// victims"). With `reserve` (chunks by launch position in the step; empty: none), the budget at
+// each position is that many chunks smaller: what is over it goes out before the launch,
+// farthest next use first, as evictions marked `held` (the planner's held room, planner.cc).
+// REQUIRES: `capacity_chunks` > 0.
 BeladyRun RunBelady(const Replay& r, uint64_t capacity_chunks, uint64_t idle_horizon = 0,
                     const std::vector<uint32_t>& reserve = {});
 
