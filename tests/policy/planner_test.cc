@@ -161,6 +161,10 @@ TEST(Planner, GeneratedHostRulesAreByOrder) {
     for (const uint64_t divisor : {2, 4}) {
       PlanOptions options;
       options.sim.device_memory = w->peak_live_bytes() / divisor;
+      // Host placement only: the searches for a faster schedule would take most of the time.
+      options.time_aware_victims = false;
+      options.early_loads = false;
+      options.held_room = false;
       absl::StatusOr<PolicyFile> plan = PlanPolicy(*w, options);
       ASSERT_TRUE(plan.ok()) << plan.status();
       std::vector<std::string> placed_sites;
