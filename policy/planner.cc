@@ -523,7 +523,8 @@ class PlanSearch {
 
 }  // namespace
 
-absl::StatusOr<PolicyFile> PlanPolicy(const Workload& w, const PlanOptions& options) {
+absl::StatusOr<PolicyFile> PlanPolicy(const Workload& w, const PlanOptions& options,
+                                      PlanChoices* choices) {
   if (absl::Status s = ValidateWorkload(w); !s.ok()) return s;
   absl::StatusOr<PolicyFile> belady_plan = PlanSchedule(w, options, Knobs{});
   if (!belady_plan.ok()) return belady_plan;
@@ -551,6 +552,10 @@ absl::StatusOr<PolicyFile> PlanPolicy(const Workload& w, const PlanOptions& opti
   if (held && held->seconds < best.seconds) best = *std::move(held);
   if (options.place_on_host) {
     if (absl::Status s = search.HostPlacement(best); !s.ok()) return s;
+  }
+  if (choices != nullptr) {
+    *choices = PlanChoices{best.knobs.idle_horizon, best.knobs.held.from, best.knobs.held.chunks,
+                           best.knobs.early.size()};
   }
   return std::move(best.plan);
 }

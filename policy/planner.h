@@ -45,7 +45,17 @@ struct PlanOptions {
   bool held_room = true;
 };
 
-absl::StatusOr<PolicyFile> PlanPolicy(const Workload& w, const PlanOptions& options);
+// What the search settled on, for people (spillway-plan prints it).
+struct PlanChoices {
+  uint64_t idle_horizon = 0;  // time-aware victims' horizon in launches; 0: Belady's victims
+  uint32_t held_from = 0;     // held room: from this launch to the step's end ...
+  uint32_t held_chunks = 0;   // ... this many 2 MiB chunks (0: none)
+  size_t early_launches = 0;  // launches whose loads are decided early
+};
+
+// With `choices`, also what the plan was made with.
+absl::StatusOr<PolicyFile> PlanPolicy(const Workload& w, const PlanOptions& options,
+                                      PlanChoices* choices = nullptr);
 
 }  // namespace spillway::policy
 

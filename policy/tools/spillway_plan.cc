@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "common/json_writer.h"
 #include "common/size.h"
 #include "policy/planner.h"
@@ -44,7 +45,8 @@ int Main(int argc, char** argv) {
     if (!rules.ok()) return Fail(rules.status());
     options.rules = rules->rules;
   }
-  absl::StatusOr<PolicyFile> plan = PlanPolicy(*w, options);
+  PlanChoices choices;
+  absl::StatusOr<PolicyFile> plan = PlanPolicy(*w, options, &choices);
   if (!plan.ok()) return Fail(plan.status());
   if (absl::Status s = WriteFileAtomically(args->output, FormatPolicyFile(*plan)); !s.ok()) {
     return Fail(s);
@@ -56,6 +58,16 @@ int Main(int argc, char** argv) {
       args->output.c_str(), plan->schedule.size(), plan->rules.size(),
       FormatSize(plan->budget_bytes).c_str(), FormatSize(predicted.bytes_moved()).c_str(),
       predicted.step_seconds * 1e3);
+  const std::string victims =
+      choices.idle_horizon == 0
+          ? "Belady's victims"
+          : absl::StrCat("time-aware victims (horizon ", choices.idle_horizon, " launches)");
+  const std::string held =
+      choices.held_chunks == 0
+          ? "no held room"
+          : absl::StrCat(choices.held_chunks, " chunks held from launch ", choices.held_from);
+  std::printf("planned with: %s; %s; early loads at %zu launch%s\n", victims.c_str(), held.c_str(),
+              choices.early_launches, choices.early_launches == 1 ? "" : "es");
   return 0;
 }
 

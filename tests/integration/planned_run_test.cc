@@ -427,11 +427,16 @@ TEST(PlannedRun, EarlyLoadsAndHeldRoomShortenTheRecordedTrainLikeStep) {
   absl::StatusOr<policy::PolicyFile> plain = policy::PlanPolicy(*w, options);
   ASSERT_TRUE(plain.ok()) << plain.status();
   options.early_loads = true;
-  absl::StatusOr<policy::PolicyFile> early = policy::PlanPolicy(*w, options);
+  policy::PlanChoices early_choices;
+  absl::StatusOr<policy::PolicyFile> early = policy::PlanPolicy(*w, options, &early_choices);
   ASSERT_TRUE(early.ok()) << early.status();
+  EXPECT_GT(early_choices.early_launches, 0u);
+  EXPECT_EQ(early_choices.held_chunks, 0u);
   options.held_room = true;
-  absl::StatusOr<policy::PolicyFile> with = policy::PlanPolicy(*w, options);
+  policy::PlanChoices choices;
+  absl::StatusOr<policy::PolicyFile> with = policy::PlanPolicy(*w, options, &choices);
   ASSERT_TRUE(with.ok()) << with.status();
+  EXPECT_GT(choices.held_chunks, 0u);
   const policy::SimResult before = policy::SimulatePlanned(*w, *plain, options.sim);
   const policy::SimResult middle = policy::SimulatePlanned(*w, *early, options.sim);
   const policy::SimResult after = policy::SimulatePlanned(*w, *with, options.sim);
