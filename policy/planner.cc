@@ -159,7 +159,8 @@ Workload WithEarlyLoads(const Workload& w, const EarlyLoads& early) {
 // The schedule for `options.rules` as they are (no host placement is tried), with RunBelady's
 // victim choice for `knobs.idle_horizon`, the loads of `knobs.early` decided early and
 // `knobs.held` room held free. `guard_cuts`, when given, counts the measured step's evictions that
-// a launch taking early loads pulled before kRecentUseGuard launches after the victim's last use.
+// a launch taking early loads, or held room, pulled before kRecentUseGuard launches after the
+// victim's last use.
 absl::StatusOr<PolicyFile> PlanSchedule(const Workload& w, const PlanOptions& options,
                                         const Knobs& knobs, uint64_t* guard_cuts = nullptr) {
   const EarlyLoads& early = knobs.early;
@@ -224,8 +225,8 @@ absl::StatusOr<PolicyFile> PlanSchedule(const Workload& w, const PlanOptions& op
         // Not before the kRecentUseGuard launches after its last use have been issued, unless
         // its room is needed sooner.
         const uint64_t issue = std::min(e.last_use + 1 + kRecentUseGuard, e.global);
-        if (guard_cuts != nullptr && e.step == kMeasuredStep && takes_early[e.global % n] &&
-            issue < e.last_use + 1 + kRecentUseGuard) {
+        if (guard_cuts != nullptr && e.step == kMeasuredStep &&
+            (takes_early[e.global % n] || e.held) && issue < e.last_use + 1 + kRecentUseGuard) {
           ++*guard_cuts;
         }
         evicted_at[e.chunk] = issue;
@@ -365,8 +366,11 @@ class PlanSearch {
     std::optional<Knobs> fastest;  // of the evenly spaced starts
     double fastest_seconds = 0;
     auto try_held = [&](const Knobs& trial) -> absl::Status {
-      absl::StatusOr<PolicyFile> plan = PlanSchedule(w_, options_, trial);
+      uint64_t guard_cuts = 0;
+      absl::StatusOr<PolicyFile> plan = PlanSchedule(w_, options_, trial, &guard_cuts);
       if (!plan.ok()) return plan.status();
+      // Held room may not evict what a kernel just used (kRecentUseGuard).
+      if (guard_cuts != 0) return absl::OkStatus();
       const SimResult result = SimulatePlanned(w_, *plan, options_.sim);
       if (!Better(best, result)) return absl::OkStatus();
       if (!fastest || result.step_seconds < fastest_seconds) {
