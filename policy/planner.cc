@@ -342,8 +342,9 @@ class PlanSearch {
       absl::StatusOr<PolicyFile> plan = PlanSchedule(w_, options_, trial);
       if (!plan.ok()) return plan.status();
       const SimResult result = SimulatePlanned(w_, *plan, options_.sim);
-      if (!Better(best, result) || !EngineFaster(best, *plan)) continue;
-      best = Candidate{trial, *std::move(plan), result.step_seconds, best.engine_seconds};
+      if (!Better(best, result)) continue;
+      Candidate candidate{trial, *std::move(plan), result.step_seconds, std::nullopt};
+      if (EngineFaster(best, candidate)) best = std::move(candidate);
     }
     return absl::OkStatus();
   }
@@ -363,8 +364,6 @@ class PlanSearch {
     const uint64_t cap = options_.sim.device_memory / kChunkBytes;
     const uint64_t starts = std::min(n_, kHeldStarts);
     std::vector<Candidate> picks;
-    std::optional<Knobs> fastest;  // of the evenly spaced starts
-    double fastest_seconds = 0;
     auto try_held = [&](const Knobs& trial) -> absl::Status {
       uint64_t guard_cuts = 0;
       absl::StatusOr<PolicyFile> plan = PlanSchedule(w_, options_, trial, &guard_cuts);
@@ -373,10 +372,6 @@ class PlanSearch {
       if (guard_cuts != 0) return absl::OkStatus();
       const SimResult result = SimulatePlanned(w_, *plan, options_.sim);
       if (!Better(best, result)) return absl::OkStatus();
-      if (!fastest || result.step_seconds < fastest_seconds) {
-        fastest = trial;
-        fastest_seconds = result.step_seconds;
-      }
       picks.push_back({trial, *std::move(plan), result.step_seconds, std::nullopt});
       return absl::OkStatus();
     };
@@ -393,8 +388,12 @@ class PlanSearch {
         }
       }
     }
-    if (fastest && starts < n_) {
-      const Knobs around = *fastest;
+    const auto by_seconds = [](const Candidate& a, const Candidate& b) {
+      return a.seconds < b.seconds;
+    };
+    if (!picks.empty() && starts < n_) {
+      // The fastest of the evenly spaced starts.
+      const Knobs around = std::min_element(picks.begin(), picks.end(), by_seconds)->knobs;
       const uint64_t spacing = (n_ + starts - 1) / starts;
       const uint64_t first = around.held.from > spacing ? around.held.from - spacing : 0;
       const uint64_t last = std::min<uint64_t>(n_ - 1, around.held.from + spacing);
@@ -405,14 +404,10 @@ class PlanSearch {
         if (absl::Status s = try_held(trial); !s.ok()) return s;
       }
     }
-    std::stable_sort(picks.begin(), picks.end(),
-                     [](const Candidate& a, const Candidate& b) { return a.seconds < b.seconds; });
+    std::stable_sort(picks.begin(), picks.end(), by_seconds);
     if (picks.size() > kHeldEngineTries) picks.resize(kHeldEngineTries);
     for (Candidate& pick : picks) {
-      Candidate base = best;
-      if (!EngineFaster(base, pick.plan)) continue;
-      pick.engine_seconds = base.engine_seconds;
-      return std::optional<Candidate>(std::move(pick));
+      if (EngineFaster(best, pick)) return std::optional<Candidate>(std::move(pick));
     }
     return std::optional<Candidate>();
   }
@@ -456,8 +451,7 @@ class PlanSearch {
           pick = Candidate{std::move(trial), *std::move(plan), result.step_seconds, std::nullopt};
         }
       }
-      if (!pick || !EngineFaster(best, pick->plan)) break;
-      pick->engine_seconds = best.engine_seconds;
+      if (!pick || !EngineFaster(best, *pick)) break;
       best = *std::move(pick);
     }
     return absl::OkStatus();
@@ -506,16 +500,16 @@ class PlanSearch {
 
   // A plan whose gain comes from timing is kept only when the residency engine itself, replayed
   // following it (SimulateEngineFollowing), is faster than following `best` too: there the
-  // schedule's model and the engine's execution can differ. Sets `best.engine_seconds` to the
-  // plan's when it is.
-  bool EngineFaster(Candidate& best, const PolicyFile& plan) const {
-    if (!best.engine_seconds) {
-      best.engine_seconds = SimulateEngineFollowing(w_, best.plan, options_.sim).step_seconds;
+  // schedule's model and the engine's execution can differ. Fills in each one's engine time
+  // where it is not known yet.
+  bool EngineFaster(Candidate& best, Candidate& candidate) const {
+    return EngineSeconds(candidate) < EngineSeconds(best) * kFaster;
+  }
+  double EngineSeconds(Candidate& c) const {
+    if (!c.engine_seconds) {
+      c.engine_seconds = SimulateEngineFollowing(w_, c.plan, options_.sim).step_seconds;
     }
-    const double engine = SimulateEngineFollowing(w_, plan, options_.sim).step_seconds;
-    if (engine >= *best.engine_seconds * kFaster) return false;
-    best.engine_seconds = engine;
-    return true;
+    return *c.engine_seconds;
   }
 
   const Workload& w_;

@@ -170,10 +170,6 @@ TYPED_TEST(ResidencyEngineTest, NeverEvictsTheAccessSetOverARepeatingStep) {
   }
 }
 
-// The learned policy's lookahead on the side stream, over a cyclic scan of 6 allocations that do
-// not all fit: once the step is found, the next launches' access sets are prefetched on a side
-// stream after the evictions that made their room, and the launch that needs them waits for the
-// side stream's event. No eviction names the current or the next launch's allocations.
 // `count` managed allocations of `bytes`, made on `device`, registered and told to `engine`.
 std::vector<Allocation> ManagedAllocations(int count, uint64_t bytes, FakeDevice* device,
                                            AllocationRegistry* registry, ResidencyEngine* engine) {
@@ -187,6 +183,10 @@ std::vector<Allocation> ManagedAllocations(int count, uint64_t bytes, FakeDevice
   return all;
 }
 
+// The learned policy's lookahead on the side stream, over a cyclic scan of 6 allocations that do
+// not all fit: once the step is found, the next launches' access sets are prefetched on a side
+// stream after the evictions that made their room, and the launch that needs them waits for the
+// side stream's event. No eviction names the current or the next launch's allocations.
 TEST(LookaheadTest, PrefetchesTheNextLaunchesOnASideStreamOrderedByEvents) {
   FakeDevice device;
   AllocationRegistry registry;
