@@ -1,0 +1,244 @@
+// From recorded events to one training step (see step_events.h).
+#include "policy/step_events.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "policy/residency_engine.h"
+#include "policy/step_signature.h"
+
+namespace spillway::policy {
+
+void RecordedEvents::Allocated(uint64_t id, uint64_t bytes, uint64_t call_site) {
+  allocations[id] = RecordedAllocation{bytes, call_site, {}};
+  RecordedEvent e;
+  e.kind = StepEvent::Kind::kAlloc;
+  e.alloc = id;
+  e.token = AllocToken(bytes);
+  events.push_back(std::move(e));
+}
+
+bool RecordedEvents::Freed(uint64_t id) {
+  const auto known = allocations.find(id);
+  if (known == allocations.end()) return false;
+  RecordedEvent e;
+  e.kind = StepEvent::Kind::kFree;
+  e.alloc = id;
+  e.token = FreeToken(known->second.bytes);
+  events.push_back(std::move(e));
+  return true;
+}
+
+void RecordedEvents::Launched(std::string kernel, uint64_t correlation,
+                              const std::vector<RecordedAccess>& accesses) {
+  RecordedEvent e;
+  e.kernel = std::move(kernel);
+  e.correlation = correlation;
+  std::vector<uint64_t> sizes;  // of the distinct allocations, in parameter order
+  for (const RecordedAccess& r : accesses) {
+    const auto known = allocations.find(r.alloc);
+    if (known == allocations.end()) continue;
+    const bool seen = std::any_of(e.accesses.begin(), e.accesses.end(),
+                                  [&](const RecordedAccess& x) { return x.alloc == r.alloc; });
+    if (!seen) sizes.push_back(known->second.bytes);
+    e.accesses.push_back(r);
+    std::vector<uint64_t>& offsets = known->second.offsets;
+    const auto at = std::lower_bound(offsets.begin(), offsets.end(), r.offset);
+    if (at == offsets.end() || *at != r.offset) offsets.insert(at, r.offset);
+  }
+  e.token = LaunchToken(sizes.data(), sizes.size());
+  events.push_back(std::move(e));
+  ++launches_;
+}
+
+namespace {
+
+// Where an access's range ends, in bytes. The recorder writes a pointer into an allocation as the
+// range from it to the allocation's end (it cannot know the tensor's size); in an arena (at least
+// ResidencyEngine::kArenaMinBytes, reached through an interior pointer) such a range ends at the
+// next offset any launch's pointer was seen at (the next tensor), as the engine names it
+// (docs/engine.md, "Arenas"). Every row of the simulator and the planner read these ranges.
+uint64_t AccessEnd(const RecordedAllocation& t, uint64_t offset, uint64_t bytes) {
+  const uint64_t end = bytes == 0 ? t.bytes : std::min(t.bytes, offset + bytes);
+  const bool arena =
+      t.bytes >= ResidencyEngine::kArenaMinBytes && !t.offsets.empty() && t.offsets.back() != 0;
+  if (!arena || end != t.bytes) return end;
+  const auto next = std::upper_bound(t.offsets.begin(), t.offsets.end(), offset);
+  return next == t.offsets.end() ? end : std::min(end, *next);
+}
+
+// The longest stretch around `r` where every event repeats the one `period` earlier: [a, b).
+std::pair<size_t, size_t> PeriodicRun(const std::vector<RecordedEvent>& ev, size_t r,
+                                      size_t period) {
+  size_t a = r, b = r;
+  while (a > period && ev[a - 1].token == ev[a - 1 - period].token) --a;
+  while (b < ev.size() && ev[b].token == ev[b - period].token) ++b;
+  return {a, b};
+}
+
+// The kernel time of launch `i`: the least recorded for it and for the same kernel one, two, ...
+// periods earlier (back to event `first`). A recorded time runs from the kernel's start event to
+// its end event, so it also holds what the kernel waited for on the device (another stream's
+// kernel, its own demand faults); the least over the repetitions is the closest to the kernel's
+// own time. 0 when none was recorded.
+double KernelSeconds(const RecordedEvents& read, size_t i, size_t period, size_t first) {
+  const std::vector<RecordedEvent>& ev = read.events;
+  double best = 0;
+  for (size_t j = i;; j -= period) {
+    if (ev[j].kind == StepEvent::Kind::kLaunch && ev[j].kernel == ev[i].kernel) {
+      const auto time = read.kernel_seconds.find(ev[j].correlation);
+      if (time != read.kernel_seconds.end() && (best == 0 || time->second < best)) {
+        best = time->second;
+      }
+    }
+    if (j < first + period) break;
+  }
+  return best;
+}
+
+// The workload of the step with `period` events whose repetitions end at event `b` (the run
+// of repeats starts at `a`); an error when that step does not pair its allocations and frees.
+absl::StatusOr<Workload> BuildStep(const std::string& source, const RecordedEvents& read,
+                                   size_t period, size_t a, size_t b) {
+  const std::vector<RecordedEvent>& ev = read.events;
+  const size_t n = ev.size();
+  // The repetitions cover [a - period, b). The step boundary: the fewest live
+  // allocations, among the starts of the last whole repetition's rotations.
+  std::vector<uint64_t> live_at(n + 1, 0);
+  {
+    uint64_t live = 0;
+    std::unordered_map<uint64_t, bool> alive;
+    for (size_t i = 0; i < n; ++i) {
+      live_at[i] = live;
+      if (ev[i].kind == StepEvent::Kind::kAlloc) {
+        ++live;
+        alive[ev[i].alloc] = true;
+      } else if (ev[i].kind == StepEvent::Kind::kFree && alive[ev[i].alloc]) {
+        --live;
+        alive[ev[i].alloc] = false;
+      }
+    }
+    live_at[n] = live;
+  }
+  const size_t last_start = b - period;
+  const size_t first_start = std::max(a - period, b >= 2 * period ? b - 2 * period : 0);
+  size_t start = last_start;
+  for (size_t s = last_start + 1; s-- > first_start;) {
+    if (live_at[s] < live_at[start]) start = s;
+  }
+  // Persistent: live at `start`, in allocation order.
+  Workload w;
+  w.name = source.substr(source.find_last_of('/') + 1);
+  w.description = absl::StrCat(source, ": a step of ", period, " events");
+  std::unordered_map<uint64_t, uint64_t> id_of;  // trace allocation id -> workload id
+  auto add = [&](uint64_t trace_id, bool persistent) {
+    const RecordedAllocation& t = read.allocations.at(trace_id);
+    WorkloadAllocation a;
+    a.id = w.allocations.size() + 1;
+    a.bytes = t.bytes;
+    a.call_site = CallSiteName(t.call_site);
+    if (const auto site = read.site_modules.find(t.call_site); site != read.site_modules.end()) {
+      a.modules = site->second;
+    }
+    a.name = absl::StrCat("allocation ", trace_id);
+    a.persistent = persistent;
+    w.allocations.push_back(a);
+    id_of[trace_id] = a.id;
+    return a.id;
+  };
+  {
+    std::unordered_map<uint64_t, bool> alive;
+    std::vector<uint64_t> order;
+    for (size_t i = 0; i < start; ++i) {
+      if (ev[i].kind == StepEvent::Kind::kAlloc) {
+        alive[ev[i].alloc] = true;
+        order.push_back(ev[i].alloc);
+      } else if (ev[i].kind == StepEvent::Kind::kFree) {
+        alive[ev[i].alloc] = false;
+      }
+    }
+    for (const uint64_t id : order) {
+      if (alive[id] && !id_of.contains(id)) add(id, true);
+    }
+  }
+  for (size_t i = start; i < start + period; ++i) {
+    const RecordedEvent& e = ev[i];
+    StepEvent s;
+    s.kind = e.kind;
+    if (e.kind == StepEvent::Kind::kAlloc) {
+      s.alloc_id = add(e.alloc, false);
+    } else if (e.kind == StepEvent::Kind::kFree) {
+      const auto found = id_of.find(e.alloc);
+      if (found == id_of.end()) continue;
+      s.alloc_id = found->second;
+    } else {
+      s.launch.kernel = e.kernel;
+      s.launch.compute_seconds = KernelSeconds(read, i, period, a - period);
+      for (const RecordedAccess& x : e.accesses) {
+        const auto found = id_of.find(x.alloc);
+        if (found == id_of.end()) continue;
+        const uint64_t bytes = w.allocation(found->second).bytes;
+        const uint64_t offset = std::min(x.offset, bytes - 1);
+        const uint64_t end = AccessEnd(read.allocations.at(x.alloc), offset, x.bytes);
+        const uint64_t first = offset / kChunkBytes;
+        const uint64_t last = (std::max(end, offset + 1) - 1) / kChunkBytes;
+        s.launch.accesses.push_back(ChunkRange{found->second, static_cast<uint32_t>(first),
+                                               static_cast<uint32_t>(last - first + 1)});
+      }
+    }
+    w.step.push_back(std::move(s));
+  }
+  w = NumberCanonically(std::move(w));
+  if (absl::Status status = ValidateWorkload(w); !status.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": the step found (", period,
+                     " events) is not a whole training step: ", status.message()));
+  }
+  return w;
+}
+
+}  // namespace
+
+absl::StatusOr<Workload> WorkloadFromEvents(const RecordedEvents& read, const std::string& source) {
+  const std::vector<RecordedEvent>& ev = read.events;
+  const size_t n = ev.size();
+  // The period: the repetition covering the most events (ties: the shorter period) that makes a
+  // whole step, found from candidate distances to earlier events with the same token as a few
+  // reference events.
+  struct Candidate {
+    size_t period, a, b;
+  };
+  std::vector<Candidate> candidates;
+  for (const size_t r : {n / 2, (2 * n) / 3, (3 * n) / 4, n > 0 ? n - 1 : 0}) {
+    if (r == 0 || r >= n) continue;
+    size_t tried = 0;
+    for (size_t j = r; j-- > 0 && tried < 1024;) {
+      if (ev[j].token != ev[r].token) continue;
+      ++tried;
+      const size_t period = r - j;
+      const auto [a, b] = PeriodicRun(ev, r, period);
+      if (b - a < period) continue;  // fewer than two whole repetitions
+      bool launches = false;
+      for (size_t i = b - period; i < b && !launches; ++i) {
+        launches = ev[i].kind == StepEvent::Kind::kLaunch;
+      }
+      if (launches) candidates.push_back(Candidate{period, a, b});
+    }
+  }
+  std::sort(candidates.begin(), candidates.end(), [](const Candidate& x, const Candidate& y) {
+    if (x.b - x.a != y.b - y.a) return x.b - x.a > y.b - y.a;
+    return x.period < y.period;
+  });
+  // The best few that make a whole step (each try reads the events once).
+  for (size_t i = 0; i < candidates.size() && i < 32; ++i) {
+    const Candidate& c = candidates[i];
+    absl::StatusOr<Workload> w = BuildStep(source, read, c.period, c.a, c.b);
+    if (w.ok()) return w;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat(source, ": no repeating training step found in its ", n,
+                   " allocations, frees and launches (at least two whole steps are needed)"));
+}
+
+}  // namespace spillway::policy
