@@ -152,12 +152,23 @@ void ApplyEvictionSetting(std::optional<std::string_view> eviction,
   }
 }
 
+void ApplyOnlinePlanSetting(std::optional<std::string_view> online_plan, Config* config) {
+  if (!online_plan.has_value() || online_plan->empty()) return;
+  if (*online_plan == "0" || *online_plan == "1") {
+    config->online_plan = *online_plan == "1";
+  } else {
+    config->problems.push_back("SPILLWAY_ONLINE_PLAN: unknown value '" + std::string(*online_plan) +
+                               "' (expected 0 or 1); using " + (config->online_plan ? "1" : "0"));
+  }
+}
+
 Config ReadConfigFromEnvironment() {
   Config config = MakeConfig(GetEnv("SPILLWAY_MODE"), GetEnv("SPILLWAY_LOG"),
                              GetEnv("SPILLWAY_LOG_FILE"), GetEnv("SPILLWAY_SUMMARY"));
   ApplyMemorySettings(GetEnv("SPILLWAY_DEVICE_MEMORY"), GetEnv("SPILLWAY_HOST_MEMORY"), &config);
   ApplyBackingSettings(GetEnv("SPILLWAY_DEVICE_MODULES"), GetEnv("SPILLWAY_BALLAST"), &config);
   ApplyEvictionSetting(GetEnv("SPILLWAY_EVICTION"), GetEnv("SPILLWAY_LOOKAHEAD"), &config);
+  ApplyOnlinePlanSetting(GetEnv("SPILLWAY_ONLINE_PLAN"), &config);
   if (const std::optional<std::string_view> policy = GetEnv("SPILLWAY_POLICY")) {
     config.policy_file = std::string(*policy);
   }

@@ -49,6 +49,10 @@ struct Config {
   int lookahead = kMaxLookahead;
   bool lookahead_auto = true;
   static constexpr int kMaxLookahead = 64;
+  // SPILLWAY_ONLINE_PLAN: with the learned policy and no policy file, "1" (the default) records
+  // the detected step, plans it inside the job and follows the plan (docs/engine.md, "Online
+  // planning"); "0" leaves every decision to the learned policy.
+  bool online_plan = true;
   // SPILLWAY_POLICY: a policy file (docs/policy.md) the engine follows; empty: none. It is read
   // when an engine starts; a file that cannot be used gives one line and the learned policy.
   std::string policy_file;
@@ -80,6 +84,10 @@ void ApplyBackingSettings(std::optional<std::string_view> device_modules,
 // 0..64: a fixed count; another value: a problem line, default kept).
 void ApplyEvictionSetting(std::optional<std::string_view> eviction,
                           std::optional<std::string_view> lookahead, Config* config);
+
+// Sets online_plan from SPILLWAY_ONLINE_PLAN (nullopt or empty = unset). A value other than 0/1
+// adds a line to `problems`; the default (on) stays.
+void ApplyOnlinePlanSetting(std::optional<std::string_view> online_plan, Config* config);
 
 // Splits a comma-separated module list, dropping surrounding spaces and empty entries.
 std::vector<std::string> ParseModuleList(std::string_view text);

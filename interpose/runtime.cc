@@ -26,6 +26,7 @@
 #include "interpose/real_driver.h"
 #include "interpose/recorder.h"
 #include "interpose/summary.h"
+#include "policy/online_plan.h"
 #include "policy/planned_policy.h"
 
 #ifndef SPILLWAY_VERSION
@@ -299,6 +300,14 @@ policy::ResidencyEngine* StartEngine(int ordinal) {
             }
           },
           g_take_call_sites.load(std::memory_order_relaxed) ? CallSiteModules : nullptr);
+    } else if (g_config->eviction == "learned" && g_config->online_plan) {
+      // The learned policy that plans the detected step online (SPILLWAY_ONLINE_PLAN).
+      eviction = policy::MakeOnlinePlannedPolicy(
+          budget,
+          [](bool problem, const std::string& line) {
+            Log(problem ? LogLevel::kWarn : LogLevel::kInfo, "%s", line.c_str());
+          },
+          policy::PlanRecordedSteps);
     } else {
       eviction = policy::MakePolicy(g_config->eviction);
     }

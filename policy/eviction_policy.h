@@ -13,13 +13,25 @@
 
 namespace spillway::policy {
 
+// A 2 MiB chunk of an arena (a large allocation reached through interior pointers) that a launch's
+// pointers name, while arenas stay whole in the engine (a policy with a schedule).
+struct ArenaChunk {
+  uint64_t id = 0;     // the allocation
+  uint64_t chunk = 0;  // offset / 2 MiB
+};
+
 // One launch as a policy sees it: the kernel (0 when unknown) and the managed allocations of its
-// access set in parameter order, with their sizes.
+// access set in parameter order, with their sizes. `stamp` numbers the engine's launches (the key
+// of ObserveKernelTime). For the allocations among `ids` that `arena_chunks` names, the launch
+// uses only those chunks; the others it uses whole.
 struct LaunchView {
   uint64_t function = 0;
   const uint64_t* ids = nullptr;
   const uint64_t* sizes = nullptr;
   size_t count = 0;
+  uint64_t stamp = 0;
+  const ArenaChunk* arena_chunks = nullptr;
+  size_t arena_chunk_count = 0;
 };
 
 // A move of a planned schedule (a policy file, policy/planned_policy.h): part of one allocation.
@@ -59,6 +71,12 @@ class EvictionPolicy {
   virtual std::string_view name() const = 0;
   // @brief A launch is being planned; called before the Touch calls of its access set.
   virtual void ObserveLaunch(const LaunchView& /*launch*/) {}
+  // @brief Launch `stamp` (LaunchView::stamp) ran for `seconds` on the device: measured with
+  // timing events, delivered some launches later, only while WantsKernelTimes() or the engine
+  // sizes its lookahead from time, and only once something moves and a step is detected.
+  virtual void ObserveKernelTime(uint64_t /*stamp*/, double /*seconds*/) {}
+  // @brief Whether the policy wants ObserveKernelTime (the engine then times launches).
+  virtual bool WantsKernelTimes() const { return false; }
   // @brief Allocation `id` is used by the launch being planned (the newest use).
   virtual void Touch(uint64_t id) = 0;
   // @brief Allocation `id` is gone (freed); it must never be named again.

@@ -4,12 +4,14 @@
 #include "policy/planned_policy.h"
 
 #include <algorithm>
+#include <chrono>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "policy/step_signature.h"
 
 namespace spillway::policy {
@@ -47,10 +49,26 @@ class PlannedPolicy final : public EvictionPolicy {
     }
   }
 
-  std::string_view name() const override { return usable_ ? "planned" : learned_->name(); }
+  // Online planning (MakeOnlinePlannedPolicy): no file yet, `planner` makes one.
+  PlannedPolicy(uint64_t budget_bytes, PolicyLog log, StepPlanner planner)
+      : log_(std::move(log)),
+        learned_(MakeLearnedPolicy()),
+        hash_(1),
+        planner_(std::move(planner)),
+        budget_bytes_(budget_bytes),
+        recording_(true) {
+    adherence_.path = "online plan";
+    adherence_.fallback_reason =
+        "no plan yet: the learned policy decides while the step is recorded";
+  }
+
+  std::string_view name() const override {
+    return usable_ && !planner_ ? "planned" : learned_->name();
+  }
 
   void ObserveAllocated(uint64_t id, uint64_t bytes, uint64_t call_site) override {
     learned_->ObserveAllocated(id, bytes, call_site);
+    if (recording_) recorded_.Allocated(id, bytes, call_site);
     sizes_[id] = bytes;
     if (call_site != 0 && modules_) call_sites_[id] = call_site;
     order_.push_back(id);
@@ -72,15 +90,24 @@ class PlannedPolicy final : public EvictionPolicy {
 
   void ObserveLaunch(const LaunchView& launch) override {
     learned_->ObserveLaunch(launch);
+    if (recording_) Record(launch);
     if (!usable_) return;
     if (aligned_) PlanPosition();
     Event(LaunchToken(launch.sizes, launch.count));
   }
 
+  void ObserveKernelTime(uint64_t stamp, double seconds) override {
+    if (!recording_ || seconds <= 0) return;
+    recorded_.kernel_seconds[stamp] = seconds;
+    ++timed_;
+  }
+  bool WantsKernelTimes() const override { return recording_; }
+
   void Touch(uint64_t id) override { learned_->Touch(id); }
 
   void Forget(uint64_t id) override {
     learned_->Forget(id);
+    if (recording_) recorded_.Freed(id);
     const auto it = sizes_.find(id);
     const uint64_t bytes = it == sizes_.end() ? 0 : it->second;
     if (it != sizes_.end()) sizes_.erase(it);
@@ -159,6 +186,94 @@ class PlannedPolicy final : public EvictionPolicy {
   const ScheduleAdherence* adherence() const override { return &adherence_; }
 
  private:
+  // Online planning: appends the launch to the recording (an arena's chunks as named, an arena
+  // used whole as all its chunks, other allocations whole), and plans once it is time.
+  void Record(const LaunchView& launch) {
+    accesses_.clear();
+    for (size_t i = 0; i < launch.count; ++i) {
+      const uint64_t id = launch.ids[i];
+      const uint64_t bytes = launch.sizes[i];
+      bool named = false;
+      for (size_t c = 0; c < launch.arena_chunk_count; ++c) {
+        const ArenaChunk& chunk = launch.arena_chunks[c];
+        if (chunk.id != id) continue;
+        named = true;
+        const uint64_t offset = chunk.chunk * kChunkBytes;
+        if (offset < bytes) {
+          accesses_.push_back(RecordedAccess{id, offset, std::min(kChunkBytes, bytes - offset)});
+        }
+      }
+      if (named) {
+        arenas_.insert(id);
+      } else if (arenas_.contains(id)) {
+        for (uint64_t offset = 0; offset < bytes; offset += kChunkBytes) {
+          accesses_.push_back(RecordedAccess{id, offset, std::min(kChunkBytes, bytes - offset)});
+        }
+      } else {
+        accesses_.push_back(RecordedAccess{id, 0, 0});
+      }
+    }
+    recorded_.Launched(absl::StrCat("function ", launch.function), launch.stamp, accesses_);
+    const uint64_t step = learned_->step_length();
+    if (step != 0 && timed_ >= step && recorded_.launches() >= next_try_) {
+      TryPlan(step);
+    } else if (recorded_.launches() >= kOnlinePlanLaunchLimit) {
+      StopRecording(absl::StrCat("online plan: no plan after ", recorded_.launches(), " launches (",
+                                 step == 0     ? "no repeating step detected"
+                                 : timed_ == 0 ? "no kernel was timed: nothing had to move"
+                                               : "too few kernel times",
+                                 "); the learned policy decides"),
+                    timed_ != 0 && step != 0);
+    }
+  }
+
+  // Plans the recording; follows the plan (from the next step that matches it) or tries again a
+  // step later, at most kTries times.
+  void TryPlan(uint64_t step) {
+    static constexpr int kTries = 3;
+    const auto start = std::chrono::steady_clock::now();
+    absl::StatusOr<StepPlan> plan = planner_(recorded_, budget_bytes_);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (!plan.ok()) {
+      if (++tries_ < kTries) {
+        next_try_ = recorded_.launches() + step;
+        return;
+      }
+      StopRecording(
+          absl::StrCat("online plan: ", plan.status().message(), "; the learned policy decides"),
+          true);
+      return;
+    }
+    file_ = std::move(plan->file);
+    if (file_.step_signature == 0 || file_.budget_bytes > budget_bytes_) {
+      StopRecording(
+          "online plan: the plan made cannot be followed (no step signature, or over "
+          "the budget); the learned policy decides",
+          true);
+      return;
+    }
+    hash_ = RollingStepHash(file_.step_events);
+    usable_ = true;
+    unmatched_events_ = 0;
+    adherence_.fallback_reason = "planned: waiting for the step's start";
+    StopRecording(absl::StrFormat("online plan: %s (planned in %.2f s, from %zu launches "
+                                  "recorded); following it from the next step",
+                                  plan->description, seconds, recorded_.launches()),
+                  false);
+  }
+
+  void StopRecording(const std::string& line, bool problem) {
+    recording_ = false;
+    recorded_ = RecordedEvents{};
+    arenas_.clear();
+    if (problem) {
+      Fallback(true, line);
+    } else if (log_) {
+      log_(false, line);
+    }
+  }
+
   // One event of the job: counts it in the step being followed and checks the step's end.
   void Event(uint64_t token) {
     hash_.Add(token);
@@ -179,8 +294,9 @@ class PlannedPolicy final : public EvictionPolicy {
                                   ": no step of the job has matched the policy's "
                                   "step signature in ",
                                   unmatched_events_,
-                                  " events (is it planned for this job?); the learned policy "
-                                  "decides"));
+                                  planner_ ? " events since it was planned (the job's step changed)"
+                                           : " events (is it planned for this job?)",
+                                  "; the learned policy decides"));
     }
   }
 
@@ -322,11 +438,21 @@ class PlannedPolicy final : public EvictionPolicy {
     adherence_.fallback_reason = reason;
   }
 
-  const PolicyFile file_;
+  PolicyFile file_;  // set once, at construction or when planned online
   const PolicyLog log_;
   const CallSiteModules modules_;
   std::unique_ptr<EvictionPolicy> learned_;
   RollingStepHash hash_;
+  // Online planning (null planner_: a policy file).
+  const StepPlanner planner_;
+  const uint64_t budget_bytes_ = 0;
+  bool recording_ = false;
+  RecordedEvents recorded_;
+  std::unordered_set<uint64_t> arenas_;   // allocations launches have named chunks of
+  std::vector<RecordedAccess> accesses_;  // scratch of Record
+  uint64_t timed_ = 0;                    // kernel times recorded
+  uint64_t next_try_ = 0;                 // plan when this many launches are recorded
+  int tries_ = 0;
   bool usable_ = false;
   bool aligned_ = false;
   bool logged_binding_ = false;
@@ -358,6 +484,11 @@ std::unique_ptr<EvictionPolicy> MakePlannedPolicy(PolicyFile file, std::string p
                                                   CallSiteModules modules) {
   return std::make_unique<PlannedPolicy>(std::move(file), std::move(path), budget_bytes,
                                          std::move(log), std::move(modules), "");
+}
+
+std::unique_ptr<EvictionPolicy> MakeOnlinePlannedPolicy(uint64_t budget_bytes, PolicyLog log,
+                                                        StepPlanner planner) {
+  return std::make_unique<PlannedPolicy>(budget_bytes, std::move(log), std::move(planner));
 }
 
 std::unique_ptr<EvictionPolicy> PlannedPolicyFor(const absl::StatusOr<PolicyFile>& file,

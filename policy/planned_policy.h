@@ -11,7 +11,8 @@
 // not prefetched by it and the schedule's moves of them are dropped (as the simulator has it), and
 // each `host` one is handed to the engine once (TakeHostPlacements), which advises the device to
 // keep it on the host and map it remotely (policy/residency_engine_host.cc); one the device
-// refuses is moved as `swap` from then on, said in one line. See docs/policy.md.
+// refuses is moved as `swap` from then on, said in one line. The same policy can also plan the
+// step itself, online, from what the job does (MakeOnlinePlannedPolicy). See docs/policy.md.
 #ifndef SPILLWAY_POLICY_PLANNED_POLICY_H_
 #define SPILLWAY_POLICY_PLANNED_POLICY_H_
 
@@ -22,8 +23,10 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "policy/eviction_policy.h"
 #include "policy/policy_file.h"
+#include "policy/step_events.h"
 
 namespace spillway::policy {
 
@@ -34,6 +37,32 @@ using PolicyLog = std::function<void(bool problem, const std::string& line)>;
 // The paths of the modules on call site `call_site`'s stack (Allocation::call_site), innermost
 // first; for rules by module. Null when the run takes no call sites.
 using CallSiteModules = std::function<std::vector<std::string>(uint64_t call_site)>;
+
+// Plans a step from what the job did (a recording of its allocations, frees and launches with
+// kernel times) for a device budget: the policy file to follow and one line for people. The
+// interposer passes PlanRecordedSteps (policy/online_plan.h); tests may pass their own.
+struct StepPlan {
+  PolicyFile file;
+  std::string description;  // what was planned and what it predicts, for the log
+};
+using StepPlanner =
+    std::function<absl::StatusOr<StepPlan>(const RecordedEvents& events, uint64_t budget_bytes)>;
+
+// The learned policy with online planning: until a plan exists the learned policy decides, as
+// without a file (arenas stay whole, so the recorded chunks are the ones the engine will move).
+// The policy records the job's allocations, frees and launches (with the arena chunks each names,
+// and kernel times, which it asks the engine for); once the learned policy has detected a step and
+// a whole step's launches have kernel times, `planner` plans the recording for `budget_bytes`,
+// and the plan is followed from the next step that matches it, exactly as a policy file is
+// (adherence() reports it, path "online plan"). A recording that gives no plan is tried again a
+// step later, three times at most; then, or when kOnlinePlanLaunchLimit launches pass without a
+// plan (a job that fits never times its kernels), recording stops and the learned policy goes on
+// deciding, said in one line through `log`. Planning runs in the launch that completes the
+// recording, under the engine's lock (a fraction of a second for a step of a few hundred
+// launches).
+std::unique_ptr<EvictionPolicy> MakeOnlinePlannedPolicy(uint64_t budget_bytes, PolicyLog log,
+                                                        StepPlanner planner);
+inline constexpr uint64_t kOnlinePlanLaunchLimit = 65536;
 
 // A policy following `file` (read from `path`) over a fresh learned policy. When the file cannot
 // be followed (no step signature, or planned for more memory than `budget_bytes`), the result

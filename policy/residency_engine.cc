@@ -478,7 +478,9 @@ int ResidencyEngine::OnLaunch(const AccessSet& access, const std::vector<uint64_
   const bool side = SideStreamReady();
   // Observed times (read without waiting) size the lookahead.
   // Only once the policy has predicted a step (never for lru: nothing to size).
-  const bool timing = side && options_.size_lookahead_from_time &&
+  const bool timing = side &&
+                      (options_.size_lookahead_from_time ||
+                       policy_times_.load(std::memory_order_relaxed)) &&
                       step_seen_.load(std::memory_order_relaxed) &&
                       moving_.load(std::memory_order_relaxed);
   std::vector<LaunchTimer::Sample>& samples = t_samples;
@@ -498,12 +500,16 @@ int ResidencyEngine::OnLaunch(const AccessSet& access, const std::vector<uint64_
     for (const LaunchTimer::Sample& sample : samples) {
       if (sample.kind == LaunchTimer::Kind::kKernel) {
         sizer_.AddKernelTime(sample.key, sample.seconds);
+        policy_->ObserveKernelTime(sample.key, sample.seconds);
       } else {
         sizer_.AddTransfer(sample.key, sample.seconds, sample.kind == LaunchTimer::Kind::kToDevice);
       }
     }
     ExpandAccess(access, words, &ids, &sizes);
-    policy_->ObserveLaunch(LaunchView{function, ids.data(), sizes.data(), ids.size()});
+    const std::vector<ArenaChunk>& chunks = ScheduledArenaChunks(access, words);
+    policy_->ObserveLaunch(LaunchView{function, ids.data(), sizes.data(), ids.size(), stamp,
+                                      chunks.data(), chunks.size()});
+    policy_times_.store(policy_->WantsKernelTimes(), std::memory_order_relaxed);
     host = PlanHostPlacements(stream);  // residency_engine_host.cc
     uint64_t needed = 0, access_bytes = 0;
     for (const uint64_t id : ids) {
@@ -522,7 +528,7 @@ int ResidencyEngine::OnLaunch(const AccessSet& access, const std::vector<uint64_
       }
     }
     // A policy file's schedule decides this launch's moves (residency_engine_schedule.cc).
-    scheduled = PlanScheduled(access, words, ids, side, stream);
+    scheduled = PlanScheduled(ids, side, stream);
     // Evict until the access set fits beside what stays, or nothing else can go: on this stream,
     // after the victims' last uses elsewhere; one order event after the evictions.
     t_own_last_uses.clear();

@@ -140,6 +140,8 @@ class ResidencyEngine {
   static uint64_t PieceId(uint64_t id, uint64_t chunk) {
     return (uint64_t{1} << 63) | (id << 20) | chunk;
   }
+  static uint64_t PieceAllocation(uint64_t piece) { return (piece & ~(uint64_t{1} << 63)) >> 20; }
+  static uint64_t PieceChunk(uint64_t piece) { return piece & ((uint64_t{1} << 20) - 1); }
   // REQUIRES: mutex_ held. The ids of what the launch touches (tracked allocations, and for arenas
   // the chunks its pointers name), distinct, in parameter order, with their sizes.
   void ExpandAccess(const AccessSet& access, const std::vector<uint64_t>& words,
@@ -204,13 +206,16 @@ class ResidencyEngine {
             const std::vector<LastUse>& last_uses, const std::vector<OrderWait>& waits);
   // REQUIRES: mutex_ held. Forgets `allocation`; returns the bytes of the budget that frees.
   uint64_t ForgetLocked(const Allocation& allocation);
-  // REQUIRES: mutex_ held. When the policy's schedule decides the launch being planned (`ids`:
-  // its access set), takes its moves, updates residency and plans the device calls that execute
-  // them (with side streams: chunk by chunk, ordered by order events).
-  // residency_engine_schedule.cc.
-  // `access`, `words`: the launch's, for the chunks of an arena it uses (ScheduledArenaUse).
-  bool PlanScheduled(const AccessSet& access, const std::vector<uint64_t>& words,
-                     const std::vector<uint64_t>& ids, bool side, Stream stream);
+  // REQUIRES: mutex_ held. With a policy that has a schedule (adherence() non-null), the chunks
+  // of arenas the launch (`access`, `words`) uses (ScheduledArenaUse), for the policy's view of it
+  // and for PlanScheduled; empty otherwise. residency_engine_schedule.cc.
+  const std::vector<ArenaChunk>& ScheduledArenaChunks(const AccessSet& access,
+                                                      const std::vector<uint64_t>& words);
+  // REQUIRES: mutex_ held, ScheduledArenaChunks called for this launch. When the policy's schedule
+  // decides the launch being planned (`ids`: its access set), takes its moves, updates residency
+  // and plans the device calls that execute them (with side streams: chunk by chunk, ordered by
+  // order events). residency_engine_schedule.cc.
+  bool PlanScheduled(const std::vector<uint64_t>& ids, bool side, Stream stream);
   // REQUIRES: mutex_ held. While a schedule is followed (arenas stay whole in tracked_), notes
   // the offsets `words` reach into each allocation of `access` of at least kArenaMinBytes reached
   // through an interior pointer, and appends to `pieces` the PieceId of each chunk its pointers
@@ -289,6 +294,7 @@ class ResidencyEngine {
   std::atomic<uint64_t> discard_bytes_{0};
   std::atomic<uint64_t> lookahead_window_{0};
   std::atomic<bool> step_seen_{false};  // the policy has predicted a step: time the launches
+  std::atomic<bool> policy_times_{false};  // the policy wants kernel times (WantsKernelTimes)
   // Something has had to go out (an eviction, or a schedule followed): until then the job fits
   // in the budget, nothing moves but first touches, and launches are not timed (two events each).
   std::atomic<bool> moving_{false};

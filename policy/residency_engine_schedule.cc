@@ -80,6 +80,7 @@ thread_local std::vector<uint64_t> t_evict_seqs;
 thread_local std::vector<RoomLedger::Room> t_slot;
 thread_local std::vector<uint64_t> t_arena_ids;
 thread_local std::vector<uint64_t> t_pieces;
+thread_local std::vector<ArenaChunk> t_chunks;
 
 bool Contains(const std::vector<uint64_t>& v, uint64_t x) {
   return std::find(v.begin(), v.end(), x) != v.end();
@@ -126,19 +127,28 @@ void ResidencyEngine::ScheduledArenaUse(const AccessSet& access, const std::vect
   }
 }
 
-bool ResidencyEngine::PlanScheduled(const AccessSet& access, const std::vector<uint64_t>& words,
-                                    const std::vector<uint64_t>& ids, bool side, Stream stream) {
+const std::vector<ArenaChunk>& ResidencyEngine::ScheduledArenaChunks(
+    const AccessSet& access, const std::vector<uint64_t>& words) {
+  // The arenas this launch reaches by pointer, and the chunks it uses of them (learned from the
+  // first launch on, with a policy file, so that the offsets are known when following begins).
+  t_arena_ids.clear();
+  t_pieces.clear();
+  t_chunks.clear();
+  if (policy_->adherence() == nullptr) return t_chunks;
+  ScheduledArenaUse(access, words, &t_arena_ids, &t_pieces);
+  for (const uint64_t piece : t_pieces) {
+    t_chunks.push_back(ArenaChunk{PieceAllocation(piece), PieceChunk(piece)});
+  }
+  return t_chunks;
+}
+
+bool ResidencyEngine::PlanScheduled(const std::vector<uint64_t>& ids, bool side, Stream stream) {
   std::vector<ResolvedMove>& resolved = t_resolved;
   std::vector<ScheduleOp>& ops = t_ops;
   resolved.clear();
   ops.clear();
-  // The arenas this launch reaches by pointer, and the chunks it uses of them (learned from the
-  // first launch on, with a policy file, so that the offsets are known when following begins).
-  std::vector<uint64_t>& arena_ids = t_arena_ids;
-  std::vector<uint64_t>& pieces = t_pieces;
-  arena_ids.clear();
-  pieces.clear();
-  if (policy_->adherence() != nullptr) ScheduledArenaUse(access, words, &arena_ids, &pieces);
+  const std::vector<uint64_t>& arena_ids = t_arena_ids;
+  const std::vector<uint64_t>& pieces = t_pieces;
   if (!policy_->ScheduledMoves(&t_scheduled)) {
     schedule_active_ = false;
     return false;
