@@ -77,22 +77,23 @@ std::pair<size_t, size_t> PeriodicRun(const std::vector<RecordedEvent>& ev, size
   return {a, b};
 }
 
-// The kernel time of launch `i`: the least recorded for it and for the same kernel one, two, ...
-// periods earlier (back to event `first`). A recorded time runs from the kernel's start event to
-// its end event, so it also holds what the kernel waited for on the device (another stream's
-// kernel, its own demand faults); the least over the repetitions is the closest to the kernel's
-// own time. 0 when none was recorded.
-double KernelSeconds(const RecordedEvents& read, size_t i, size_t period, size_t first) {
+// The kernel time of launch `i`: the least recorded for it and for the same kernel whole periods
+// before and after it within the repetitions [first, end). A recorded time runs from the kernel's
+// start event to its end event, so it also holds what the kernel waited for on the device (another
+// stream's kernel, its own demand faults); the least over the repetitions is the closest to the
+// kernel's own time. 0 when none was recorded (a recording whose kernels were timed only from
+// some launch on has them in the repetitions after the step picked).
+double KernelSeconds(const RecordedEvents& read, size_t i, size_t period, size_t first,
+                     size_t end) {
   const std::vector<RecordedEvent>& ev = read.events;
   double best = 0;
-  for (size_t j = i;; j -= period) {
+  for (size_t j = first + (i - first) % period; j < end; j += period) {
     if (ev[j].kind == StepEvent::Kind::kLaunch && ev[j].kernel == ev[i].kernel) {
       const auto time = read.kernel_seconds.find(ev[j].correlation);
       if (time != read.kernel_seconds.end() && (best == 0 || time->second < best)) {
         best = time->second;
       }
     }
-    if (j < first + period) break;
   }
   return best;
 }
@@ -174,7 +175,7 @@ absl::StatusOr<Workload> BuildStep(const std::string& source, const RecordedEven
       s.alloc_id = found->second;
     } else {
       s.launch.kernel = e.kernel;
-      s.launch.compute_seconds = KernelSeconds(read, i, period, a - period);
+      s.launch.compute_seconds = KernelSeconds(read, i, period, a - period, b);
       for (const RecordedAccess& x : e.accesses) {
         const auto found = id_of.find(x.alloc);
         if (found == id_of.end()) continue;

@@ -7,6 +7,9 @@
 // Rules: `keep` allocations are no victims, `never` ones are not moved, and `host` ones are placed
 // on the host once and never moved (a refused placement: one line, and the allocation is swapped).
 // An arena moved slice by slice: a launch waits only for the prefetch of the chunks it uses.
+// Online planning (the learned policy planning the recorded step itself) plans the step the job
+// repeats and follows the plan with the simulator's bytes; a planner that fails leaves the
+// learned policy's moves, with one line.
 #include "policy/planned_policy.h"
 
 #include <algorithm>
@@ -22,9 +25,11 @@
 
 #include "absl/strings/numbers.h"
 #include "gtest/gtest.h"
+#include "policy/online_plan.h"
 #include "policy/planner.h"
 #include "policy/residency_engine.h"
 #include "policy/simulator.h"
+#include "policy/step_events.h"
 #include "policy/step_signature.h"
 #include "policy/synthetic_workloads.h"
 #include "tests/policy/fake_device.h"
@@ -133,6 +138,7 @@ class Replay {
           for (const Allocation& b : access) seen = seen || b.id == a.id;
           if (!seen) access.push_back(a);
         }
+        if (before_launch_) before_launch_();
         engine_.OnLaunch(access, stream_of_launch_
                                      ? stream_of_launch_(launches_ % launches_per_step_)
                                      : kStream);
@@ -181,7 +187,8 @@ class Replay {
   uint64_t launches_ = 0;
   // The stream of each launch by its position in the step (null: all on kStream).
   std::function<Stream(uint64_t position)> stream_of_launch_;
-  std::vector<size_t> free_calls_;  // indices of the device calls OnFree made
+  std::vector<size_t> free_calls_;       // indices of the device calls OnFree made
+  std::function<void()> before_launch_;  // called before each launch (null: nothing)
 
  private:
   // Made at the call site the workload names (CallSiteName's hex), as a run takes it; a
@@ -963,6 +970,100 @@ TEST(PlannedPolicy, ArenaLaunchWaitsOnlyForThePrefetchOfItsOwnChunks) {
   EXPECT_EQ(adherence.mismatches, 0u);
   EXPECT_GT(arena_waits, 0);  // the arena's slices do come in ahead, on the side stream
   EXPECT_GE(launch_waits, arena_waits);
+}
+
+// Online planning (MakeOnlinePlannedPolicy) over the fake device, whose clock advances 0.1 ms
+// before each launch, so every kernel is timed at 0.1 ms.
+struct OnlineReplay {
+  OnlineReplay(const Workload& w, uint64_t budget, StepPlanner planner)
+      : replay(w, MakeOnlinePlannedPolicy(budget, log.Sink(), std::move(planner)), budget) {
+    replay.device_.events_complete = true;
+    replay.before_launch_ = [this] { replay.device_.clock_ms += 0.1; };
+  }
+  Logged log;
+  Replay replay;
+};
+
+TEST(OnlinePlan, PlansTheRecordedStepAndFollowsItWithTheSimulatorsBytes) {
+  absl::StatusOr<Workload> w = MakeSyntheticWorkload("cnn-small");
+  ASSERT_TRUE(w.ok());
+  const uint64_t budget = w->peak_live_bytes() / 2;
+  std::vector<Workload> recorded;  // the step the planner was given
+  std::vector<PolicyFile> plans;   // and what it made of it
+  OnlineReplay online(*w, budget, [&](const RecordedEvents& events, uint64_t bytes) {
+    absl::StatusOr<Workload> step = WorkloadFromEvents(events, "recorded");
+    if (step.ok()) recorded.push_back(*step);
+    absl::StatusOr<StepPlan> plan = PlanRecordedSteps(events, bytes);
+    if (plan.ok()) plans.push_back(plan->file);
+    return plan;
+  });
+  Replay& replay = online.replay;
+  EXPECT_EQ(replay.engine_.policy_name(), "learned");
+  replay.Init();
+  int steps = 0;
+  while (plans.empty() && steps < 8) {
+    replay.Step();
+    ++steps;
+  }
+  ASSERT_EQ(plans.size(), 1u) << "no plan after " << steps << " steps";
+  ASSERT_EQ(recorded.size(), 1u);
+  // The recorded step is the job's: its launches, its allocations and the signature the engine
+  // recognises it by, every kernel at the 0.1 ms it was timed at.
+  EXPECT_EQ(recorded[0].num_launches(), w->num_launches());
+  EXPECT_EQ(recorded[0].allocations.size(), w->allocations.size());
+  EXPECT_EQ(recorded[0].persistent_bytes(), w->persistent_bytes());
+  EXPECT_EQ(ComputeStepSignature(recorded[0]).signature, ComputeStepSignature(*w).signature);
+  for (const StepEvent& e : recorded[0].step) {
+    if (e.kind == StepEvent::Kind::kLaunch) {
+      EXPECT_NEAR(e.launch.compute_seconds, 1e-4, 1e-6);
+    }
+  }
+  EXPECT_EQ(plans[0].budget_bytes, budget / kChunkBytes * kChunkBytes);
+  ASSERT_FALSE(online.log.news.empty());
+  EXPECT_NE(online.log.news[0].find("online plan: planned the job's step ("), std::string::npos)
+      << online.log.news[0];
+
+  // Followed from the next step that matches it, with the simulator's bytes per step.
+  replay.Step();
+  replay.Step();
+  const ScheduleAdherence before = replay.Adherence();
+  EXPECT_TRUE(before.aligned);
+  EXPECT_EQ(before.path, "online plan");
+  replay.Step();
+  const ScheduleAdherence after = replay.Adherence();
+  ASSERT_EQ(after.steps_followed, before.steps_followed + 1);
+  SimOptions options;
+  options.device_memory = budget;
+  const SimResult predicted = SimulatePlanned(recorded[0], plans[0], options);
+  EXPECT_EQ(predicted.demand_faults, 0u);
+  EXPECT_EQ(after.prefetch_bytes - before.prefetch_bytes, predicted.h2d_bytes);
+  EXPECT_EQ(after.evict_bytes - before.evict_bytes, predicted.d2h_bytes);
+  EXPECT_EQ(after.moves_issued, after.moves_planned);
+  EXPECT_EQ(after.mismatches, 0u);
+  EXPECT_TRUE(online.log.problems.empty()) << online.log.problems[0];
+  EXPECT_EQ(replay.engine_.policy_name(), "learned");  // it is the learned policy, planning
+}
+
+TEST(OnlinePlan, APlannerThatFailsIsTriedThreeTimesThenOneLineAndTheLearnedPolicysMoves) {
+  const Workload w = SmallStep();
+  const uint64_t budget = 6 * kMiB;
+  int calls = 0;
+  OnlineReplay online(w, budget, [&calls](const RecordedEvents&, uint64_t) {
+    ++calls;
+    return absl::StatusOr<StepPlan>(absl::InvalidArgumentError("nothing to plan here"));
+  });
+  Replay& replay = online.replay;
+  replay.Init();
+  constexpr int kSteps = 12;
+  for (int i = 0; i < kSteps; ++i) replay.Step();
+  EXPECT_EQ(calls, 3);
+  ASSERT_EQ(online.log.problems.size(), 1u);
+  EXPECT_EQ(online.log.problems[0],
+            "online plan: nothing to plan here; the learned policy decides");
+  EXPECT_TRUE(online.log.news.empty());
+  EXPECT_FALSE(replay.Adherence().aligned);
+  EXPECT_EQ(replay.Adherence().positions_followed, 0u);
+  EXPECT_EQ(replay.Moves(), LearnedMoves(w, budget, kSteps));
 }
 
 }  // namespace
