@@ -3,7 +3,8 @@
 // as an unconstrained run (a big simulated device, no shim), while without the shim it stops with
 // out-of-memory. The same comparison covers data surviving many eviction rounds, the update kernel
 // that reads its gradient through a pointer stored in device memory, several threads allocating,
-// freeing and launching at once, and a fork after init.
+// freeing and launching at once, and a fork after init. The learned policy's online planning is
+// followed on the same job with the same checksum.
 #include <unistd.h>
 
 #include <cstdio>
@@ -169,6 +170,41 @@ TEST_P(TrainLikeTest, ForkAfterInit) {
             std::string::npos)
       << run.result.output;
   ExpectSameResultAsUnconstrained(run, 2.0, 3);
+}
+
+// The learned policy plans the step it detects, inside the job (SPILLWAY_ONLINE_PLAN, on by
+// default), and follows the plan from a later step: at 2x and 4x over 8 steps the exit summary's
+// policy_file is the online plan, followed for at least two whole steps with every planned move
+// issued and no mismatch, and the checksum is the unconstrained run's. With
+// SPILLWAY_ONLINE_PLAN=0 the learned policy decides alone (no policy_file in the summary).
+TEST(TrainLike, LearnedPlansTheDetectedStepOnlineAndFollowsIt) {
+  for (const double factor : {2.0, 4.0}) {
+    for (const std::string online : {"1", "0"}) {
+      SCOPED_TRACE("oversubscription " + std::to_string(factor) + ", online plan " + online);
+      const std::string summary_path = TempPath("train_like_online_summary");
+      const ProcessResult run =
+          RunProcess(Job(factor, 8, {}), {{"LD_LIBRARY_PATH", kOut + "/simgpu"},
+                                          {"SIMGPU_MEMORY", kDeviceMemory},
+                                          {"LD_PRELOAD", kOut + "/libspillway.so"},
+                                          {"SPILLWAY_ONLINE_PLAN", online},
+                                          {"SPILLWAY_SUMMARY", summary_path}});
+      const std::string summary = ReadFile(summary_path);
+      std::remove(summary_path.c_str());
+      ASSERT_EQ(run.exit_code, 0) << run.output;
+      EXPECT_EQ(Checksum(run.output), UnconstrainedChecksum(factor, 8, {})) << run.output;
+      EXPECT_NE(summary.find("\"errors\":[]"), std::string::npos) << summary;
+      EXPECT_NE(summary.find("\"policy\":\"learned\""), std::string::npos) << summary;
+      if (online == "0") {
+        EXPECT_EQ(summary.find("\"policy_file\""), std::string::npos) << summary;
+        continue;
+      }
+      EXPECT_NE(summary.find("\"path\":\"online plan\""), std::string::npos) << summary;
+      EXPECT_GE(JsonInt(summary, "steps_followed"), 2) << summary;
+      EXPECT_EQ(JsonInt(summary, "mismatches"), 0) << summary;
+      EXPECT_GT(JsonInt(summary, "moves_issued"), 0) << summary;
+      EXPECT_EQ(JsonInt(summary, "moves_issued"), JsonInt(summary, "moves_planned")) << summary;
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Policies, TrainLikeTest, ::testing::Values("lru", "learned"),

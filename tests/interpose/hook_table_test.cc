@@ -113,6 +113,25 @@ TEST(ConfigTest, LookaheadIsSizedFromTimeUnlessACountIsGiven) {
   EXPECT_NE(bad.problems[0].find("'65'"), std::string::npos);
 }
 
+TEST(ConfigTest, OnlinePlanningIsOnUnlessTurnedOff) {
+  Config config = MakeConfig({}, {}, {}, {});
+  EXPECT_TRUE(config.online_plan);
+  ApplyOnlinePlanSetting("0", &config);
+  EXPECT_FALSE(config.online_plan);
+  ApplyOnlinePlanSetting("", &config);  // empty: unset, no change
+  EXPECT_FALSE(config.online_plan);
+  ApplyOnlinePlanSetting("1", &config);
+  EXPECT_TRUE(config.online_plan);
+  EXPECT_TRUE(config.problems.empty());
+
+  Config bad = MakeConfig({}, {}, {}, {});
+  ApplyOnlinePlanSetting("yes", &bad);
+  EXPECT_TRUE(bad.online_plan);  // the default stays
+  ASSERT_EQ(bad.problems.size(), 1u);
+  EXPECT_EQ(bad.problems[0],
+            "SPILLWAY_ONLINE_PLAN: unknown value 'yes' (expected 0 or 1); using 1");
+}
+
 TEST(ConfigTest, MemorySettings) {
   Config config = MakeConfig({}, {}, {}, {});
   ApplyMemorySettings(std::nullopt, std::nullopt, &config);
