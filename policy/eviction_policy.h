@@ -13,6 +13,18 @@
 
 namespace spillway::policy {
 
+// The id the engine gives chunk `chunk` (offset / 2 MiB) of arena `id` while it tracks the arena
+// per chunk (a large allocation reached through interior pointers, split): such ids reach the
+// policy in LaunchView::ids, Touch, Forget and PickVictim like allocations.
+inline uint64_t ArenaPieceId(uint64_t id, uint64_t chunk) {
+  return (uint64_t{1} << 63) | (id << 20) | chunk;
+}
+inline bool IsArenaPiece(uint64_t id) { return (id >> 63) != 0; }
+inline uint64_t ArenaPieceAllocation(uint64_t piece) {
+  return (piece & ~(uint64_t{1} << 63)) >> 20;
+}
+inline uint64_t ArenaPieceChunk(uint64_t piece) { return piece & ((uint64_t{1} << 20) - 1); }
+
 // A 2 MiB chunk of an arena (a large allocation reached through interior pointers) that a launch's
 // pointers name, while arenas stay whole in the engine (a policy with a schedule).
 struct ArenaChunk {
@@ -45,18 +57,18 @@ struct ScheduledMove {
 
 // How closely a run followed a policy file: the exit summary's engine.policy_file.
 struct ScheduleAdherence {
-  std::string path;              // the policy file
-  bool aligned = false;          // following the schedule now
-  uint64_t alignments = 0;       // times the step was recognised and following began
-  uint64_t steps_followed = 0;   // whole steps followed to the end with the signature confirmed
+  std::string path;                 // the policy file
+  bool aligned = false;             // following the schedule now
+  uint64_t alignments = 0;          // times the step was recognised and following began
+  uint64_t steps_followed = 0;      // whole steps followed to the end with the signature confirmed
   uint64_t positions_followed = 0;  // launches planned from the schedule
-  uint64_t moves_planned = 0;    // schedule moves (chunk ranges) at the positions followed
-  uint64_t moves_issued = 0;     // of them, handed to the engine (the others named no allocation)
-  uint64_t evict_bytes = 0;      // bytes of the moves issued, by kind
+  uint64_t moves_planned = 0;       // schedule moves (chunk ranges) at the positions followed
+  uint64_t moves_issued = 0;  // of them, handed to the engine (the others named no allocation)
+  uint64_t evict_bytes = 0;   // bytes of the moves issued, by kind
   uint64_t discard_bytes = 0;
   uint64_t prefetch_bytes = 0;
   uint64_t populate_bytes = 0;
-  uint64_t mismatches = 0;       // times the job left the planned step (the learned policy took over)
+  uint64_t mismatches = 0;  // times the job left the planned step (the learned policy took over)
   uint64_t host_placements = 0;  // allocations a host rule placed on the host (advice accepted)
   uint64_t host_bytes = 0;       // their bytes
   uint64_t host_failures = 0;    // placements the device refused (those allocations are swapped)
@@ -81,6 +93,15 @@ class EvictionPolicy {
   virtual void Touch(uint64_t id) = 0;
   // @brief Allocation `id` is gone (freed); it must never be named again.
   virtual void Forget(uint64_t id) = 0;
+  // @brief Arena `id` is tracked per chunk from now on (ArenaPieceId): the whole is not named
+  // again until Merged(id); the pieces are Touched. By default the same as Forget.
+  virtual void Split(uint64_t id) { Forget(id); }
+  // @brief Arena `id` is tracked whole again (its pieces were Forgotten): named again, as the
+  // newest use. By default the same as Touch.
+  virtual void Merged(uint64_t id) { Touch(id); }
+  // @brief Whether arenas must stay whole (a schedule names whole allocations): the engine then
+  // splits none and merges those it has split.
+  virtual bool ArenasWhole() const { return false; }
   // @brief The next victim among the allocations for which `evictable(id)` is true, or 0 when
   // there is none. Picking does not forget: the engine calls Forget or Touch as it sees fit.
   virtual uint64_t PickVictim(bool (*evictable)(const void* context, uint64_t id),
@@ -92,9 +113,7 @@ class EvictionPolicy {
   // @brief The sizes of the allocations that the next `launches` launches are predicted to use but
   // that do not exist yet (the successors of freed ones: a step's fresh activations), one entry
   // each; empty when the policy does not predict. `out` is cleared first.
-  virtual void PredictUnallocated(size_t /*launches*/, std::vector<uint64_t>* out) {
-    out->clear();
-  }
+  virtual void PredictUnallocated(size_t /*launches*/, std::vector<uint64_t>* out) { out->clear(); }
 
   // @brief How many launches from now allocation `id` is predicted to be used next;
   // kNoPrediction when the policy cannot tell (or predicts no use within a step).

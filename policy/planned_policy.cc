@@ -90,10 +90,11 @@ class PlannedPolicy final : public EvictionPolicy {
 
   void ObserveLaunch(const LaunchView& launch) override {
     learned_->ObserveLaunch(launch);
-    if (recording_) Record(launch);
+    // A plan made at this launch has counted it already (TryPlan).
+    if (recording_ && Record(launch)) return;
     if (!usable_) return;
     if (aligned_) PlanPosition();
-    Event(LaunchToken(launch.sizes, launch.count));
+    Event(WholeLaunchToken(launch));
   }
 
   void ObserveKernelTime(uint64_t stamp, double seconds) override {
@@ -104,6 +105,15 @@ class PlannedPolicy final : public EvictionPolicy {
   bool WantsKernelTimes() const override { return recording_; }
 
   void Touch(uint64_t id) override { learned_->Touch(id); }
+
+  // An arena split into chunks (the learned policy deciding, no usable schedule) is still the
+  // allocation the schedule numbers and the recording names: only the learned policy forgets it.
+  void Split(uint64_t id) override { learned_->Split(id); }
+  void Merged(uint64_t id) override { learned_->Merged(id); }
+  // A schedule names whole allocations: a file that can be followed keeps arenas whole from the
+  // start; an online plan from the step it is followed at (the learned policy moves an arena's
+  // chunks until then, and whenever the job leaves the step).
+  bool ArenasWhole() const override { return usable_ && (aligned_ || !planner_); }
 
   void Forget(uint64_t id) override {
     learned_->Forget(id);
@@ -120,7 +130,8 @@ class PlannedPolicy final : public EvictionPolicy {
       binding_[bound->second] = 0;
       workload_id_.erase(bound);
     }
-    if (usable_) Event(FreeToken(bytes));
+    // An arena's chunk (merged back into its allocation) is no allocation of the job's.
+    if (usable_ && !IsArenaPiece(id)) Event(FreeToken(bytes));
   }
 
   uint64_t PickVictim(bool (*evictable)(const void* context, uint64_t id),
@@ -144,6 +155,9 @@ class PlannedPolicy final : public EvictionPolicy {
   void PredictNextUses(size_t launches, std::vector<uint64_t>* out) override {
     learned_->PredictNextUses(launches, out);
     std::erase_if(*out, [this](uint64_t id) { return !MayPrefetch(id); });
+  }
+  void PredictUnallocated(size_t launches, std::vector<uint64_t>* out) override {
+    learned_->PredictUnallocated(launches, out);
   }
   uint64_t NextUse(uint64_t id) override { return learned_->NextUse(id); }
   uint64_t predicted_launches() const override { return learned_->predicted_launches(); }
@@ -187,11 +201,22 @@ class PlannedPolicy final : public EvictionPolicy {
 
  private:
   // Online planning: appends the launch to the recording (an arena's chunks as named, an arena
-  // used whole as all its chunks, other allocations whole), and plans once it is time.
-  void Record(const LaunchView& launch) {
+  // used whole as all its chunks, other allocations whole), and plans once it is time. True when
+  // a plan was made (and this launch counted in its step).
+  bool Record(const LaunchView& launch) {
     accesses_.clear();
     for (size_t i = 0; i < launch.count; ++i) {
       const uint64_t id = launch.ids[i];
+      if (IsArenaPiece(id)) {  // a chunk of an arena the engine has split
+        const uint64_t arena = ArenaPieceAllocation(id);
+        const auto size = sizes_.find(arena);
+        const uint64_t offset = ArenaPieceChunk(id) * kChunkBytes;
+        if (size == sizes_.end() || offset >= size->second) continue;
+        accesses_.push_back(
+            RecordedAccess{arena, offset, std::min(kChunkBytes, size->second - offset)});
+        arenas_.insert(arena);
+        continue;
+      }
       const uint64_t bytes = launch.sizes[i];
       bool named = false;
       for (size_t c = 0; c < launch.arena_chunk_count; ++c) {
@@ -216,8 +241,9 @@ class PlannedPolicy final : public EvictionPolicy {
     recorded_.Launched(absl::StrCat("function ", launch.function), launch.stamp, accesses_);
     const uint64_t step = learned_->step_length();
     if (step != 0 && timed_ >= step && recorded_.launches() >= next_try_) {
-      TryPlan(step);
-    } else if (recorded_.launches() >= kOnlinePlanLaunchLimit) {
+      return TryPlan(step);
+    }
+    if (recorded_.launches() >= kOnlinePlanLaunchLimit) {
       StopRecording(absl::StrCat("online plan: no plan after ", recorded_.launches(), " launches (",
                                  step == 0     ? "no repeating step detected"
                                  : timed_ == 0 ? "no kernel was timed: nothing had to move"
@@ -225,11 +251,15 @@ class PlannedPolicy final : public EvictionPolicy {
                                  "); the learned policy decides"),
                     timed_ != 0 && step != 0);
     }
+    return false;
   }
 
   // Plans the recording; follows the plan (from the next step that matches it) or tries again a
-  // step later, at most kTries times.
-  void TryPlan(uint64_t step) {
+  // step later, at most kTries times. True when a plan is followed. The step signature's hash
+  // starts with the recording's last step of events (their tokens name whole allocations, as the
+  // schedule does, where the engine's view had an arena's chunks), so the plan is followed from
+  // the next step's start.
+  bool TryPlan(uint64_t step) {
     static constexpr int kTries = 3;
     const auto start = std::chrono::steady_clock::now();
     absl::StatusOr<StepPlan> plan = planner_(recorded_, budget_bytes_);
@@ -238,12 +268,12 @@ class PlannedPolicy final : public EvictionPolicy {
     if (!plan.ok()) {
       if (++tries_ < kTries) {
         next_try_ = recorded_.launches() + step;
-        return;
+        return false;
       }
       StopRecording(
           absl::StrCat("online plan: ", plan.status().message(), "; the learned policy decides"),
           true);
-      return;
+      return false;
     }
     file_ = std::move(plan->file);
     if (file_.step_signature == 0 || file_.budget_bytes > budget_bytes_) {
@@ -251,9 +281,14 @@ class PlannedPolicy final : public EvictionPolicy {
           "online plan: the plan made cannot be followed (no step signature, or over "
           "the budget); the learned policy decides",
           true);
-      return;
+      return false;
     }
     hash_ = RollingStepHash(file_.step_events);
+    const std::vector<RecordedEvent>& events = recorded_.events;
+    for (size_t i = events.size() - std::min<size_t>(events.size(), file_.step_events);
+         i < events.size(); ++i) {
+      hash_.Add(events[i].token);
+    }
     usable_ = true;
     unmatched_events_ = 0;
     adherence_.fallback_reason = "planned: waiting for the step's start";
@@ -261,6 +296,8 @@ class PlannedPolicy final : public EvictionPolicy {
                                   "recorded); following it from the next step",
                                   plan->description, seconds, recorded_.launches()),
                   false);
+    if (hash_.Matches(file_.step_signature)) Align();  // this launch ended a step
+    return true;
   }
 
   void StopRecording(const std::string& line, bool problem) {
@@ -272,6 +309,25 @@ class PlannedPolicy final : public EvictionPolicy {
     } else if (log_) {
       log_(false, line);
     }
+  }
+
+  // The launch's token as the step signature has it: the sizes of the distinct allocations it
+  // uses, in parameter order, an arena's chunks standing for the arena.
+  uint64_t WholeLaunchToken(const LaunchView& launch) {
+    whole_sizes_.clear();
+    whole_ids_.clear();
+    for (size_t i = 0; i < launch.count; ++i) {
+      uint64_t id = launch.ids[i], bytes = launch.sizes[i];
+      if (IsArenaPiece(id)) {
+        id = ArenaPieceAllocation(id);
+        const auto size = sizes_.find(id);
+        bytes = size == sizes_.end() ? 0 : size->second;
+      }
+      if (std::find(whole_ids_.begin(), whole_ids_.end(), id) != whole_ids_.end()) continue;
+      whole_ids_.push_back(id);
+      whole_sizes_.push_back(bytes);
+    }
+    return LaunchToken(whole_sizes_.data(), whole_sizes_.size());
   }
 
   // One event of the job: counts it in the step being followed and checks the step's end.
@@ -448,10 +504,11 @@ class PlannedPolicy final : public EvictionPolicy {
   const uint64_t budget_bytes_ = 0;
   bool recording_ = false;
   RecordedEvents recorded_;
-  std::unordered_set<uint64_t> arenas_;   // allocations launches have named chunks of
-  std::vector<RecordedAccess> accesses_;  // scratch of Record
-  uint64_t timed_ = 0;                    // kernel times recorded
-  uint64_t next_try_ = 0;                 // plan when this many launches are recorded
+  std::unordered_set<uint64_t> arenas_;            // allocations launches have named chunks of
+  std::vector<RecordedAccess> accesses_;           // scratch of Record
+  std::vector<uint64_t> whole_ids_, whole_sizes_;  // scratch of WholeLaunchToken
+  uint64_t timed_ = 0;                             // kernel times recorded
+  uint64_t next_try_ = 0;                          // plan when this many launches are recorded
   int tries_ = 0;
   bool usable_ = false;
   bool aligned_ = false;

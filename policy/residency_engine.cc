@@ -478,11 +478,10 @@ int ResidencyEngine::OnLaunch(const AccessSet& access, const std::vector<uint64_
   const bool side = SideStreamReady();
   // Observed times (read without waiting) size the lookahead.
   // Only once the policy has predicted a step (never for lru: nothing to size).
-  const bool timing = side &&
-                      (options_.size_lookahead_from_time ||
-                       policy_times_.load(std::memory_order_relaxed)) &&
-                      step_seen_.load(std::memory_order_relaxed) &&
-                      moving_.load(std::memory_order_relaxed);
+  const bool timing =
+      side &&
+      (options_.size_lookahead_from_time || policy_times_.load(std::memory_order_relaxed)) &&
+      step_seen_.load(std::memory_order_relaxed) && moving_.load(std::memory_order_relaxed);
   std::vector<LaunchTimer::Sample>& samples = t_samples;
   samples.clear();
   uint64_t done_batch = 0;

@@ -137,11 +137,7 @@ class ResidencyEngine {
     std::vector<uint64_t> offsets;  // the offsets pointers into it were seen at, sorted, distinct
   };
   static constexpr size_t kMaxArenaOffsets = 4096;
-  static uint64_t PieceId(uint64_t id, uint64_t chunk) {
-    return (uint64_t{1} << 63) | (id << 20) | chunk;
-  }
-  static uint64_t PieceAllocation(uint64_t piece) { return (piece & ~(uint64_t{1} << 63)) >> 20; }
-  static uint64_t PieceChunk(uint64_t piece) { return piece & ((uint64_t{1} << 20) - 1); }
+  static uint64_t PieceId(uint64_t id, uint64_t chunk) { return ArenaPieceId(id, chunk); }
   // REQUIRES: mutex_ held. The ids of what the launch touches (tracked allocations, and for arenas
   // the chunks its pointers name), distinct, in parameter order, with their sizes.
   void ExpandAccess(const AccessSet& access, const std::vector<uint64_t>& words,
@@ -156,6 +152,10 @@ class ResidencyEngine {
   Arena& MakeArena(uint64_t id);
   // REQUIRES: mutex_ held. Forgets the chunks of arena `id`, if it is one; false when it is not.
   bool ForgetArena(uint64_t id);
+  // REQUIRES: mutex_ held. Tracks every arena whole again (the policy's ArenasWhole): resident
+  // when any chunk is, its use stamps the newest of its chunks'; the offsets pointers into it were
+  // seen at carry over to the schedule's (ScheduledArenaUse).
+  void MergeArenas();
 
   static bool Evictable(const void* context, uint64_t id);
   // The bytes [base, base + size) takes on the device: the residency granules it spans.
@@ -293,7 +293,7 @@ class ResidencyEngine {
   std::atomic<uint64_t> evict_bytes_{0};
   std::atomic<uint64_t> discard_bytes_{0};
   std::atomic<uint64_t> lookahead_window_{0};
-  std::atomic<bool> step_seen_{false};  // the policy has predicted a step: time the launches
+  std::atomic<bool> step_seen_{false};     // the policy has predicted a step: time the launches
   std::atomic<bool> policy_times_{false};  // the policy wants kernel times (WantsKernelTimes)
   // Something has had to go out (an eviction, or a schedule followed): until then the job fits
   // in the budget, nothing moves but first touches, and launches are not timed (two events each).

@@ -10,7 +10,7 @@ namespace spillway::policy {
 ResidencyEngine::Arena& ResidencyEngine::MakeArena(uint64_t id) {
   const Tracked whole = tracked_.at(id);
   tracked_.erase(id);
-  policy_->Forget(id);
+  policy_->Split(id);
   if (whole.resident) resident_bytes_ -= whole.footprint;
   Arena& arena = arenas_[id];
   arena.base = whole.base;
@@ -47,10 +47,43 @@ bool ResidencyEngine::ForgetArena(uint64_t id) {
   return true;
 }
 
+void ResidencyEngine::MergeArenas() {
+  for (const auto& [id, arena] : arenas_) {
+    Tracked whole{arena.base, arena.size, false, 0, 0, Footprint(arena.base, arena.size)};
+    for (uint64_t c = 0; c * kArenaChunkBytes < arena.size; ++c) {
+      const auto it = tracked_.find(PieceId(id, c));
+      if (it == tracked_.end()) continue;
+      const Tracked& piece = it->second;
+      if (piece.resident) {
+        whole.resident = true;
+        resident_bytes_ -= piece.footprint;
+      }
+      whole.pending_batch = std::max(whole.pending_batch, piece.pending_batch);
+      if (piece.used_by_launch >= whole.used_by_launch) {
+        whole.used_by_launch = piece.used_by_launch;
+        whole.last_stream = piece.last_stream;
+      }
+      whole.launched = whole.launched || piece.launched;
+      if (piece.evict_seq > whole.evict_seq) {
+        whole.evict_seq = piece.evict_seq;
+        whole.evicted_on = piece.evicted_on;
+      }
+      tracked_.erase(it);
+      policy_->Forget(PieceId(id, c));
+    }
+    if (whole.resident) resident_bytes_ += whole.footprint;
+    tracked_[id] = whole;
+    schedule_offsets_[id] = arena.offsets;
+    policy_->Merged(id);
+  }
+  arenas_.clear();
+}
+
 void ResidencyEngine::ExpandAccess(const AccessSet& access, const std::vector<uint64_t>& words,
                                    std::vector<uint64_t>* ids, std::vector<uint64_t>* sizes) {
-  // A policy file names whole allocations: with one, arenas stay whole.
-  const bool arenas_allowed = policy_->adherence() == nullptr;
+  // A schedule names whole allocations: with one, arenas stay whole (and split ones are merged).
+  const bool arenas_allowed = !policy_->ArenasWhole();
+  if (!arenas_allowed && !arenas_.empty()) MergeArenas();
   for (const Allocation& allocation : access) {
     auto arena = arenas_.find(allocation.id);
     if (arena == arenas_.end() && arenas_allowed && allocation.size >= kArenaMinBytes &&

@@ -137,7 +137,7 @@ const std::vector<ArenaChunk>& ResidencyEngine::ScheduledArenaChunks(
   if (policy_->adherence() == nullptr) return t_chunks;
   ScheduledArenaUse(access, words, &t_arena_ids, &t_pieces);
   for (const uint64_t piece : t_pieces) {
-    t_chunks.push_back(ArenaChunk{PieceAllocation(piece), PieceChunk(piece)});
+    t_chunks.push_back(ArenaChunk{ArenaPieceAllocation(piece), ArenaPieceChunk(piece)});
   }
   return t_chunks;
 }

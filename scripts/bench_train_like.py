@@ -4,13 +4,16 @@ at several oversubscription factors, run four ways, as a table.
 
   managed  every allocation cuMemAllocManaged, no spillway: plain demand paging, no hints
   lru      under libspillway.so with SPILLWAY_EVICTION=lru
-  learned  under libspillway.so with SPILLWAY_EVICTION=learned
+  learned  under libspillway.so with SPILLWAY_EVICTION=learned (the default: it plans the step
+           it detects online and follows the plan, docs/engine.md "Online planning")
+  no-plan  the same with SPILLWAY_ONLINE_PLAN=0: the learned policy alone
   ideal    a device big enough for everything (no spillway, nothing moves)
 
 Each configuration runs twice, for --short and --long steps; per-step bytes moved and demand
 faults are the difference of simgpu's stats (SIMGPU_STATS) divided by the extra steps, so setup
 and the final checksum copy drop out. The step time is the mean of the event-timed steps
-(virtual clock) that the long run has beyond the short one. For the engine rows the bound is
+(virtual clock) that the long run has beyond the short one (the defaults, steps 6..9, are after
+the online plan is followed: it is made once two steps are recorded with kernel times). For the engine rows the bound is
 max(ideal step time, H2D bytes / H2D bandwidth, D2H bytes / D2H bandwidth) per step (each
 direction on its own copy engine) and `ratio` = step time / bound. Every run's checksum must
 equal the ideal run's.
@@ -83,6 +86,9 @@ def measure(out, env_extra, args, short, long_):
     result["step"] = sum(steps[short:long_]) / extra
     result["checksum"] = checksum
     result["policy"] = summary["engine"]["policy"] if summary and "engine" in summary else "-"
+    plan = summary["engine"].get("policy_file") if result["policy"] != "-" else None
+    if plan and plan.get("path") == "online plan" and plan.get("steps_followed", 0) > 0:
+        result["policy"] += "+plan"  # the online plan was followed
     return result
 
 
@@ -92,8 +98,8 @@ def main():
     parser.add_argument("--memory", default="128MiB", help="simulated device memory")
     parser.add_argument("--factors", default="1.5,2,4")
     parser.add_argument("--layers", type=int, default=24)
-    parser.add_argument("--short", type=int, default=3)
-    parser.add_argument("--long", type=int, default=6)
+    parser.add_argument("--short", type=int, default=6)
+    parser.add_argument("--long", type=int, default=10)
     parser.add_argument("extra", nargs="*", help="more train_like arguments (after --)")
     opts = parser.parse_args()
     if opts.long <= opts.short or opts.short < 1:
@@ -106,7 +112,7 @@ def main():
     print("train_like on simgpu: %s device, %d layers, steps %d..%d measured; H2D %.0f GB/s, "
           "D2H %.0f GB/s" % (opts.memory, opts.layers, opts.short, opts.long - 1, h2d_bw / 1e9,
                              d2h_bw / 1e9))
-    header = ("%-6s %-8s %-8s %10s %10s %10s %8s %10s %7s %9s" %
+    header = ("%-6s %-8s %-12s %10s %10s %10s %8s %10s %7s %9s" %
               ("factor", "run", "policy", "step ms", "H2D MB", "D2H MB", "faults", "bound ms",
                "ratio", "vs manag."))
     print("(per step)")
@@ -121,21 +127,23 @@ def main():
             "managed": measure(out, {"SIMGPU_MEMORY": opts.memory}, base + ["--managed"],
                                opts.short, opts.long),
         }
-        for policy in ("lru", "learned"):
-            rows[policy] = measure(out, {"SIMGPU_MEMORY": opts.memory, "LD_PRELOAD": shim,
-                                         "SPILLWAY_EVICTION": policy}, base, opts.short,
-                                   opts.long)
+        for name, policy, online in (("lru", "lru", "1"), ("learned", "learned", "1"),
+                                     ("no-plan", "learned", "0")):
+            rows[name] = measure(out, {"SIMGPU_MEMORY": opts.memory, "LD_PRELOAD": shim,
+                                       "SPILLWAY_EVICTION": policy,
+                                       "SPILLWAY_ONLINE_PLAN": online}, base, opts.short,
+                                 opts.long)
         ideal = rows["ideal"]["step"]
-        for name in ("managed", "lru", "learned", "ideal"):
+        for name in ("managed", "lru", "learned", "no-plan", "ideal"):
             r = rows[name]
             bound = ratio = speedup = ""
-            if name in ("lru", "learned"):
+            if name in ("lru", "learned", "no-plan"):
                 b = max(ideal, r["h2d"] / h2d_bw, r["d2h"] / d2h_bw)
                 bound = "%.3f" % (b * 1e3)
                 ratio = "%.2f" % (r["step"] / b)
                 speedup = "%.2fx" % (rows["managed"]["step"] / r["step"])
             wrong = "" if r["checksum"] == rows["ideal"]["checksum"] else "  CHECKSUM DIFFERS"
-            print("%-6s %-8s %-8s %10.3f %10.1f %10.1f %8.1f %10s %7s %9s%s" %
+            print("%-6s %-8s %-12s %10.3f %10.1f %10.1f %8.1f %10s %7s %9s%s" %
                   ("%.1fx" % factor, name, r["policy"], r["step"] * 1e3, r["h2d"] / 1e6,
                    r["d2h"] / 1e6, r["faults"], bound, ratio, speedup, wrong))
     return 0
