@@ -13,7 +13,9 @@ absl::StatusOr<StepPlan> PlanRecordedSteps(const RecordedEvents& events, uint64_
   PlanOptions options;
   options.sim.device_memory = budget_bytes;
   options.place_on_host = false;
-  absl::StatusOr<PolicyFile> file = PlanPolicy(*w, options);
+  options.max_search_launches = kOnlineSearchLaunches;
+  PlanChoices choices;
+  absl::StatusOr<PolicyFile> file = PlanPolicy(*w, options, &choices);
   if (!file.ok()) return file.status();
   const SimResult predicted = SimulatePlanned(*w, *file, options.sim);
   StepPlan plan;
@@ -23,6 +25,10 @@ absl::StatusOr<StepPlan> PlanRecordedSteps(const RecordedEvents& events, uint64_
       w->num_launches(), w->allocations.size(), static_cast<double>(w->peak_live_bytes()) / 1048576,
       static_cast<double>(budget_bytes) / 1048576, predicted.step_seconds * 1e3,
       static_cast<double>(predicted.bytes_moved()) / 1048576);
+  if (choices.search_cut) {
+    plan.description += absl::StrFormat(" (search cut at %llu launches simulated)",
+                                        static_cast<unsigned long long>(choices.searched_launches));
+  }
   plan.file = *std::move(file);
   plan.file.model = "online plan";
   return plan;

@@ -2,7 +2,8 @@
 // engine recorded (MakeOnlinePlannedPolicy, policy/planned_policy.h). From the recording to the
 // workload of one step (policy/step_events.h), then PlanPolicy for the budget with the default
 // cost model and every search but host placement (which needs call-site rules and a device that
-// maps host memory; a policy file can still ask for it).
+// maps host memory; a policy file can still ask for it), within a bound on the searches: planning
+// runs in a launch of the job, under the engine's lock.
 #ifndef SPILLWAY_POLICY_ONLINE_PLAN_H_
 #define SPILLWAY_POLICY_ONLINE_PLAN_H_
 
@@ -13,6 +14,11 @@
 #include "policy/step_events.h"
 
 namespace spillway::policy {
+
+// The bound on the planner's searches inside the job (PlanOptions::max_search_launches): the
+// whole search for train_like's 74-launch step (48840 launches simulated, 0.2 s), about 5 s on a
+// slow core for a step of any size.
+inline constexpr uint64_t kOnlineSearchLaunches = 100000;
 
 // Errors: the recording holds no whole repeating step, or the planner refused it.
 absl::StatusOr<StepPlan> PlanRecordedSteps(const RecordedEvents& events, uint64_t budget_bytes);

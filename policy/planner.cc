@@ -339,6 +339,7 @@ class PlanSearch {
       Knobs trial = best.knobs;
       trial.idle_horizon = n_ * eighths / 8;
       if (trial.idle_horizon == 0) continue;
+      if (!Spend()) break;
       absl::StatusOr<PolicyFile> plan = PlanSchedule(w_, options_, trial);
       if (!plan.ok()) return plan.status();
       const SimResult result = SimulatePlanned(w_, *plan, options_.sim);
@@ -365,6 +366,7 @@ class PlanSearch {
     const uint64_t starts = std::min(n_, kHeldStarts);
     std::vector<Candidate> picks;
     auto try_held = [&](const Knobs& trial) -> absl::Status {
+      if (!Spend()) return absl::OkStatus();
       uint64_t guard_cuts = 0;
       absl::StatusOr<PolicyFile> plan = PlanSchedule(w_, options_, trial, &guard_cuts);
       if (!plan.ok()) return plan.status();
@@ -424,7 +426,7 @@ class PlanSearch {
     constexpr uint32_t kMaxEarly = 3;
     constexpr uint64_t kEarlyScanLaunches = 128;
     const int kEarlyTrials = n_ <= kEarlyScanLaunches ? static_cast<int>(n_ * kMaxEarly) : 96;
-    for (int round = 0; round < kEarlyRounds; ++round) {
+    for (int round = 0; round < kEarlyRounds && !cut_; ++round) {
       std::vector<double> stalls;
       SimulatePlanned(w_, best.plan, options_.sim, &stalls);
       std::vector<uint32_t> targets(stalls.size());
@@ -438,6 +440,7 @@ class PlanSearch {
           if (trials == kEarlyTrials) break;
           const EarlyLoads& early = best.knobs.early;
           if (early.contains(target) && early.at(target) >= launches) continue;
+          if (!Spend()) break;
           ++trials;
           Knobs trial = best.knobs;
           trial.early[target] = launches;
@@ -458,6 +461,9 @@ class PlanSearch {
   }
 
   // Host placement, one call site's persistent allocations at a time (kept when better).
+  uint64_t searched() const { return searched_; }
+  bool cut() const { return cut_; }
+
   absl::Status HostPlacement(Candidate& best) {
     std::vector<std::string> sites;
     for (const WorkloadAllocation& a : w_.allocations) {
@@ -468,6 +474,7 @@ class PlanSearch {
     }
     PlanOptions trial = options_;
     for (const std::string& site : sites) {
+      if (!Spend()) break;
       const std::vector<PolicyRule> host = HostRulesFor(w_, site);
       trial.rules.insert(trial.rules.end(), host.begin(), host.end());
       absl::StatusOr<PolicyFile> plan = PlanSchedule(w_, trial, best.knobs);
@@ -492,6 +499,18 @@ class PlanSearch {
   static constexpr double kFaster = 0.99;
   static constexpr double kMaxExtraBytes = 1.1;
 
+  // Counts one more candidate's simulation; false (and nothing counted) when the bound on the
+  // searches (PlanOptions::max_search_launches) leaves no room for it.
+  bool Spend() {
+    const uint64_t bound = options_.max_search_launches;
+    if (bound != 0 && searched_ + n_ > bound) {
+      cut_ = true;
+      return false;
+    }
+    searched_ += n_;
+    return true;
+  }
+
   bool Better(const Candidate& best, const SimResult& result) const {
     return result.step_seconds < best.seconds * kFaster &&
            result.demand_faults <= belady_.demand_faults &&
@@ -507,6 +526,7 @@ class PlanSearch {
   }
   double EngineSeconds(Candidate& c) const {
     if (!c.engine_seconds) {
+      searched_ += n_;
       c.engine_seconds = SimulateEngineFollowing(w_, c.plan, options_.sim).step_seconds;
     }
     return *c.engine_seconds;
@@ -517,6 +537,8 @@ class PlanSearch {
   const SimResult belady_;
   const uint64_t n_;
   const double max_bytes_;
+  mutable uint64_t searched_ = 0;  // launches simulated so far (candidates, engine replays)
+  bool cut_ = false;
 };
 
 }  // namespace
@@ -553,7 +575,7 @@ absl::StatusOr<PolicyFile> PlanPolicy(const Workload& w, const PlanOptions& opti
   }
   if (choices != nullptr) {
     *choices = PlanChoices{best.knobs.idle_horizon, best.knobs.held.from, best.knobs.held.chunks,
-                           best.knobs.early.size()};
+                           best.knobs.early.size(), search.searched(),    search.cut()};
   }
   return std::move(best.plan);
 }

@@ -43,14 +43,20 @@ struct PlanOptions {
   // and keep the fastest such plan that is at least 1% faster, in the simulation and with the
   // engine following it, within the same 10% of bytes.
   bool held_room = true;
+  // A bound on the searches above (not on Belady's plan): once the candidate plans simulated add
+  // up to this many launches, the remaining tries are skipped and the best plan so far is kept.
+  // Planning time grows with it (tens of microseconds per launch simulated). 0: no bound.
+  uint64_t max_search_launches = 0;
 };
 
 // What the search settled on, for people (spillway-plan prints it).
 struct PlanChoices {
-  uint64_t idle_horizon = 0;  // time-aware victims' horizon in launches; 0: Belady's victims
-  uint32_t held_from = 0;     // held room: from this launch to the step's end ...
-  uint32_t held_chunks = 0;   // ... this many 2 MiB chunks (0: none)
-  size_t early_launches = 0;  // launches whose loads are decided early
+  uint64_t idle_horizon = 0;       // time-aware victims' horizon in launches; 0: Belady's victims
+  uint32_t held_from = 0;          // held room: from this launch to the step's end ...
+  uint32_t held_chunks = 0;        // ... this many 2 MiB chunks (0: none)
+  size_t early_launches = 0;       // launches whose loads are decided early
+  uint64_t searched_launches = 0;  // launches simulated by the searches
+  bool search_cut = false;         // max_search_launches skipped some tries
 };
 
 // With `choices`, also what the plan was made with.

@@ -66,8 +66,10 @@ int Main(int argc, char** argv) {
       choices.held_chunks == 0
           ? "no held room"
           : absl::StrCat(choices.held_chunks, " chunks held from launch ", choices.held_from);
-  std::printf("planned with: %s; %s; early loads at %zu launch%s\n", victims.c_str(), held.c_str(),
-              choices.early_launches, choices.early_launches == 1 ? "" : "es");
+  std::printf("planned with: %s; %s; early loads at %zu launch%s; %llu launches simulated\n",
+              victims.c_str(), held.c_str(), choices.early_launches,
+              choices.early_launches == 1 ? "" : "es",
+              static_cast<unsigned long long>(choices.searched_launches));
   return 0;
 }
 

@@ -326,6 +326,38 @@ TEST(Planner, TimeAwareVictimsMakeTheStepFasterWhereTheEngineAgrees) {
   EXPECT_LT(engine(*timed), 0.99 * engine(*belady));
 }
 
+// The bound on the searches (max_search_launches, what online planning plans within): the
+// searches simulate at most that many launches, say they were cut, and keep the best plan found
+// before the bound (never worse than Belady's, where they start); without a bound the same search
+// simulates more and is not cut.
+TEST(Planner, SearchBoundSkipsTheRemainingTriesAndKeepsTheBestSoFar) {
+  absl::StatusOr<Workload> w = MakeSyntheticWorkload("cnn-small");
+  ASSERT_TRUE(w.ok());
+  PlanOptions options;
+  options.sim.device_memory = w->peak_live_bytes() / 2;
+  options.place_on_host = false;
+  PlanChoices whole;
+  absl::StatusOr<PolicyFile> unbounded = PlanPolicy(*w, options, &whole);
+  ASSERT_TRUE(unbounded.ok()) << unbounded.status();
+  EXPECT_FALSE(whole.search_cut);
+  options.max_search_launches = 3 * w->num_launches();
+  PlanChoices cut;
+  absl::StatusOr<PolicyFile> bounded = PlanPolicy(*w, options, &cut);
+  ASSERT_TRUE(bounded.ok()) << bounded.status();
+  EXPECT_TRUE(cut.search_cut);
+  EXPECT_LE(cut.searched_launches, options.max_search_launches);
+  EXPECT_GT(whole.searched_launches, cut.searched_launches);
+  ASSERT_TRUE(CheckPolicyMatches(*bounded, *w).ok());
+  // Never worse than Belady's plan, the search's starting point.
+  options.time_aware_victims = options.early_loads = options.held_room = false;
+  absl::StatusOr<PolicyFile> belady = PlanPolicy(*w, options);
+  ASSERT_TRUE(belady.ok()) << belady.status();
+  const SimResult start = SimulatePlanned(*w, *belady, options.sim);
+  const SimResult found = SimulatePlanned(*w, *bounded, options.sim);
+  EXPECT_LE(found.step_seconds, start.step_seconds);
+  EXPECT_EQ(found.demand_faults, 0u);
+}
+
 TEST(Planner, RejectsABudgetBelowOneChunk) {
   absl::StatusOr<Workload> w = MakeSyntheticWorkload("cnn-small");
   ASSERT_TRUE(w.ok());
