@@ -1,7 +1,10 @@
 // The residency engine's finer-grained accounting: arenas (large allocations reached through
 // interior pointers) move per 2 MiB chunk, allocations count as the granules they span, and the
-// learned policy predicts the sizes of the allocations the next launches will make.
+// learned policy predicts the sizes of the allocations the next launches will make. A policy that
+// needs arenas whole gets a split arena back as one allocation.
 #include <algorithm>
+#include <memory>
+#include <string_view>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -95,6 +98,79 @@ TEST_F(ArenaTest, SmallOrBasePointerOnlyAllocationsStayWhole) {
   const Allocation large = Managed(16 * kMiB);  // only ever reached through its base
   EXPECT_EQ(Launch({small.base + 6 * kMiB}), (Ranges{{small.base, 8 * kMiB}}));
   EXPECT_EQ(Launch({large.base}), (Ranges{{large.base, 16 * kMiB}}));
+}
+
+// A policy that needs arenas whole (a schedule to follow, policy/planned_policy.h) from some
+// launch on: the engine merges the arena it has split back into one allocation, resident (with
+// the whole footprint) because some chunk was, and the policy sees the allocation again, not its
+// chunks. lru otherwise.
+class WholeArenasFromSomeLaunch final : public EvictionPolicy {
+ public:
+  std::string_view name() const override { return "whole-from"; }
+  void ObserveLaunch(const LaunchView& launch) override {
+    seen_.assign(launch.ids, launch.ids + launch.count);
+  }
+  void Touch(uint64_t id) override { lru_->Touch(id); }
+  void Forget(uint64_t id) override {
+    lru_->Forget(id);
+    forgotten_.push_back(id);
+  }
+  void Split(uint64_t id) override {
+    lru_->Split(id);
+    split_.push_back(id);
+  }
+  void Merged(uint64_t id) override {
+    lru_->Merged(id);
+    merged_.push_back(id);
+  }
+  uint64_t PickVictim(bool (*evictable)(const void*, uint64_t), const void* context) override {
+    return lru_->PickVictim(evictable, context);
+  }
+  bool ArenasWhole() const override { return whole_; }
+
+  bool whole_ = false;
+  std::vector<uint64_t> seen_, forgotten_, split_, merged_;
+
+ private:
+  std::unique_ptr<EvictionPolicy> lru_ = MakeLruPolicy();
+};
+
+TEST(ArenaMergeTest, APolicyThatNeedsArenasWholeGetsTheSplitArenaBackWhole) {
+  FakeDevice device;
+  AllocationRegistry registry;
+  auto owned = std::make_unique<WholeArenasFromSomeLaunch>();
+  WholeArenasFromSomeLaunch* policy = owned.get();
+  ResidencyEngine engine(&device, std::move(owned), 64 * kMiB, EngineOptions{0});
+  uint64_t address = 0;
+  device.AllocateManaged(&address, 32 * kMiB);
+  const Allocation arena = registry.Insert(address, 32 * kMiB, Backing::kManaged, false, true);
+  engine.OnAllocated(arena);
+  auto launch = [&](uint64_t pointer) {
+    AccessSet access;
+    registry.FindAll(&pointer, 1, &access);
+    EXPECT_EQ(engine.OnLaunch(access, {pointer}, kStream), 0);
+  };
+  launch(arena.base + 24 * kMiB);  // split: chunks 12..15 come in
+  ASSERT_EQ(policy->seen_.size(), 4u);
+  EXPECT_TRUE(IsArenaPiece(policy->seen_[0]));
+  EXPECT_EQ(ArenaPieceAllocation(policy->seen_[0]), arena.id);
+  EXPECT_EQ(ArenaPieceChunk(policy->seen_[0]), 12u);
+  EXPECT_EQ(engine.resident_estimate(), 8 * kMiB);
+  EXPECT_EQ(policy->split_, std::vector<uint64_t>{arena.id});
+
+  policy->whole_ = true;
+  const size_t before = device.calls.size();
+  launch(arena.base + 24 * kMiB);
+  EXPECT_EQ(policy->seen_, std::vector<uint64_t>{arena.id});
+  EXPECT_EQ(policy->merged_, std::vector<uint64_t>{arena.id});
+  // Every chunk was forgotten (16 of them), the allocation itself never.
+  EXPECT_EQ(policy->forgotten_.size(), 16u);
+  EXPECT_EQ(std::count(policy->forgotten_.begin(), policy->forgotten_.end(), arena.id), 0);
+  EXPECT_EQ(engine.resident_estimate(), 32 * kMiB);  // resident as a whole: nothing moved
+  for (size_t c = before; c < device.calls.size(); ++c) {
+    EXPECT_NE(device.calls[c].what, "to_device");
+    EXPECT_NE(device.calls[c].what, "to_host");
+  }
 }
 
 TEST(FootprintTest, AllocationsCountAsTheGranulesTheySpan) {
