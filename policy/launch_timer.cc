@@ -20,17 +20,24 @@ bool LaunchTimer::ReadyLocked() {
 }
 
 int LaunchTimer::OpenLocked(Kind kind, uint64_t key) {
-  int chosen = -1;
+  int chosen = -1, oldest = -1;
   for (size_t i = 0; i < kEntries; ++i) {
     const Entry& entry = entries_[i];
     if (entry.state == State::kFree) {
       chosen = static_cast<int>(i);
       break;
     }
-    if (chosen < 0 || entry.sequence < entries_[static_cast<size_t>(chosen)].sequence) {
-      chosen = static_cast<int>(i);
+    if (oldest < 0 || entry.sequence < entries_[static_cast<size_t>(oldest)].sequence) {
+      oldest = static_cast<int>(i);
     }
   }
+  if (chosen < 0) {
+    // All in flight: the job's launches run ahead of the device. Their samples are kept (this
+    // one is not timed), unless that has gone on so long that one may never complete.
+    if (++refused_ < kMaxRefused) return -1;
+    chosen = oldest;
+  }
+  refused_ = 0;
   if (chosen == open_kernel_) open_kernel_ = -1;
   Entry& entry = entries_[static_cast<size_t>(chosen)];
   entry.state = State::kOpen;
@@ -89,6 +96,10 @@ void LaunchTimer::KernelReady(uint64_t stamp, Stream stream) {
   if (!lock.owns_lock() || !ReadyLocked()) return;
   if (open_kernel_ >= 0) entries_[static_cast<size_t>(open_kernel_)].state = State::kFree;
   const int index = OpenLocked(Kind::kKernel, stamp);
+  if (index < 0) {
+    open_kernel_ = -1;
+    return;
+  }
   Entry& entry = entries_[static_cast<size_t>(index)];
   if (device_->RecordEvent(entry.start, stream) != kDeviceOk) {
     entry.state = State::kFree;
@@ -102,6 +113,7 @@ int LaunchTimer::BeginTransfer(Stream stream) {
   std::unique_lock lock(mutex_, std::try_to_lock);
   if (!lock.owns_lock() || !ReadyLocked()) return -1;
   const int index = OpenLocked(Kind::kToDevice, 0);
+  if (index < 0) return -1;
   Entry& entry = entries_[static_cast<size_t>(index)];
   if (device_->RecordEvent(entry.start, stream) != kDeviceOk) {
     entry.state = State::kFree;

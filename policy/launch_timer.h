@@ -11,8 +11,10 @@
 // lookahead batch's prefetches on the prefetch stream, or its write-backs on the evict stream.
 //
 // Thread-safe without blocking: every call try-locks and does nothing (loses a sample) when
-// another thread holds the lock. A fixed ring of event pairs; when all are in flight the oldest
-// is reused (its sample lost).
+// another thread holds the lock. A fixed ring of event pairs; when all are in flight (the job's
+// launches run far ahead of the device) a new interval is not timed, so those in flight still
+// give their samples; after kMaxRefused such refusals in a row the oldest is reused (its sample
+// lost), so an event that never completes cannot stop the timing.
 #ifndef SPILLWAY_POLICY_LAUNCH_TIMER_H_
 #define SPILLWAY_POLICY_LAUNCH_TIMER_H_
 
@@ -33,8 +35,9 @@ class LaunchTimer {
     uint64_t key = 0;  // a kernel's launch stamp, or a transfer's bytes
     double seconds = 0;
   };
-  static constexpr size_t kEntries = 64;  // event pairs in flight at most
-  static constexpr int kMaxHarvest = 8;   // samples read per Poll at most
+  static constexpr size_t kEntries = 256;  // event pairs in flight at most
+  static constexpr int kMaxRefused = 4096;
+  static constexpr int kMaxHarvest = 8;  // samples read per Poll at most
 
   // REQUIRES: `device` outlives the timer.
   explicit LaunchTimer(Device* device) : device_(device) {}
@@ -80,6 +83,7 @@ class LaunchTimer {
   std::array<Entry, kEntries> entries_{};
   uint64_t sequence_ = 0;
   int open_kernel_ = -1;  // the entry whose kernel interval is open
+  int refused_ = 0;       // opens refused in a row (all entries in flight)
 };
 
 }  // namespace spillway::policy

@@ -117,6 +117,44 @@ TEST(LaunchTimerTest, KernelIntervalsAreReadOnlyOnceComplete) {
   EXPECT_TRUE(samples.empty());
 }
 
+// The job's launches far ahead of the device (every entry in flight): a new interval is not timed,
+// and the intervals in flight give their samples once complete, oldest first (none lost to
+// reuse); after kMaxRefused refusals in a row the oldest is reused, so an event that never
+// completes cannot stop the timing for good.
+TEST(LaunchTimerTest, AllIntervalsInFlightKeepTheirSamplesNewOnesAreNotTimed) {
+  FakeDevice device;
+  device.events_complete = false;
+  LaunchTimer timer(&device);
+  const uint64_t n = LaunchTimer::kEntries + 10;
+  for (uint64_t stamp = 1; stamp <= n; ++stamp) {
+    device.clock_ms = static_cast<double>(stamp);  // each kernel 1 ms
+    timer.LaunchArrived(stamp, kStream);
+    timer.KernelReady(stamp, kStream);
+  }
+  EXPECT_EQ(timer.BeginTransfer(kStream), -1);  // no entry free
+  device.events_complete = true;
+  std::vector<LaunchTimer::Sample> samples;
+  for (size_t i = 0; i < 2 * LaunchTimer::kEntries / LaunchTimer::kMaxHarvest; ++i) {
+    timer.Poll(&samples);
+  }
+  // Launches 1 .. kEntries - 1 were closed by the next launch; launch kEntries's interval was
+  // closed by launch kEntries + 1, which itself was not timed.
+  ASSERT_EQ(samples.size(), LaunchTimer::kEntries);
+  for (size_t i = 0; i < samples.size(); ++i) {
+    EXPECT_EQ(samples[i].key, i + 1);
+    EXPECT_NEAR(samples[i].seconds, 1e-3, 1e-9);
+  }
+
+  device.events_complete = false;
+  LaunchTimer stuck(&device);
+  for (uint64_t stamp = 1; stamp <= LaunchTimer::kEntries; ++stamp) {
+    stuck.LaunchArrived(stamp, kStream);
+    stuck.KernelReady(stamp, kStream);
+  }
+  for (int i = 1; i < LaunchTimer::kMaxRefused; ++i) ASSERT_EQ(stuck.BeginTransfer(kStream), -1);
+  EXPECT_GE(stuck.BeginTransfer(kStream), 0);  // the oldest, reused
+}
+
 TEST(LaunchTimerTest, TransferIntervalsAndAnUntimedDevice) {
   FakeDevice device;
   device.h2d_bytes_per_ms = 40e6;  // 40 GB/s
