@@ -128,6 +128,15 @@ absl::StatusOr<Workload> BuildStep(const std::string& source, const RecordedEven
   for (size_t s = last_start + 1; s-- > first_start;) {
     if (live_at[s] < live_at[start]) start = s;
   }
+  // Each kernel's least recorded time over the repetitions.
+  std::unordered_map<std::string, double> least_by_kernel;
+  for (size_t i = a - period; i < b; ++i) {
+    if (ev[i].kind != StepEvent::Kind::kLaunch) continue;
+    const auto time = read.kernel_seconds.find(ev[i].correlation);
+    if (time == read.kernel_seconds.end() || time->second <= 0) continue;
+    auto [it, added] = least_by_kernel.try_emplace(ev[i].kernel, time->second);
+    if (!added) it->second = std::min(it->second, time->second);
+  }
   // Persistent: live at `start`, in allocation order.
   Workload w;
   w.name = source.substr(source.find_last_of('/') + 1);
@@ -176,6 +185,12 @@ absl::StatusOr<Workload> BuildStep(const std::string& source, const RecordedEven
     } else {
       s.launch.kernel = e.kernel;
       s.launch.compute_seconds = KernelSeconds(read, i, period, a - period, b);
+      if (s.launch.compute_seconds == 0) {
+        // Never timed at this position (a device the job runs far ahead of gives some launches
+        // no time): the least time of the same kernel elsewhere in the repetitions.
+        const auto same = least_by_kernel.find(e.kernel);
+        if (same != least_by_kernel.end()) s.launch.compute_seconds = same->second;
+      }
       for (const RecordedAccess& x : e.accesses) {
         const auto found = id_of.find(x.alloc);
         if (found == id_of.end()) continue;

@@ -1,0 +1,99 @@
+// Recorded events -> one step (policy/step_events.h), as online planning hands them over: the step
+// is found by its tokens wherever the recording starts, each launch's compute time is the least
+// recorded for its position over the repetitions (also those after the step picked), a position
+// never timed takes the least time of the same kernel, and a kernel never timed takes 0. Too few
+// repetitions is one error naming the recording.
+#include "policy/step_events.h"
+
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace spillway::policy {
+namespace {
+
+constexpr uint64_t kMiB = 1ull << 20;
+
+// A weight (id 1) made once; each step: an activation made, kernels "fwd", "fwd", "bwd", "opt"
+// (the activation used by all but the last), the activation freed. Launch correlations count
+// from 1; `timed(correlation)` gives a kernel's recorded time, 0 for none.
+RecordedEvents Record(int steps, double (*timed)(uint64_t correlation)) {
+  RecordedEvents r;
+  r.Allocated(1, 4 * kMiB, 0);
+  uint64_t next_id = 2, correlation = 0;
+  for (int s = 0; s < steps; ++s) {
+    const uint64_t act = next_id++;
+    r.Allocated(act, 2 * kMiB, 0);
+    for (const char* kernel : {"fwd", "fwd", "bwd", "opt"}) {
+      std::vector<RecordedAccess> accesses = {{1, 0, 0}};
+      if (std::string(kernel) != "opt") accesses.push_back({act, 0, 0});
+      r.Launched(kernel, ++correlation, accesses);
+      const double seconds = timed(correlation);
+      if (seconds > 0) r.kernel_seconds[correlation] = seconds;
+    }
+    r.Freed(act);
+  }
+  return r;
+}
+
+std::vector<double> ComputeTimes(const Workload& w) {
+  std::vector<double> out;
+  for (const StepEvent& e : w.step) {
+    if (e.kind == StepEvent::Kind::kLaunch) out.push_back(e.launch.compute_seconds);
+  }
+  return out;
+}
+
+TEST(StepEvents, TimesComeFromEveryRepetitionAndFromTheSameKernelWhereAPositionIsNeverTimed) {
+  // Step 1 untimed (timing starts later, as online planning's does); step 2: fwd#1 1.0, bwd 3.0;
+  // step 3: fwd#1 0.5 (the least), bwd 4.0; the second fwd and opt are never timed.
+  const RecordedEvents r = Record(3, [](uint64_t c) -> double {
+    switch (c) {
+      case 5:
+        return 1.0e-3;
+      case 7:
+        return 3.0e-3;
+      case 9:
+        return 0.5e-3;
+      case 11:
+        return 4.0e-3;
+      default:
+        return 0;
+    }
+  });
+  EXPECT_EQ(r.launches(), 12u);
+  absl::StatusOr<Workload> w = WorkloadFromEvents(r, "the recording");
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_EQ(w->num_launches(), 4u);
+  ASSERT_EQ(w->allocations.size(), 2u);
+  EXPECT_TRUE(w->allocations[0].persistent);
+  EXPECT_EQ(w->description, "the recording: a step of 6 events");
+  EXPECT_EQ(ComputeTimes(*w), (std::vector<double>{0.5e-3, 0.5e-3, 3.0e-3, 0}));
+}
+
+TEST(StepEvents, OneRepetitionIsAnErrorNamingTheRecording) {
+  RecordedEvents r;
+  r.Allocated(1, 4 * kMiB, 0);
+  r.Allocated(2, 2 * kMiB, 0);
+  r.Launched("fwd", 1, {{1, 0, 0}, {2, 0, 0}});
+  r.Freed(2);
+  r.Launched("opt", 2, {{1, 0, 0}});
+  r.kernel_seconds = {{1, 1e-3}, {2, 1e-3}};
+  EXPECT_EQ(WorkloadFromEvents(r, "the recorded steps").status().message(),
+            "the recorded steps: no repeating training step found in its 5 allocations, frees "
+            "and launches (at least two whole steps are needed)");
+}
+
+TEST(StepEvents, FreesAndAccessesOfUnknownAllocationsAreDropped) {
+  RecordedEvents r;
+  r.Allocated(1, 2 * kMiB, 0);
+  EXPECT_FALSE(r.Freed(7));
+  r.Launched("k", 1, {{1, 0, 0}, {7, 0, 0}});
+  ASSERT_EQ(r.events.size(), 2u);
+  EXPECT_EQ(r.events[1].accesses.size(), 1u);
+  EXPECT_TRUE(r.Freed(1));
+}
+
+}  // namespace
+}  // namespace spillway::policy
