@@ -476,8 +476,9 @@ int ResidencyEngine::OnLaunch(const AccessSet& access, const std::vector<uint64_
   ids.clear();
   sizes.clear();
   const bool side = SideStreamReady();
-  // Observed times (read without waiting) size the lookahead.
-  // Only once the policy has predicted a step (never for lru: nothing to size).
+  // Observed times (read without waiting) size the lookahead, and go to a policy that asks for
+  // them (online planning's recording). Only once the policy has predicted a step (never for
+  // lru: nothing to size) and something has had to move.
   const bool timing =
       side &&
       (options_.size_lookahead_from_time || policy_times_.load(std::memory_order_relaxed)) &&
