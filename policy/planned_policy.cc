@@ -283,6 +283,7 @@ class PlannedPolicy final : public EvictionPolicy {
           true);
       return false;
     }
+    ++plans_;
     hash_ = RollingStepHash(file_.step_events);
     const std::vector<RecordedEvent>& events = recorded_.events;
     for (size_t i = events.size() - std::min<size_t>(events.size(), file_.step_events);
@@ -345,15 +346,43 @@ class PlannedPolicy final : public EvictionPolicy {
     }
     if (hash_.Matches(file_.step_signature)) {
       Align();
+    } else if (planner_) {
+      // Online: a plan the job's steps no longer match (since it was made, or since the job left
+      // it) is made again from a new recording.
+      if (++unmatched_events_ == 3 * file_.step_events + 1000) Replan();
     } else if (adherence_.alignments == 0 && ++unmatched_events_ == 3 * file_.step_events + 1000) {
       Fallback(true, absl::StrCat(adherence_.path,
                                   ": no step of the job has matched the policy's "
                                   "step signature in ",
                                   unmatched_events_,
-                                  planner_ ? " events since it was planned (the job's step changed)"
-                                           : " events (is it planned for this job?)",
-                                  "; the learned policy decides"));
+                                  " events (is it planned for this job?); the learned policy "
+                                  "decides"));
     }
+  }
+
+  // Online planning: the job's step has changed; records it again (at most kMaxPlans plans in
+  // all), the learned policy deciding meanwhile. The recording starts from the allocations live
+  // now, in the order they were made.
+  void Replan() {
+    static constexpr int kMaxPlans = 4;
+    usable_ = false;
+    aligned_ = false;
+    adherence_.aligned = false;
+    if (plans_ >= kMaxPlans) {
+      Fallback(true, absl::StrCat("online plan: the job's step has changed after each of ", plans_,
+                                  " plans; the learned policy decides from now on"));
+      return;
+    }
+    PruneOrder();
+    for (const uint64_t id : order_) recorded_.Allocated(id, sizes_.at(id), 0);
+    recording_ = true;
+    timed_ = 0;
+    next_try_ = 0;
+    tries_ = 0;
+    Fallback(false,
+             absl::StrCat("online plan: no step of the job has matched the plan in ",
+                          unmatched_events_, " events (its step has changed); recording it again"));
+    if (log_) log_(false, adherence_.fallback_reason);
   }
 
   // A step of the planned shape has just ended: bind the persistent allocations and follow.
@@ -382,6 +411,7 @@ class PlannedPolicy final : public EvictionPolicy {
     }
     aligned_ = true;
     adherence_.aligned = true;
+    unmatched_events_ = 0;
     adherence_.fallback_reason.clear();
     ++adherence_.alignments;
     if (log_ && adherence_.alignments == 1) {
@@ -477,6 +507,7 @@ class PlannedPolicy final : public EvictionPolicy {
 
   void Mismatch(const std::string& what) {
     aligned_ = false;
+    unmatched_events_ = 0;
     adherence_.aligned = false;
     have_moves_ = false;
     moves_.clear();
@@ -510,6 +541,7 @@ class PlannedPolicy final : public EvictionPolicy {
   uint64_t timed_ = 0;                             // kernel times recorded
   uint64_t next_try_ = 0;                          // plan when this many launches are recorded
   int tries_ = 0;
+  int plans_ = 0;  // plans made
   bool usable_ = false;
   bool aligned_ = false;
   bool logged_binding_ = false;
@@ -525,7 +557,8 @@ class PlannedPolicy final : public EvictionPolicy {
   std::vector<uint64_t> host_pending_;    // of them, not yet taken by the engine
   std::unordered_set<uint64_t> no_host_;  // the device refused to place them
   uint64_t event_in_step_ = 0;
-  uint64_t unmatched_events_ = 0;  // events before the step was first recognised
+  // Events since the step was last recognised (a policy file: before it first was).
+  uint64_t unmatched_events_ = 0;
   uint64_t position_ = 0;
   size_t next_entry_ = 0;
   uint64_t next_local_ = 0;

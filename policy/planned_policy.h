@@ -48,18 +48,19 @@ struct StepPlan {
 using StepPlanner =
     std::function<absl::StatusOr<StepPlan>(const RecordedEvents& events, uint64_t budget_bytes)>;
 
-// The learned policy with online planning: until a plan exists the learned policy decides, as
-// without a file (arenas stay whole, so the recorded chunks are the ones the engine will move).
-// The policy records the job's allocations, frees and launches (with the arena chunks each names,
-// and kernel times, which it asks the engine for); once the learned policy has detected a step and
-// a whole step's launches have kernel times, `planner` plans the recording for `budget_bytes`,
-// and the plan is followed from the next step that matches it, exactly as a policy file is
-// (adherence() reports it, path "online plan"). A recording that gives no plan is tried again a
-// step later, three times at most; then, or when kOnlinePlanLaunchLimit launches pass without a
-// plan (a job that fits never times its kernels), recording stops and the learned policy goes on
-// deciding, said in one line through `log`. Planning runs in the launch that completes the
-// recording, under the engine's lock (a fraction of a second for a step of a few hundred
-// launches).
+// The learned policy with online planning. The policy records the job's allocations, frees and
+// launches (each launch's arena chunks as the engine names them, and kernel times, which it asks
+// the engine for) while the learned policy decides. Once the learned policy has detected a step
+// and a whole step's launches have kernel times, `planner` plans the recording for
+// `budget_bytes`, and the plan is followed from the next step that matches it, exactly as a
+// policy file is (adherence() reports it, path "online plan"); arenas are split into chunks for
+// the learned policy until then and whenever the job leaves the plan, whole while it is followed.
+// When no step has matched the plan for three steps' events and 1000 more (the job's step
+// changed), the step is recorded and planned again, four plans at most. A recording that gives no
+// plan is tried again a step later, three times at most; then, or when kOnlinePlanLaunchLimit
+// launches pass without a plan (a job that fits never times its kernels), recording stops and the
+// learned policy goes on deciding, said in one line through `log`. Planning runs in the launch
+// that completes the recording, under the engine's lock (PlanRecordedSteps bounds its search).
 std::unique_ptr<EvictionPolicy> MakeOnlinePlannedPolicy(uint64_t budget_bytes, PolicyLog log,
                                                         StepPlanner planner);
 inline constexpr uint64_t kOnlinePlanLaunchLimit = 65536;

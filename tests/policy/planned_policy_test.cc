@@ -1066,5 +1066,48 @@ TEST(OnlinePlan, APlannerThatFailsIsTriedThreeTimesThenOneLineAndTheLearnedPolic
   EXPECT_EQ(replay.Moves(), LearnedMoves(w, budget, kSteps));
 }
 
+// A job whose step changes after it was planned (bigger activations from some step on) leaves the
+// plan; once no step has matched it for a while the step is recorded again from the allocations
+// live then, planned again and followed.
+TEST(OnlinePlan, AStepThatChangesIsRecordedAndPlannedAgain) {
+  const Workload small = SmallStep(2 * kMiB), big = SmallStep(4 * kMiB);
+  const uint64_t budget = 8 * kMiB;
+  std::vector<Workload> recorded;
+  OnlineReplay online(small, budget, [&](const RecordedEvents& events, uint64_t bytes) {
+    absl::StatusOr<Workload> step = WorkloadFromEvents(events, "recorded");
+    if (step.ok()) recorded.push_back(*step);
+    return PlanRecordedSteps(events, bytes);
+  });
+  Replay& replay = online.replay;
+  replay.Init();
+  for (int i = 0; i < 12; ++i) replay.Step();
+  ASSERT_EQ(recorded.size(), 1u);
+  EXPECT_GE(replay.Adherence().steps_followed, 2u);
+  EXPECT_EQ(ComputeStepSignature(recorded[0]).signature, ComputeStepSignature(small).signature);
+
+  int steps = 0;
+  while (recorded.size() < 2 && steps < 400) {
+    replay.Step(&big);
+    ++steps;
+  }
+  ASSERT_EQ(recorded.size(), 2u) << "not planned again after " << steps << " steps";
+  EXPECT_EQ(ComputeStepSignature(recorded[1]).signature, ComputeStepSignature(big).signature);
+  for (int i = 0; i < 3; ++i) replay.Step(&big);
+  const ScheduleAdherence a = replay.Adherence();
+  EXPECT_TRUE(a.aligned);
+  EXPECT_EQ(a.alignments, 2u);
+  EXPECT_EQ(a.mismatches, 1u);
+  EXPECT_EQ(a.moves_issued, a.moves_planned);
+  ASSERT_EQ(online.log.problems.size(), 1u);  // the mismatch
+  EXPECT_NE(online.log.problems[0].find("do not match the policy's step signature"),
+            std::string::npos)
+      << online.log.problems[0];
+  bool recording_again = false;
+  for (const std::string& line : online.log.news) {
+    recording_again = recording_again || line.find("recording it again") != std::string::npos;
+  }
+  EXPECT_TRUE(recording_again);
+}
+
 }  // namespace
 }  // namespace spillway::policy
