@@ -205,35 +205,34 @@ class PlannedPolicy final : public EvictionPolicy {
   // a plan was made (and this launch counted in its step).
   bool Record(const LaunchView& launch) {
     accesses_.clear();
+    // Chunk `offset` of allocation `id` (of `bytes`), when it lies within it.
+    const auto add_chunk = [this](uint64_t id, uint64_t offset, uint64_t bytes) {
+      if (offset < bytes) {
+        accesses_.push_back(RecordedAccess{id, offset, std::min(kChunkBytes, bytes - offset)});
+      }
+    };
     for (size_t i = 0; i < launch.count; ++i) {
       const uint64_t id = launch.ids[i];
       if (IsArenaPiece(id)) {  // a chunk of an arena the engine has split
         const uint64_t arena = ArenaPieceAllocation(id);
         const auto size = sizes_.find(arena);
-        const uint64_t offset = ArenaPieceChunk(id) * kChunkBytes;
-        if (size == sizes_.end() || offset >= size->second) continue;
-        accesses_.push_back(
-            RecordedAccess{arena, offset, std::min(kChunkBytes, size->second - offset)});
+        if (size == sizes_.end()) continue;
+        add_chunk(arena, ArenaPieceChunk(id) * kChunkBytes, size->second);
         arenas_.insert(arena);
         continue;
       }
       const uint64_t bytes = launch.sizes[i];
       bool named = false;
       for (size_t c = 0; c < launch.arena_chunk_count; ++c) {
-        const ArenaChunk& chunk = launch.arena_chunks[c];
-        if (chunk.id != id) continue;
+        if (launch.arena_chunks[c].id != id) continue;
         named = true;
-        const uint64_t offset = chunk.chunk * kChunkBytes;
-        if (offset < bytes) {
-          accesses_.push_back(RecordedAccess{id, offset, std::min(kChunkBytes, bytes - offset)});
-        }
+        add_chunk(id, launch.arena_chunks[c].chunk * kChunkBytes, bytes);
       }
       if (named) {
         arenas_.insert(id);
       } else if (arenas_.contains(id)) {
-        for (uint64_t offset = 0; offset < bytes; offset += kChunkBytes) {
-          accesses_.push_back(RecordedAccess{id, offset, std::min(kChunkBytes, bytes - offset)});
-        }
+        for (uint64_t offset = 0; offset < bytes; offset += kChunkBytes)
+          add_chunk(id, offset, bytes);
       } else {
         accesses_.push_back(RecordedAccess{id, 0, 0});
       }
