@@ -29,6 +29,21 @@ void ReadSize(const char* name, uint64_t* value) {
   *value = *parsed;
 }
 
+// A whole number from 0 to `max`.
+void ReadCount(const char* name, uint32_t max, uint32_t* value) {
+  std::optional<std::string_view> text = spillway::GetEnv(name);
+  if (!text.has_value() || text->empty()) return;
+  std::string s(*text);
+  char* end = nullptr;
+  const unsigned long long v = std::strtoull(s.c_str(), &end, 10);
+  if (end == s.c_str() || *end != '\0' || s[0] == '-' || v > max) {
+    std::fprintf(stderr, "simgpu: %s='%s' is not a whole number from 0 to %u; using the default %u\n",
+                 name, s.c_str(), max, *value);
+    return;
+  }
+  *value = static_cast<uint32_t>(v);
+}
+
 void ReadDouble(const char* name, double scale, double* value) {
   std::optional<std::string_view> text = spillway::GetEnv(name);
   if (!text.has_value() || text->empty()) return;
@@ -65,6 +80,7 @@ Config ReadConfig() {
     devices = 1;
   }
   c.devices = static_cast<int>(devices);
+  ReadCount("SIMGPU_QUEUE_DEPTH", 1u << 20, &c.queue_depth);
   if (std::optional<std::string_view> p = spillway::GetEnv("SIMGPU_STATS")) c.stats_path = *p;
   return c;
 }

@@ -39,6 +39,10 @@ struct Config : spillway::CostModel {
   uint64_t capacity_bytes = uint64_t{4} << 30;  // SIMGPU_MEMORY
   std::string stats_path;                       // SIMGPU_STATS
   int devices = 1;                              // SIMGPU_DEVICES: each has capacity_bytes
+  // SIMGPU_QUEUE_DEPTH: operations a stream holds before the host thread that enqueues the next
+  // one waits for the device to take one (a real GPU's launch queue holds about a thousand per
+  // stream); 0: no bound.
+  uint32_t queue_depth = 1024;
 };
 
 // Reads the SIMGPU_* variables (once, at cuInit). Bad values are reported on stderr and replaced

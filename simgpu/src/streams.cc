@@ -21,8 +21,10 @@ double g_engine_free[3] = {0, 0, 0};  // guarded by g_mu
 double g_max_vtime = 0;               // guarded by g_mu
 
 thread_local Stream* tls_per_thread = nullptr;
+thread_local bool tls_worker = false;  // this thread is a stream's worker
 
 void WorkerLoop(Stream* s) {
+  tls_worker = true;
   s->worker_started.store(true, std::memory_order_release);
   std::unique_lock<std::mutex> lock(*g_mu);
   for (;;) {
@@ -142,7 +144,12 @@ CUresult ResolveStreamAnyState(CUstream h, bool ptsz, Stream** out) {
 }
 
 MarkerPtr Enqueue(Stream* s, OpBody body, std::vector<MarkerPtr> extra_deps) {
-  std::lock_guard<std::mutex> lock(*g_mu);
+  std::unique_lock<std::mutex> lock(*g_mu);
+  // A full launch queue holds the host thread until the device takes an operation, as a real
+  // GPU's does. Not a worker (a host function's body), which would wait for itself.
+  if (const uint32_t depth = config().queue_depth; depth != 0 && !tls_worker) {
+    g_done_cv->wait(lock, [s, depth] { return s->queue.size() < depth; });
+  }
   Stream::Op op;
   op.deps = std::move(extra_deps);
   // The legacy default stream waits for all blocking streams and they wait for it (completed

@@ -8,12 +8,15 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <map>
+#include <thread>
 
 namespace {
 
@@ -356,6 +359,46 @@ void ChainedHandler() {
 // reports the kernel (written at exit).
 void Plain() { Setup(); }
 
+// With SIMGPU_QUEUE_DEPTH=4: a stream whose device is held by a host function takes 4 more
+// operations; the thread enqueuing a fifth waits until the device goes on. Prints how many a
+// second thread had enqueued while the device was held (`held`) and in the end (`enqueued`).
+void QueueDepth() {
+  Setup();
+  CUstream stream = nullptr;
+  REQUIRE_OK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+  static std::atomic<bool> running{false}, release{false};
+  REQUIRE_OK(cuLaunchHostFunc(
+      stream,
+      [](void*) {
+        running = true;
+        while (!release.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      },
+      nullptr));
+  // The device has taken the host function off the queue (which is empty again) and holds.
+  while (!running.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::atomic<int> enqueued{0};
+  CUcontext ctx = nullptr;
+  REQUIRE_OK(cuCtxGetCurrent(&ctx));
+  std::thread producer([&] {
+    REQUIRE_OK(cuCtxSetCurrent(ctx));
+    CUevent event = nullptr;
+    REQUIRE_OK(cuEventCreate(&event, CU_EVENT_DEFAULT));
+    for (int i = 0; i < 6; ++i) {
+      REQUIRE_OK(cuEventRecord(event, stream));
+      ++enqueued;
+    }
+    REQUIRE_OK(cuEventDestroy(event));
+  });
+  while (enqueued.load() < 4) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  std::printf("held=%d\n", enqueued.load());
+  release = true;
+  producer.join();
+  REQUIRE_OK(cuStreamSynchronize(stream));
+  std::printf("enqueued=%d\n", enqueued.load());
+  REQUIRE_OK(cuStreamDestroy(stream));
+}
+
 }  // namespace
 
 int RunScenario(const std::string& name) {
@@ -374,6 +417,7 @@ int RunScenario(const std::string& name) {
       {"device_alloc_evicts", DeviceAllocEvicts},
       {"two_devices", TwoDevices},
       {"plain", Plain},
+      {"queue_depth", QueueDepth},
       {"wild_access", WildAccess},
       {"chained_handler", ChainedHandler},
   };

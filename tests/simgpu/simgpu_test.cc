@@ -208,6 +208,26 @@ TEST(SimgpuScenario, BadMemoryValueFallsBackToDefault) {
   EXPECT_EQ(JsonNumber(r.stats, "device_capacity_bytes"), 4.0 * (1u << 30));
 }
 
+// A real GPU's launch queue holds about a thousand operations per stream; then the host waits.
+TEST(SimgpuScenario, AFullStreamQueueHoldsTheHostUntilTheDeviceGoesOn) {
+  ChildResult r = RunChild("queue_depth", "SIMGPU_QUEUE_DEPTH=4");
+  EXPECT_CHILD_OK(r);
+  EXPECT_EQ(OutputNumber(r.output, "held"), 4) << r.output;
+  EXPECT_EQ(OutputNumber(r.output, "enqueued"), 6) << r.output;
+  ChildResult unbounded = RunChild("queue_depth", "SIMGPU_QUEUE_DEPTH=0");
+  EXPECT_CHILD_OK(unbounded);
+  EXPECT_EQ(OutputNumber(unbounded.output, "held"), 6) << unbounded.output;
+}
+
+TEST(SimgpuScenario, BadQueueDepthFallsBackToTheDefault) {
+  ChildResult r = RunChild("plain", "SIMGPU_QUEUE_DEPTH=-3");
+  EXPECT_CHILD_OK(r);
+  EXPECT_NE(r.output.find("SIMGPU_QUEUE_DEPTH='-3' is not a whole number from 0 to 1048576; "
+                          "using the default 1024"),
+            std::string::npos)
+      << r.output;
+}
+
 TEST(SimgpuScenario, FaultsOutsideSimgpuStillCrash) {
   ChildResult r = RunChild("wild_access", "SIMGPU_MEMORY=64MiB");
   EXPECT_NE(r.exit_code, 0) << r.output;
