@@ -194,7 +194,9 @@ absl::StatusOr<PolicyFile> PlanSchedule(const Workload& w, const PlanOptions& op
                              }),
               acc.end());
   }
-  const Replay r = BuildReplay(WithEarlyLoads(managed, early));
+  // The replay points into the workload it is built from (ReplayItem::launch): keep that alive.
+  const Workload with_early = WithEarlyLoads(managed, early);
+  const Replay r = BuildReplay(with_early);
   const uint64_t n = r.launches_per_step;
   const std::vector<uint32_t> reserve = ReserveFor(knobs.held, n);
   const BeladyRun run = RunBelady(r, cap, knobs.idle_horizon, reserve);
