@@ -207,6 +207,27 @@ TEST(TrainLike, LearnedPlansTheDetectedStepOnlineAndFollowsIt) {
   }
 }
 
+// A job that never waits for the device (stream-ordered allocations, no synchronization in the
+// step) runs only as far ahead as the launch queue holds (simgpu: SIMGPU_QUEUE_DEPTH, 1024 a
+// stream, as on a GPU), so its kernels are timed while it runs and its step is planned too.
+TEST(TrainLike, LearnedPlansAJobThatNeverWaitsOnline) {
+  const std::vector<std::string> async = {"--alloc", "async"};
+  const std::string summary_path = TempPath("train_like_async_summary");
+  const ProcessResult run =
+      RunProcess(Job(2.0, 14, async), {{"LD_LIBRARY_PATH", kOut + "/simgpu"},
+                                       {"SIMGPU_MEMORY", kDeviceMemory},
+                                       {"LD_PRELOAD", kOut + "/libspillway.so"},
+                                       {"SPILLWAY_SUMMARY", summary_path}});
+  const std::string summary = ReadFile(summary_path);
+  std::remove(summary_path.c_str());
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_EQ(Checksum(run.output), UnconstrainedChecksum(2.0, 14, async)) << run.output;
+  EXPECT_NE(summary.find("\"errors\":[]"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("\"path\":\"online plan\""), std::string::npos) << summary;
+  EXPECT_GE(JsonInt(summary, "steps_followed"), 2) << summary;
+  EXPECT_EQ(JsonInt(summary, "mismatches"), 0) << summary;
+}
+
 INSTANTIATE_TEST_SUITE_P(Policies, TrainLikeTest, ::testing::Values("lru", "learned"),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            return info.param;
