@@ -2,6 +2,8 @@
 #include "policy/simulator_replay.h"
 
 #include <algorithm>
+#include <optional>
+#include <queue>
 #include <set>
 #include <utility>
 
@@ -63,17 +65,32 @@ Replay BuildReplay(const Workload& w, int steps) {
 BeladyRun RunBelady(const Replay& r, uint64_t capacity_chunks, uint64_t idle_horizon,
                     const std::vector<uint32_t>& reserve) {
   BeladyRun run;
-  std::set<std::pair<uint64_t, uint32_t>> resident;  // (next use, chunk), farthest last
-  std::set<std::pair<uint64_t, uint32_t>> by_age;    // (last use, chunk), longest unused first
+  // Resident chunks by next use, farthest on top: a heap whose entries go stale (the chunk left,
+  // or was used again and has a newer entry) and are dropped when they reach the top.
+  std::priority_queue<std::pair<uint64_t, uint32_t>> resident;  // (next use, chunk)
+  // (last use, chunk), longest unused first: only for time-aware victims (`idle_horizon`).
+  std::set<std::pair<uint64_t, uint32_t>> by_age;
+  const bool aging = idle_horizon > 0;
   std::vector<uint64_t> key(r.total_chunks, kNoNextUse);
   std::vector<uint64_t> last_use(r.total_chunks, 0);
   std::vector<char> is_resident(r.total_chunks, 0);
+  std::vector<char> in_launch(r.total_chunks, 0);  // touched by the launch being decided
   std::vector<char> fresh(r.total_chunks, 1);
   uint64_t count = 0;
+  // The resident chunk used farthest in the future that the launch being decided does not touch;
+  // nullopt when there is none. The launch's own chunks' entries are dropped: they get new ones
+  // (their next use changes) once it is decided.
+  auto farthest = [&]() -> std::optional<uint32_t> {
+    while (!resident.empty()) {
+      const auto [next_use, c] = resident.top();
+      if (is_resident[c] && key[c] == next_use && !in_launch[c]) return c;
+      resident.pop();
+    }
+    return std::nullopt;
+  };
   // Resident chunk `v` goes out for `item` (`held`: for room held free there).
   auto evict = [&](uint32_t v, const ReplayItem& item, bool held) {
-    resident.erase({key[v], v});
-    by_age.erase({last_use[v], v});
+    if (aging) by_age.erase({last_use[v], v});
     is_resident[v] = 0;
     --count;
     BeladyEvent e;
@@ -93,8 +110,7 @@ BeladyRun RunBelady(const Replay& r, uint64_t capacity_chunks, uint64_t idle_hor
           item.alloc_id + 1 < r.base.size() ? r.base[item.alloc_id + 1] : r.total_chunks;
       for (uint32_t c = first; c < end; ++c) {
         if (is_resident[c]) {
-          resident.erase({key[c], c});
-          by_age.erase({last_use[c], c});
+          if (aging) by_age.erase({last_use[c], c});
           is_resident[c] = 0;
           --count;
           run.events.push_back(
@@ -106,35 +122,36 @@ BeladyRun RunBelady(const Replay& r, uint64_t capacity_chunks, uint64_t idle_hor
     }
     // The launch's own chunks are not candidates.
     for (uint32_t c : item.chunks) {
-      if (!is_resident[c]) continue;
-      resident.erase({key[c], c});
-      by_age.erase({last_use[c], c});
+      in_launch[c] = 1;
+      if (aging && is_resident[c]) by_age.erase({last_use[c], c});
     }
     const uint64_t held = item.position < reserve.size() ? reserve[item.position] : 0;
     const uint64_t cap = capacity_chunks > held ? capacity_chunks - held : 1;
     // Room held free at this position: what is over the reduced budget goes out before the launch
     // (farthest next use first), its slot not reused until the room is released.
-    while (held > 0 && count > cap && !resident.empty()) {
-      evict(resident.rbegin()->second, item, true);
+    while (held > 0 && count > cap) {
+      const std::optional<uint32_t> v = farthest();
+      if (!v) break;
+      evict(*v, item, true);
     }
     for (uint32_t c : item.chunks) {
       if (is_resident[c]) continue;
       if (count >= cap) {
-        if (resident.empty()) {
+        std::optional<uint32_t> v = farthest();
+        if (!v) {
           ++run.overcommit_chunks;
         } else {
-          uint32_t v = resident.rbegin()->second;
           const uint64_t far = item.global + idle_horizon;
-          if (idle_horizon > 0 && key[v] != kNoNextUse && key[v] >= far) {
+          if (aging && key[*v] != kNoNextUse && key[*v] >= far) {
             // Some chunk is not needed within the horizon: the longest unused of them.
-            for (const auto& [unused_since, c] : by_age) {
-              if (key[c] >= far) {
-                v = c;
+            for (const auto& [unused_since, candidate] : by_age) {
+              if (key[candidate] >= far) {
+                v = candidate;
                 break;
               }
             }
           }
-          evict(v, item, false);
+          evict(*v, item, false);
         }
       }
       run.events.push_back(
@@ -145,10 +162,11 @@ BeladyRun RunBelady(const Replay& r, uint64_t capacity_chunks, uint64_t idle_hor
     }
     for (size_t i = 0; i < item.chunks.size(); ++i) {
       const uint32_t c = item.chunks[i];
+      in_launch[c] = 0;
       key[c] = item.next_use[i];
       last_use[c] = item.global;
-      resident.insert({key[c], c});
-      by_age.insert({last_use[c], c});
+      resident.push({key[c], c});
+      if (aging) by_age.insert({last_use[c], c});
     }
   }
   return run;
