@@ -1,0 +1,187 @@
+// RunBelady (policy/simulator_replay.h) against a plain reference: the same replacement written
+// with a scan over every resident chunk at each choice, on random steps (persistent and step-local
+// allocations, launches touching random chunk ranges), with Belady's victims, time-aware victims
+// and held room. RunBelady keeps its candidates in a heap with stale entries; any difference in a
+// victim, a load or a free shows up as a different event.
+#include <cstdint>
+#include <optional>
+#include <random>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "policy/simulator_replay.h"
+#include "policy/workload_model.h"
+
+namespace spillway::policy {
+namespace {
+
+// A step of `launches` launches over `persistent` persistent allocations and a few step-local
+// ones, each allocated just before its first launch and freed just after its last.
+Workload RandomStep(std::mt19937& rng, int persistent, int local, int launches) {
+  Workload w;
+  w.name = "random";
+  const int total = persistent + local;
+  for (int i = 0; i < total; ++i) {
+    WorkloadAllocation a;
+    a.id = static_cast<uint64_t>(i + 1);
+    a.bytes = (1 + rng() % 4) * kChunkBytes;
+    a.persistent = i < persistent;
+    w.allocations.push_back(a);
+  }
+  std::vector<std::vector<ChunkRange>> accesses(launches);
+  std::vector<int> first(total + 1, -1), last(total + 1, -1);
+  for (int l = 0; l < launches; ++l) {
+    const int ranges = 1 + static_cast<int>(rng() % 3);
+    for (int k = 0; k < ranges; ++k) {
+      const uint64_t id = 1 + rng() % total;
+      const uint32_t chunks = ChunksOf(w.allocation(id).bytes);
+      const uint32_t start = rng() % chunks;
+      accesses[l].push_back(
+          ChunkRange{id, start, 1 + static_cast<uint32_t>(rng() % (chunks - start))});
+      if (first[id] < 0) first[id] = l;
+      last[id] = l;
+    }
+  }
+  for (int l = 0; l < launches; ++l) {
+    for (int id = persistent + 1; id <= total; ++id) {
+      if (first[id] == l)
+        w.step.push_back(StepEvent{StepEvent::Kind::kAlloc, static_cast<uint64_t>(id), {}});
+    }
+    StepEvent e;
+    e.launch.kernel = "k";
+    e.launch.accesses = accesses[l];
+    w.step.push_back(e);
+    for (int id = persistent + 1; id <= total; ++id) {
+      if (last[id] == l)
+        w.step.push_back(StepEvent{StepEvent::Kind::kFree, static_cast<uint64_t>(id), {}});
+    }
+  }
+  // A step-local allocation no launch touched is allocated and freed at the step's end.
+  for (int id = persistent + 1; id <= total; ++id) {
+    if (first[id] >= 0) continue;
+    w.step.push_back(StepEvent{StepEvent::Kind::kAlloc, static_cast<uint64_t>(id), {}});
+    w.step.push_back(StepEvent{StepEvent::Kind::kFree, static_cast<uint64_t>(id), {}});
+  }
+  return w;
+}
+
+// The replacement RunBelady makes, with a scan for every victim.
+BeladyRun ReferenceBelady(const Replay& r, uint64_t capacity, uint64_t idle_horizon,
+                          const std::vector<uint32_t>& reserve) {
+  BeladyRun run;
+  const uint32_t n = r.total_chunks;
+  std::vector<uint64_t> key(n, kNoNextUse), last_use(n, 0);
+  std::vector<char> resident(n, 0), own(n, 0), fresh(n, 1);
+  uint64_t count = 0;
+  // Resident, not the launch's: the largest (next use, chunk), or with a horizon the smallest
+  // (last use, chunk) of those needed at or beyond it when the largest is.
+  auto victim = [&](uint64_t now, bool horizon) -> std::optional<uint32_t> {
+    std::optional<uint32_t> far;
+    for (uint32_t c = 0; c < n; ++c) {
+      if (!resident[c] || own[c]) continue;
+      if (!far || std::make_pair(key[c], c) > std::make_pair(key[*far], *far)) far = c;
+    }
+    if (!far || !horizon || idle_horizon == 0 || key[*far] == kNoNextUse ||
+        key[*far] < now + idle_horizon) {
+      return far;
+    }
+    std::optional<uint32_t> oldest;
+    for (uint32_t c = 0; c < n; ++c) {
+      if (!resident[c] || own[c] || key[c] < now + idle_horizon) continue;
+      if (!oldest || std::make_pair(last_use[c], c) < std::make_pair(last_use[*oldest], *oldest)) {
+        oldest = c;
+      }
+    }
+    return oldest;
+  };
+  auto evict = [&](uint32_t v, const ReplayItem& item, bool held) {
+    resident[v] = 0;
+    --count;
+    run.events.push_back({BeladyEvent::Kind::kEvict, v, item.global, item.step, false,
+                          key[v] == kNoNextUse, last_use[v], held});
+  };
+  for (const ReplayItem& item : r.items) {
+    if (item.kind != StepEvent::Kind::kLaunch) {
+      const uint32_t end = item.alloc_id + 1 < r.base.size() ? r.base[item.alloc_id + 1] : n;
+      for (uint32_t c = r.base[item.alloc_id]; c < end; ++c) {
+        if (resident[c]) {
+          resident[c] = 0;
+          --count;
+          run.events.push_back(
+              {BeladyEvent::Kind::kFree, c, item.global, item.step, false, false, last_use[c]});
+        }
+        fresh[c] = 1;
+      }
+      continue;
+    }
+    for (uint32_t c : item.chunks) own[c] = 1;
+    const uint64_t held = item.position < reserve.size() ? reserve[item.position] : 0;
+    const uint64_t cap = capacity > held ? capacity - held : 1;
+    while (held > 0 && count > cap) {
+      const std::optional<uint32_t> v = victim(item.global, false);
+      if (!v) break;
+      evict(*v, item, true);
+    }
+    for (uint32_t c : item.chunks) {
+      if (resident[c]) continue;
+      if (count >= cap) {
+        const std::optional<uint32_t> v = victim(item.global, true);
+        if (v) {
+          evict(*v, item, false);
+        } else {
+          ++run.overcommit_chunks;
+        }
+      }
+      run.events.push_back(
+          {BeladyEvent::Kind::kLoad, c, item.global, item.step, fresh[c] != 0, false, 0});
+      fresh[c] = 0;
+      resident[c] = 1;
+      ++count;
+    }
+    for (size_t i = 0; i < item.chunks.size(); ++i) {
+      own[item.chunks[i]] = 0;
+      key[item.chunks[i]] = item.next_use[i];
+      last_use[item.chunks[i]] = item.global;
+    }
+  }
+  return run;
+}
+
+bool SameEvent(const BeladyEvent& a, const BeladyEvent& b) {
+  return a.kind == b.kind && a.chunk == b.chunk && a.global == b.global && a.step == b.step &&
+         a.fresh == b.fresh && a.dead == b.dead && a.last_use == b.last_use && a.held == b.held;
+}
+
+TEST(Belady, MatchesAScanOfEveryResidentChunkOnRandomSteps) {
+  std::mt19937 rng(20261124);
+  int compared = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    const Workload w = RandomStep(rng, 2 + rng() % 6, rng() % 5, 4 + rng() % 20);
+    ASSERT_TRUE(ValidateWorkload(w).ok()) << ValidateWorkload(w);
+    const Replay r = BuildReplay(w);
+    const uint64_t capacity = 1 + rng() % 8;
+    const uint64_t horizon = trial % 3 == 0 ? 0 : rng() % (2 * r.launches_per_step);
+    std::vector<uint32_t> reserve;
+    if (trial % 4 == 1) {
+      reserve.assign(r.launches_per_step, 0);
+      for (uint32_t p = rng() % r.launches_per_step; p < r.launches_per_step; ++p) {
+        reserve[p] = 1 + rng() % 2;
+      }
+    }
+    const BeladyRun got = RunBelady(r, capacity, horizon, reserve);
+    const BeladyRun want = ReferenceBelady(r, capacity, horizon, reserve);
+    SCOPED_TRACE(testing::Message()
+                 << "trial " << trial << ", capacity " << capacity << ", horizon " << horizon);
+    ASSERT_EQ(got.overcommit_chunks, want.overcommit_chunks);
+    ASSERT_EQ(got.events.size(), want.events.size());
+    for (size_t i = 0; i < got.events.size(); ++i) {
+      ASSERT_TRUE(SameEvent(got.events[i], want.events[i]))
+          << "event " << i << ": chunk " << got.events[i].chunk << " vs " << want.events[i].chunk;
+    }
+    compared += static_cast<int>(got.events.size());
+  }
+  EXPECT_GT(compared, 10000);  // the random steps do evict, load and free
+}
+
+}  // namespace
+}  // namespace spillway::policy
