@@ -37,8 +37,9 @@ void ReadCount(const char* name, uint32_t max, uint32_t* value) {
   char* end = nullptr;
   const unsigned long long v = std::strtoull(s.c_str(), &end, 10);
   if (end == s.c_str() || *end != '\0' || s[0] == '-' || v > max) {
-    std::fprintf(stderr, "simgpu: %s='%s' is not a whole number from 0 to %u; using the default %u\n",
-                 name, s.c_str(), max, *value);
+    std::fprintf(stderr,
+                 "simgpu: %s='%s' is not a whole number from 0 to %u; using the default %u\n", name,
+                 s.c_str(), max, *value);
     return;
   }
   *value = static_cast<uint32_t>(v);
