@@ -5,10 +5,11 @@
 // allocations, and describes the last whole repetition. Allocations live at the step's start are
 // the persistent ones; each launch touches the 2 MiB chunks of the parts of allocations its
 // accesses name, and takes its compute time from the kernel times recorded (the least over the
-// repetitions; for a launch never timed, the least time of the same kernel in them; else 0). A pointer into an arena (docs/engine.md), recorded as the range to
-// the allocation's end, is taken to end at the next offset pointers into it were seen at, as the
-// engine names it. Events are compared the way the engine recognises a step
-// (policy/step_signature.h), so a policy planned from them is one the engine can follow.
+// repetitions; for a launch never timed, the least time of the same kernel in them; else 0). A
+// pointer into an arena (docs/engine.md), recorded as the range to the allocation's end, is taken
+// to end at the next offset pointers into it were seen at, as the engine names it. Events are
+// compared the way the engine recognises a step (policy/step_signature.h), so a policy planned from
+// them is one the engine can follow.
 #ifndef SPILLWAY_POLICY_STEP_EVENTS_H_
 #define SPILLWAY_POLICY_STEP_EVENTS_H_
 
