@@ -123,11 +123,11 @@ void ApplyBackingSettings(std::optional<std::string_view> device_modules,
 void ApplyEvictionSetting(std::optional<std::string_view> eviction,
                           std::optional<std::string_view> lookahead, Config* config) {
   if (eviction.has_value() && !eviction->empty()) {
-    if (*eviction == "lru" || *eviction == "learned") {
+    if (*eviction == "lru" || *eviction == "learned" || *eviction == "none") {
       config->eviction = std::string(*eviction);
     } else {
       config->problems.push_back("SPILLWAY_EVICTION: unknown value '" + std::string(*eviction) +
-                                 "' (expected lru or learned); using " + config->eviction);
+                                 "' (expected learned, lru or none); using " + config->eviction);
     }
   }
   if (lookahead.has_value() && *lookahead == "auto") {

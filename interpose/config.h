@@ -40,7 +40,8 @@ struct Config {
   // SPILLWAY_BALLAST=1: at the engine's start, allocate the physical free memory beyond the budget
   // (less headroom) as plain device memory, so the GPU behaves like one with the budget.
   bool ballast = false;
-  // SPILLWAY_EVICTION: the residency engine's eviction policy, "learned" (default) or "lru".
+  // SPILLWAY_EVICTION: the residency engine's eviction policy, "learned" (default), "lru", or
+  // "none" (managed backing only: the engine moves nothing, the device pages on demand).
   std::string eviction = "learned";
   // SPILLWAY_LOOKAHEAD: how many launches ahead a detected step's access sets are prefetched on a
   // side stream; 0 = none (every move on the launch stream just before the kernel). With
@@ -78,8 +79,9 @@ void ApplyMemorySettings(std::optional<std::string_view> device_memory,
 void ApplyBackingSettings(std::optional<std::string_view> device_modules,
                           std::optional<std::string_view> ballast, Config* config);
 
-// Sets eviction from SPILLWAY_EVICTION (nullopt or empty = unset). A value other than lru/learned
-// adds a line to `problems` naming the variable and the value; the default (learned) stays.
+// Sets eviction from SPILLWAY_EVICTION (nullopt or empty = unset). A value other than
+// learned/lru/none adds a line to `problems` naming the variable and the value; the default
+// (learned) stays.
 // Also sets lookahead from SPILLWAY_LOOKAHEAD ("auto": sized from observed times, or an integer
 // 0..64: a fixed count; another value: a problem line, default kept).
 void ApplyEvictionSetting(std::optional<std::string_view> eviction,

@@ -79,8 +79,11 @@ class EvictionPolicy {
  public:
   virtual ~EvictionPolicy() = default;
 
-  // @brief The name the exit summary reports ("lru", "learned").
+  // @brief The name the exit summary reports ("lru", "learned", "none").
   virtual std::string_view name() const = 0;
+  // @brief Whether the engine moves data for this policy. False (the `none` policy): the engine
+  // keeps its books but issues no prefetch, eviction or discard; the device pages on demand.
+  virtual bool MovesData() const { return true; }
   // @brief A launch is being planned; called before the Touch calls of its access set.
   virtual void ObserveLaunch(const LaunchView& /*launch*/) {}
   // @brief Launch `stamp` (LaunchView::stamp) ran for `seconds` on the device: measured with
@@ -154,7 +157,11 @@ std::unique_ptr<EvictionPolicy> MakeLruPolicy();
 // evicts the allocation whose next use is farthest; lru until a step is detected.
 std::unique_ptr<EvictionPolicy> MakeLearnedPolicy();
 
-// The policy named `name` ("lru" or "learned"); null for another name.
+// The `none` policy (policy/no_move_policy.cc): the engine moves nothing (MovesData() is false),
+// so managed allocations are paged by the device on demand: plain unified memory, a baseline.
+std::unique_ptr<EvictionPolicy> MakeNoMovePolicy();
+
+// The policy named `name` ("lru", "learned" or "none"); null for another name.
 std::unique_ptr<EvictionPolicy> MakePolicy(std::string_view name);
 
 }  // namespace spillway::policy

@@ -264,6 +264,7 @@ std::unique_ptr<EvictionPolicy> MakeLearnedPolicy() { return std::make_unique<Le
 std::unique_ptr<EvictionPolicy> MakePolicy(std::string_view name) {
   if (name == "lru") return MakeLruPolicy();
   if (name == "learned") return MakeLearnedPolicy();
+  if (name == "none") return MakeNoMovePolicy();
   return nullptr;
 }
 

@@ -91,6 +91,7 @@ ResidencyEngine::ResidencyEngine(Device* device, std::unique_ptr<EvictionPolicy>
     : device_(device),
       budget_bytes_(budget_bytes),
       options_(options),
+      moves_(policy->MovesData()),
       policy_(std::move(policy)),
       timer_(device) {}
 
@@ -162,6 +163,7 @@ int ResidencyEngine::OnFree(const Allocation& allocation, Stream stream) {
   {
     std::lock_guard lock(mutex_);
     const uint64_t room = ForgetLocked(allocation);
+    if (!moves_) return 0;  // nothing is discarded: the free goes to the device as it is
     // Its room is free once `stream` has run the discard (after its last use there): an order
     // event recorded after it, which what takes the room waits for.
     if (room != 0 && (seq = NextOrderEvent()) != 0) room_.Add(seq, stream, room);
@@ -467,6 +469,7 @@ int ResidencyEngine::OnLaunch(const AccessSet& access, Stream stream, uint64_t f
 
 int ResidencyEngine::OnLaunch(const AccessSet& access, const std::vector<uint64_t>& words,
                               Stream stream, uint64_t function) {
+  if (!moves_) return 0;  // the device pages the kernel's data in on demand
   std::vector<PlannedMove>& moves = t_moves;
   std::vector<PlannedMove>& side_moves = t_side_moves;
   moves.clear();

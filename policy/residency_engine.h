@@ -250,6 +250,7 @@ class ResidencyEngine {
   Device* const device_;
   const uint64_t budget_bytes_;
   const EngineOptions options_;
+  const bool moves_;  // the policy's MovesData(): false, the engine makes no device call
   mutable std::mutex mutex_;
   std::unique_ptr<EvictionPolicy> policy_;         // guarded by mutex_
   std::unordered_map<uint64_t, Tracked> tracked_;  // managed allocations by id; guarded by mutex_

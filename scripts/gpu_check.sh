@@ -551,9 +551,9 @@ step_oversubscription() {
   [[ -n "${GPU_CHECK_JOBS:-}" ]] && read -r -a kinds <<<"$GPU_CHECK_JOBS"
   local kind fail=0 any=0
   if [[ $simgpu -eq 0 ]]; then
-    note "plain managed memory under a framework needs a spillway mode that backs allocations with managed memory and never moves them; not in this build (rows skipped)"
+    note "managed: plain managed memory, no hints: the job under spillway run --eviction none (backed by managed memory, nothing moved by spillway; the driver pages on demand)"
   else
-    note "plain managed memory: train_like --managed without spillway (oversubscribe has no such mode)"
+    note "managed: train_like --managed without spillway; oversubscribe under spillway run --eviction none"
   fi
   local can_plan=0
   if [[ $dry -eq 1 ]] || "${spillway[@]}" --help 2>/dev/null | grep -q '^  plan'; then
@@ -612,8 +612,10 @@ step_oversubscription() {
                 note "$kind at ${factor}x, plain managed: exit $job_rc"; fail=1; }
               md "| $kind | $factor | managed (no spillway) | $(fmt "$job_ms") | $([[ -n "$job_ms" && -n "$unlimited_ms" ]] && fmt "$(calc "$unlimited_ms / $job_ms")" || echo n/a) | | | |"
               say "  $kind ${factor}x plain managed: $(fmt "$job_ms") ms/step"
+              continue
             fi
-            continue ;;
+            # Backed by managed memory under spillway, moved only by the driver's demand paging.
+            popts=(--eviction none) ;;
           planned)
             ((can_plan)) || continue
             # Record the job at this budget, plan for the budget, then follow the plan.
@@ -640,14 +642,18 @@ step_oversubscription() {
         local pre evi
         pre=$job_pre
         evi=$job_evi
-        if [[ -n "$pre" && -n "$evi" && -n "${h2d_gbps:-}" && -n "$unlimited_ms" ]]; then
+        # (With --eviction none spillway moves nothing: the driver's paging is not in its counts.)
+        if [[ $policy != managed && -n "$pre" && -n "$evi" && -n "${h2d_gbps:-}" &&
+              -n "$unlimited_ms" ]]; then
           local runs=$((simgpu ? 4 : steps_per_run + 3))
           moved=$(calc "($pre + $evi) / $runs / 2^20")
           bound=$(calc "max($unlimited_ms, ($pre / ${h2d_gbps:-1} + $evi / ${d2h_gbps:-1}) / 1e6 / $runs)")
         fi
         [[ -n "$job_ms" && -n "$unlimited_ms" ]] && rel=$(calc "$unlimited_ms / $job_ms")
         [[ -n "$job_ms" && -n "$bound" ]] && relb=$(calc "$job_ms / $bound")
-        md "| $kind | $factor | $policy | $(fmt "$job_ms") | $(fmt "$rel") | $(fmt "$bound") | $(fmt "$relb") | $(fmt "$moved" 0) MiB |"
+        local label=$policy moved_cell="$(fmt "$moved" 0) MiB"
+        [[ $policy == managed ]] && label="managed (spillway --eviction none)" moved_cell=""
+        md "| $kind | $factor | $label | $(fmt "$job_ms") | $(fmt "$rel") | $(fmt "$bound") | $(fmt "$relb") | $moved_cell |"
         say "  $kind ${factor}x $policy: $(fmt "$job_ms") ms/step ($(fmt "$rel") of unlimited throughput)"
       done
     done

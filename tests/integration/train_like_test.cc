@@ -4,7 +4,8 @@
 // out-of-memory. The same comparison covers data surviving many eviction rounds, the update kernel
 // that reads its gradient through a pointer stored in device memory, several threads allocating,
 // freeing and launching at once, and a fork after init. The learned policy's online planning is
-// followed on the same job with the same checksum.
+// followed on the same job with the same checksum, and the `none` policy pages as plain managed
+// memory does.
 #include <unistd.h>
 
 #include <cstdio>
@@ -226,6 +227,44 @@ TEST(TrainLike, LearnedPlansAJobThatNeverWaitsOnline) {
   EXPECT_NE(summary.find("\"path\":\"online plan\""), std::string::npos) << summary;
   EXPECT_GE(JsonInt(summary, "steps_followed"), 2) << summary;
   EXPECT_EQ(JsonInt(summary, "mismatches"), 0) << summary;
+}
+
+// SPILLWAY_EVICTION=none: spillway backs the allocations with managed memory and moves nothing,
+// so at 2x the job pages on demand as it does when it allocates managed memory itself
+// (--managed, no shim): the same checksum, no prefetch, the same demand faults within 5% (they
+// vary by about 2% from run to run). With --alloc sync: stream-ordered allocations would come
+// from spillway's managed pool, whose rounding differs from --managed's cuMemAllocManaged.
+TEST(TrainLike, NoneLeavesPagingToTheDeviceLikePlainManagedMemory) {
+  std::map<std::string, std::string> env = {{"LD_LIBRARY_PATH", kOut + "/simgpu"},
+                                            {"SIMGPU_MEMORY", kDeviceMemory},
+                                            {"SIMGPU_STATS", TempPath("train_like_plain_stats")}};
+  const std::vector<std::string> sync = {"--alloc", "sync"};
+  std::vector<std::string> managed = sync;
+  managed.push_back("--managed");
+  const ProcessResult plain = RunProcess(Job(2.0, 3, managed), env);
+  const std::string plain_stats = ReadFile(env["SIMGPU_STATS"]);
+  env["SIMGPU_STATS"] = TempPath("train_like_none_stats");
+  env["SPILLWAY_SUMMARY"] = TempPath("train_like_none_summary");
+  env["LD_PRELOAD"] = kOut + "/libspillway.so";
+  env["SPILLWAY_EVICTION"] = "none";
+  const ProcessResult none = RunProcess(Job(2.0, 3, sync), env);
+  const std::string stats = ReadFile(env["SIMGPU_STATS"]);
+  const std::string summary = ReadFile(env["SPILLWAY_SUMMARY"]);
+  std::remove(env["SIMGPU_STATS"].c_str());
+  std::remove(env["SPILLWAY_SUMMARY"].c_str());
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  ASSERT_EQ(none.exit_code, 0) << none.output;
+  EXPECT_EQ(Checksum(none.output), UnconstrainedChecksum(2.0, 3, sync)) << none.output;
+  EXPECT_NE(summary.find("\"errors\":[]"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("\"policy\":\"none\""), std::string::npos) << summary;
+  for (const char* key : {"prefetch_bytes", "evict_bytes", "discard_bytes"}) {
+    EXPECT_EQ(JsonInt(summary, key, "engine"), 0) << key << ": " << summary;
+  }
+  EXPECT_EQ(JsonInt(stats, "prefetched_bytes"), 0) << stats;
+  const long long faults = JsonInt(stats, "count", "demand_faults");
+  const long long plain_faults = JsonInt(plain_stats, "count", "demand_faults");
+  EXPECT_GT(plain_faults, 0) << plain_stats;
+  EXPECT_NEAR(faults, plain_faults, plain_faults / 20) << stats << "\n" << plain_stats;
 }
 
 INSTANTIATE_TEST_SUITE_P(Policies, TrainLikeTest, ::testing::Values("lru", "learned"),

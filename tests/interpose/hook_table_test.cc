@@ -113,6 +113,22 @@ TEST(ConfigTest, LookaheadIsSizedFromTimeUnlessACountIsGiven) {
   EXPECT_NE(bad.problems[0].find("'65'"), std::string::npos);
 }
 
+TEST(ConfigTest, EvictionIsLearnedLruOrNone) {
+  Config config = MakeConfig({}, {}, {}, {});
+  EXPECT_EQ(config.eviction, "learned");
+  for (const char* name : {"lru", "none", "learned"}) {
+    ApplyEvictionSetting(name, std::nullopt, &config);
+    EXPECT_EQ(config.eviction, name);
+  }
+  EXPECT_TRUE(config.problems.empty());
+  ApplyEvictionSetting("mru", std::nullopt, &config);
+  EXPECT_EQ(config.eviction, "learned");  // kept
+  ASSERT_EQ(config.problems.size(), 1u);
+  EXPECT_EQ(
+      config.problems[0],
+      "SPILLWAY_EVICTION: unknown value 'mru' (expected learned, lru or none); using learned");
+}
+
 TEST(ConfigTest, OnlinePlanningIsOnUnlessTurnedOff) {
   Config config = MakeConfig({}, {}, {}, {});
   EXPECT_TRUE(config.online_plan);

@@ -58,7 +58,7 @@ expect 2 "unknown option '-c'" -- "$spillway" run -c true
 expect 0 '' -- "$spillway" run -- bash -c true
 
 # The new options: bad values name the option, good ones reach the environment.
-expect 2 "^spillway: run: bad --eviction 'mru' \(expected lru or learned\)" -- \
+expect 2 "^spillway: run: bad --eviction 'mru' \(expected learned, lru or none\)" -- \
   "$spillway" run --eviction mru -- true
 expect 2 "^spillway: run: bad --host-memory 'lots'" -- "$spillway" run --host-memory lots true
 expect 2 "^spillway: run: bad --policy '$tmp/none.toml' \(no such readable file\)" -- \

@@ -170,6 +170,33 @@ TYPED_TEST(ResidencyEngineTest, NeverEvictsTheAccessSetOverARepeatingStep) {
   }
 }
 
+// The `none` policy: the engine keeps its books but makes no device call of its own, whatever the
+// launches need and whatever is freed; the device pages on demand.
+TEST(NoMovePolicyTest, TheEngineMovesAndDiscardsNothing) {
+  FakeDevice device;
+  AllocationRegistry registry;
+  ResidencyEngine engine(&device, MakeNoMovePolicy(), 4 * kMiB,
+                         EngineOptions{8, 2 * kMiB, /*size_lookahead_from_time=*/true});
+  EXPECT_EQ(engine.policy_name(), "none");
+  std::vector<Allocation> all;
+  for (int i = 0; i < 6; ++i) {
+    uint64_t address = 0;
+    device.AllocateManaged(&address, 2 * kMiB);
+    all.push_back(registry.Insert(address, 2 * kMiB, Backing::kManaged, false, true));
+    engine.OnAllocated(all.back());
+  }
+  const size_t made = device.calls.size();
+  for (int step = 0; step < 4; ++step) {  // a repeating step three times the budget
+    for (size_t i = 0; i < all.size(); ++i) {
+      EXPECT_EQ(engine.OnLaunch(AccessSet({all[i], all[(i + 1) % all.size()]}), kStream), 0);
+    }
+  }
+  EXPECT_EQ(engine.OnFree(all[0], kStream), 0);
+  EXPECT_EQ(device.calls.size(), made);
+  EXPECT_EQ(engine.prefetch_bytes() + engine.evict_bytes() + engine.discard_bytes(), 0u);
+  EXPECT_EQ(MakePolicy("none")->name(), "none");
+}
+
 // `count` managed allocations of `bytes`, made on `device`, registered and told to `engine`.
 std::vector<Allocation> ManagedAllocations(int count, uint64_t bytes, FakeDevice* device,
                                            AllocationRegistry* registry, ResidencyEngine* engine) {

@@ -20,6 +20,7 @@ expect 0 '^== summary' -- "$check" --dry-run --bundle "$out"
 for pattern in '^== info' '^== bundle' '^== doctor' '^== gpu-tests' '^== bandwidth' \
                '^== overhead' '^== oversubscription' '^== capacity' '^== attention' \
                'spillway run --summary [^ ]+ --ballast --device-memory PEAK/1.25 --eviction lru -- [^ ]*python[0-9]* [^ ]*/examples/pytorch/train_resnet.py' \
+               'spillway run --summary [^ ]+ --ballast --device-memory PEAK/2 --eviction none -- [^ ]*python[0-9]* [^ ]*/examples/pytorch/train_gpt.py' \
                'examples/pytorch/train_gpt.py --quiet --batch-size 8' \
                'PYTORCH_CUDA_ALLOC_CONF=backend:native bash [^ ]*/spillway run .*--framework-allocator' \
                'PYTORCH_CUDA_ALLOC_CONF=backend:native [^ ]*python[0-9]* [^ ]*/train_resnet.py' \
@@ -44,6 +45,8 @@ else
   ls "$tmp"/r/gpu-check-simgpu-*.log >/dev/null 2>&1 || fail "--simgpu kept no log"
   grep -q '^| oversubscribe | 2 | lru | [0-9.]* | 0\.[0-9]* | [0-9.]* | [0-9.]* | [0-9]* MiB |$' \
     "$results" || fail "no oversubscribe lru row: $(grep '^|' "$results")"
+  grep -q '^| oversubscribe | 2 | managed (spillway --eviction none) | [0-9.]* | 0\.[0-9]* | n/a | n/a |  |$' \
+    "$results" || fail "no oversubscribe managed row: $(grep '^|' "$results")"
   grep -q '^| oversubscribe | 2 | planned | [0-9.]* | 0\.[0-9]* | [0-9.]* | [0-9.]* | [0-9]* MiB |$' \
     "$results" || fail "no oversubscribe planned row: $(grep '^|' "$results")"
   grep -q '^## doctor' "$results" || fail "results lack the doctor section"
