@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Measures host<->device bandwidth on this machine's GPU, for scripts/gpu_check.sh: pinned
-copies (PyTorch, else CuPy) and, with CuPy, managed-memory prefetch (what spillway's moves are).
+copies (PyTorch, else CuPy) and, with CuPy, managed-memory prefetch (what spillway's moves are),
+and what a small managed allocation takes on the device once resident.
 
-Prints a table, then one `result:` line with a JSON object of GB/s figures (10^9 bytes/s).
+Prints a table, then one `result:` line with a JSON object of GB/s figures (10^9 bytes/s; the
+`_kib` figures are KiB).
 Exit status: 0 measured, 1 no GPU, 3 neither PyTorch nor CuPy installed.
 """
 
@@ -61,6 +63,13 @@ def cupy_figures(size, repeats, pinned):
                 stream.synchronize()
                 times.append(time.perf_counter() - start)
             out[name] = size / statistics.median(times[1:]) / 1e9
+    # First, before any managed memory has been on the device (nvidia-uvm may keep chunks it
+    # freed, and free memory would then not fall).
+    try:
+        out.update(small_managed_footprint(runtime, stream))
+    except Exception as error:  # noqa: BLE001 - the bandwidth figures matter more
+        print(f"gpu_bandwidth.py: small managed allocations not measured: {error}",
+              file=sys.stderr)
     # Managed memory moved by prefetch, as spillway moves it (the data is touched on the device
     # first so that every page exists).
     managed = cupy.cuda.malloc_managed(size)
@@ -81,6 +90,32 @@ def cupy_figures(size, repeats, pinned):
     out["h2d_prefetch_gbps"] = size / statistics.median(h2d[1:]) / 1e9
     out["d2h_prefetch_gbps"] = size / statistics.median(d2h[1:]) / 1e9
     return out
+
+
+def small_managed_footprint(runtime, stream, count=64, size=96 << 10):
+    """What a small managed allocation takes on the device once resident: `count` allocations of
+    `size` bytes (1.5 x 64 KiB), each its own cudaMallocManaged, prefetched to device 0; free
+    device memory before and after, per allocation (KiB). nvidia-uvm sizes a small block's GPU
+    chunks by its size and alignment (64 KiB / 4 KiB pieces of 2 MiB root chunks), so this
+    should be near 96-128 KiB; 2048 would mean a 2 MiB chunk each (simgpu's model). Also the
+    median distance between consecutive allocations' addresses (KiB)."""
+    runtime.deviceSynchronize()
+    free_before, _ = runtime.memGetInfo()
+    pointers = [runtime.mallocManaged(size, 1) for _ in range(count)]  # cudaMemAttachGlobal
+    try:
+        for pointer in pointers:
+            runtime.memPrefetchAsync(pointer, size, 0, stream.ptr)
+        stream.synchronize()
+        free_after, _ = runtime.memGetInfo()
+        ordered = sorted(pointers)
+        strides = [b - a for a, b in zip(ordered, ordered[1:])]
+        return {
+            "small_managed_device_kib": (free_before - free_after) / count / 1024,
+            "small_managed_stride_kib": statistics.median(strides) / 1024,
+        }
+    finally:
+        for pointer in pointers:
+            runtime.free(pointer)
 
 
 def main(argv):
@@ -111,7 +146,8 @@ def main(argv):
     print(f"{'what':24s} {'GB/s':>8s}   ({args.size_mib} MiB, median of {args.repeats}, "
           f"{'+'.join(sources)})")
     for name, value in sorted(figures.items()):
-        print(f"{name:24s} {value:8.2f}")
+        unit = "KiB" if name.endswith("_kib") else ""
+        print(f"{name:24s} {value:8.2f} {unit}".rstrip())
     print("result: " + json.dumps({k: round(v, 3) for k, v in figures.items()}))
     return 0
 
