@@ -226,8 +226,25 @@ absl::StatusOr<Workload> WorkloadFromEvents(const RecordedEvents& read, const st
     size_t period, a, b;
   };
   std::vector<Candidate> candidates;
+  // The reference events: a few fixed positions, and before each the nearest event of the rarest
+  // repeated token. Earlier events with a reference's token are tried up to 1024 back, which
+  // covers two steps only if its token comes fewer than 512 times a step: a step of many alike
+  // layers repeats its launches' tokens once a layer, and its own events (the loss, the
+  // optimizer, the first allocation) show the step.
+  std::unordered_map<uint64_t, size_t> count;
+  for (const RecordedEvent& e : ev) ++count[e.token];
+  std::vector<size_t> references;
   for (const size_t r : {n / 2, (2 * n) / 3, (3 * n) / 4, n > 0 ? n - 1 : 0}) {
     if (r == 0 || r >= n) continue;
+    references.push_back(r);
+    size_t rarest = r;
+    for (size_t i = r + 1; i-- > 0;) {
+      const size_t c = count[ev[i].token];
+      if (c >= 2 && (count[ev[rarest].token] < 2 || c < count[ev[rarest].token])) rarest = i;
+    }
+    if (rarest != r && rarest != 0) references.push_back(rarest);
+  }
+  for (const size_t r : references) {
     size_t tried = 0;
     for (size_t j = r; j-- > 0 && tried < 1024;) {
       if (ev[j].token != ev[r].token) continue;
@@ -244,8 +261,14 @@ absl::StatusOr<Workload> WorkloadFromEvents(const RecordedEvents& read, const st
   }
   std::sort(candidates.begin(), candidates.end(), [](const Candidate& x, const Candidate& y) {
     if (x.b - x.a != y.b - y.a) return x.b - x.a > y.b - y.a;
-    return x.period < y.period;
+    if (x.period != y.period) return x.period < y.period;
+    return x.a < y.a;
   });
+  candidates.erase(std::unique(candidates.begin(), candidates.end(),
+                               [](const Candidate& x, const Candidate& y) {
+                                 return x.period == y.period && x.a == y.a && x.b == y.b;
+                               }),
+                   candidates.end());
   // The best few that make a whole step (each try reads the events once).
   for (size_t i = 0; i < candidates.size() && i < 32; ++i) {
     const Candidate& c = candidates[i];

@@ -72,6 +72,37 @@ TEST(StepEvents, TimesComeFromEveryRepetitionAndFromTheSameKernelWhereAPositionI
   EXPECT_EQ(ComputeTimes(*w), (std::vector<double>{0.5e-3, 0.5e-3, 3.0e-3, 0}));
 }
 
+// A step of 1500 alike layers (the same kernel on the same sizes: one token) and a loss, recorded
+// from the middle of a step to the middle of another, as online planning stops: the layers'
+// token comes 1500 times a step, so the step shows only through its rarer events.
+TEST(StepEvents, AStepOfManyAlikeLayersIsFoundByItsRarerEvents) {
+  RecordedEvents r;
+  r.Allocated(1, 4 * kMiB, 0);
+  uint64_t next_id = 2, correlation = 0;
+  auto layers = [&](uint64_t act, int count) {
+    for (int l = 0; l < count; ++l) {
+      r.Launched("layer", ++correlation, {{1, 0, 0}, {act, 0, 0}});
+      r.kernel_seconds[correlation] = 1e-5;
+    }
+  };
+  uint64_t act = next_id++;
+  r.Allocated(act, 2 * kMiB, 0);
+  layers(act, 900);  // the recording starts here, in the middle of a step
+  for (int s = 0; s < 3; ++s) {
+    layers(act, 600);
+    r.Launched("loss", ++correlation, {{act, 0, 0}});
+    r.kernel_seconds[correlation] = 1e-4;
+    r.Freed(act);
+    act = next_id++;
+    r.Allocated(act, 2 * kMiB, 0);
+    layers(act, 900);
+  }
+  absl::StatusOr<Workload> w = WorkloadFromEvents(r, "the recording");
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_EQ(w->num_launches(), 1501u);
+  EXPECT_EQ(w->description, "the recording: a step of 1503 events");
+}
+
 TEST(StepEvents, OneRepetitionIsAnErrorNamingTheRecording) {
   RecordedEvents r;
   r.Allocated(1, 4 * kMiB, 0);
