@@ -156,6 +156,9 @@ std::unique_ptr<EvictionPolicy> MakeLruPolicy();
 // The learned policy (policy/learned_policy.cc): detects the repeating training step online and
 // evicts the allocation whose next use is farthest; lru until a step is detected.
 std::unique_ptr<EvictionPolicy> MakeLearnedPolicy();
+// For tests: what `learned` (made by MakeLearnedPolicy) would answer to NextUse(id) by scanning
+// the last step's launches, against which its index is checked.
+uint64_t LearnedNextUseByScan(const EvictionPolicy& learned, uint64_t id);
 
 // The `none` policy (policy/no_move_policy.cc): the engine moves nothing (MovesData() is false),
 // so managed allocations are paged by the device on demand: plain unified memory, a baseline.

@@ -13,9 +13,12 @@
 //
 // Next use. A freed allocation of the previous step is matched with the allocation that took its
 // slot in this step (same slot of the corresponding launch), so the uses of the old one in the
-// last P launches predict the uses of the new one in the next P.
+// last P launches predict the uses of the new one in the next P. The positions of each allocation
+// in the last P launches are kept as launches come and go, and the matches both ways, so a next
+// use costs a few lookups instead of a scan of the step (LearnedNextUseByScan checks it in tests).
 #include <algorithm>
 #include <array>
+#include <cstddef>
 #include <functional>
 #include <unordered_map>
 #include <vector>
@@ -67,7 +70,6 @@ class LearnedPolicy final : public EvictionPolicy {
       record.weak = Mix(record.weak, launch.sizes[i]);
       record.strong = Mix(record.strong, launch.ids[i]);
     }
-    next_use_valid_ = false;
     if (period_ != 0) {
       if (Matches(n, n - period_)) {
         ++predicted_;
@@ -77,15 +79,14 @@ class LearnedPolicy final : public EvictionPolicy {
       }
     }
     if (period_ == 0) Detect(n);
+    UpdateWindow(n);
     Remember(n, record.strong, &recent_strong_);
     Remember(n, record.weak, &recent_weak_);
   }
 
   void Touch(uint64_t id) override { order_.Touch(id); }
 
-  void Forget(uint64_t id) override {
-    if (order_.Forget(id)) next_use_valid_ = false;
-  }
+  void Forget(uint64_t id) override { order_.Forget(id); }
 
   uint64_t PickVictim(bool (*evictable)(const void*, uint64_t), const void* context) override {
     if (period_ == 0) {
@@ -94,12 +95,10 @@ class LearnedPolicy final : public EvictionPolicy {
       }
       return 0;
     }
-    ComputeNextUses();
     uint64_t victim = 0, farthest = 0;
     for (const uint64_t id : order_) {  // oldest first: ties go to the least recently used
       if (!evictable(context, id)) continue;
-      const auto it = next_use_.find(id);
-      const uint64_t distance = it == next_use_.end() ? kNever : it->second;
+      const uint64_t distance = NextUseOf(id);
       if (victim == 0 || distance > farthest) {
         victim = id;
         farthest = distance;
@@ -128,10 +127,21 @@ class LearnedPolicy final : public EvictionPolicy {
   }
 
   uint64_t NextUse(uint64_t id) override {
-    if (period_ == 0) return kNoPrediction;
-    ComputeNextUses();
-    const auto it = next_use_.find(id);
-    return it == next_use_.end() ? kNoPrediction : it->second;
+    if (period_ == 0 || !Live(id)) return kNoPrediction;
+    return NextUseOf(id);
+  }
+
+  // The next use by a scan of the last period's launches (what NextUse answers from its index);
+  // for tests (LearnedNextUseByScan).
+  uint64_t NextUseByScan(uint64_t id) const {
+    if (period_ == 0 || !Live(id)) return kNoPrediction;
+    const uint64_t n = launches_ - 1;
+    for (uint64_t m = n >= period_ ? n - period_ + 1 : 0; m <= n; ++m) {
+      for (const uint64_t used : history_[m % kHistory].ids) {
+        if (Translate(used) == id) return m + period_ - n;
+      }
+    }
+    return kNoPrediction;
   }
 
   void PredictNextUses(size_t launches, std::vector<uint64_t>* out) override {
@@ -183,9 +193,23 @@ class LearnedPolicy final : public EvictionPolicy {
     const size_t slots = std::min(a.ids.size(), b.ids.size());
     for (size_t s = 0; s < slots; ++s) {
       if (a.ids[s] == b.ids[s] || Live(b.ids[s])) continue;
-      if (translation_.size() >= kMaxTranslations) translation_.clear();
-      translation_[b.ids[s]] = a.ids[s];
+      SetTranslation(b.ids[s], a.ids[s]);
     }
+  }
+
+  void SetTranslation(uint64_t freed, uint64_t now) {
+    if (translation_.size() >= kMaxTranslations) {
+      translation_.clear();
+      predecessors_.clear();
+    }
+    auto [it, inserted] = translation_.try_emplace(freed, now);
+    if (!inserted) {
+      if (it->second == now) return;
+      std::vector<uint64_t>& old = predecessors_[it->second];
+      if (const auto at = std::find(old.begin(), old.end(), freed); at != old.end()) old.erase(at);
+      it->second = now;
+    }
+    predecessors_[now].push_back(freed);
   }
 
   // Candidate periods: distances to the last occurrences of this launch's strong and weak tokens,
@@ -225,23 +249,67 @@ class LearnedPolicy final : public EvictionPolicy {
     it->second[0] = n;
   }
 
-  // next_use_[id] = launches from now to the predicted next use of each live allocation that the
-  // last period used (directly or through the allocation whose slot it took).
-  void ComputeNextUses() {
-    if (next_use_valid_) return;
-    next_use_.clear();
-    const uint64_t n = launches_ - 1;
-    const uint64_t first = n >= period_ ? n - period_ + 1 : 0;
-    for (uint64_t m = first; m <= n; ++m) {
-      const uint64_t distance = m + period_ - n;
-      for (const uint64_t id : history_[m % kHistory].ids) {
-        const uint64_t live = Translate(id);
-        if (live == 0) continue;
-        auto [it, inserted] = next_use_.try_emplace(live, distance);
-        if (!inserted) it->second = std::min(it->second, distance);
-      }
+  // Keeps window_ = the positions of each id (as launched, not translated) in the last period's
+  // launches (n - P, n] while a period P is locked: launch n in, launch n - P out; built anew when
+  // the period is locked or changes.
+  void UpdateWindow(uint64_t n) {
+    if (period_ == 0) {
+      window_period_ = 0;
+      return;
     }
-    next_use_valid_ = true;
+    if (window_period_ != period_ || window_end_ + 1 != n) {
+      window_.clear();
+      for (uint64_t m = n >= period_ ? n - period_ + 1 : 0; m <= n; ++m) AddToWindow(m);
+    } else {
+      if (n >= period_) {
+        for (const uint64_t id : history_[(n - period_) % kHistory].ids) {
+          const auto it = window_.find(id);
+          if (it == window_.end()) continue;
+          Positions& p = it->second;
+          while (p.head < p.at.size() && p.at[p.head] <= n - period_) ++p.head;
+          if (p.head == p.at.size()) {
+            window_.erase(it);
+          } else if (2 * p.head >= p.at.size()) {
+            p.at.erase(p.at.begin(), p.at.begin() + static_cast<std::ptrdiff_t>(p.head));
+            p.head = 0;
+          }
+        }
+      }
+      AddToWindow(n);
+    }
+    window_period_ = period_;
+    window_end_ = n;
+  }
+
+  void AddToWindow(uint64_t m) {
+    for (const uint64_t id : history_[m % kHistory].ids) {
+      std::vector<uint64_t>& at = window_[id].at;
+      if (at.empty() || at.back() != m) at.push_back(m);
+    }
+  }
+
+  // Launches from now to the predicted next use of live allocation `id`: its first position in
+  // the last period, or that of an allocation whose slot it took (through at most 4 freed ones,
+  // as Translate follows them); kNever when the last period did not use it.
+  uint64_t NextUseOf(uint64_t id) const {
+    const uint64_t first = FirstUse(id, 0);
+    return first == kNever ? kNever : first + period_ - (launches_ - 1);
+  }
+
+  // The first position in the window of `id` or of a freed allocation that translates to it
+  // within 4 - `hops` more hops; kNever if none.
+  uint64_t FirstUse(uint64_t id, int hops) const {
+    uint64_t first = kNever;
+    if (const auto it = window_.find(id); it != window_.end()) {
+      first = it->second.at[it->second.head];
+    }
+    if (hops == 4) return first;
+    const auto pred = predecessors_.find(id);
+    if (pred == predecessors_.end()) return first;
+    for (const uint64_t freed : pred->second) {
+      if (!Live(freed)) first = std::min(first, FirstUse(freed, hops + 1));
+    }
+    return first;
   }
 
   std::vector<LaunchRecord> history_;  // ring of the last kHistory launches
@@ -251,15 +319,26 @@ class LearnedPolicy final : public EvictionPolicy {
   RecentMap recent_strong_;  // token -> its last positions, newest first (kNever: none)
   RecentMap recent_weak_;
   std::unordered_map<uint64_t, uint64_t> translation_;  // freed id -> the id in its slot now
-  std::unordered_map<uint64_t, uint64_t> next_use_;
-  bool next_use_valid_ = false;
-  std::vector<uint64_t> unallocated_seen_;  // scratch of PredictUnallocated
-  RecencyOrder order_;                      // the lru fallback, and the tie-break
+  // translation_ reversed: id -> the freed ids that translate to it in one hop.
+  std::unordered_map<uint64_t, std::vector<uint64_t>> predecessors_;
+  struct Positions {
+    std::vector<uint64_t> at;  // ascending; at[head..] are in the window
+    size_t head = 0;
+  };
+  std::unordered_map<uint64_t, Positions> window_;  // see UpdateWindow
+  uint64_t window_period_ = 0;                      // the period window_ holds (0: none)
+  uint64_t window_end_ = 0;                         // the newest launch in it
+  std::vector<uint64_t> unallocated_seen_;          // scratch of PredictUnallocated
+  RecencyOrder order_;                              // the lru fallback, and the tie-break
 };
 
 }  // namespace
 
 std::unique_ptr<EvictionPolicy> MakeLearnedPolicy() { return std::make_unique<LearnedPolicy>(); }
+
+uint64_t LearnedNextUseByScan(const EvictionPolicy& learned, uint64_t id) {
+  return static_cast<const LearnedPolicy&>(learned).NextUseByScan(id);
+}
 
 std::unique_ptr<EvictionPolicy> MakePolicy(std::string_view name) {
   if (name == "lru") return MakeLruPolicy();

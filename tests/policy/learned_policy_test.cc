@@ -1,8 +1,11 @@
 // The learned eviction policy on its own: step detection when activation ids change every step,
 // re-detection after the step changes, the farthest-next-use victim, lru before a step is known,
-// and lookahead predictions.
+// lookahead predictions, and next uses from its index against a scan on random jobs.
+#include <algorithm>
 #include <initializer_list>
+#include <random>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -131,6 +134,96 @@ TEST(PolicyFactoryTest, KnowsLruAndLearned) {
   EXPECT_EQ(MakePolicy("lru")->name(), "lru");
   EXPECT_EQ(MakePolicy("learned")->name(), "learned");
   EXPECT_EQ(MakePolicy("belady"), nullptr);
+}
+
+// The learned policy answers next uses from an index it keeps launch by launch (the positions of
+// each allocation in the last step, and the freed allocations each one took the slot of). On
+// random training-like jobs (weights, activations made and freed every step and some mid-step,
+// launches that reach them through a random fixed pattern, now and then a launch that breaks the
+// step) every answer equals a scan of the last step's launches, and the victim is the one a scan
+// picks: farthest next use, ties to the least recently used.
+TEST(LearnedPolicyIndex, AnswersAsAScanOfTheLastStepOnRandomJobs) {
+  std::mt19937_64 random(7);
+  for (int job = 0; job < 40; ++job) {
+    SCOPED_TRACE("job " + std::to_string(job));
+    std::unique_ptr<EvictionPolicy> policy = MakeLearnedPolicy();
+    std::vector<uint64_t> recency;  // live ids, least recently used first
+    auto touch = [&](uint64_t id) {
+      recency.erase(std::remove(recency.begin(), recency.end(), id), recency.end());
+      recency.push_back(id);
+      policy->Touch(id);
+    };
+    auto forget = [&](uint64_t id) {
+      recency.erase(std::remove(recency.begin(), recency.end(), id), recency.end());
+      policy->Forget(id);
+    };
+    const int weights = 2 + static_cast<int>(random() % 6);
+    const int slots = 1 + static_cast<int>(random() % 6);  // activations a step
+    const int launches = 3 + static_cast<int>(random() % 20);
+    struct Use {
+      uint64_t function;
+      std::vector<int> refs;  // < weights: a weight; else an activation slot
+      int renew = -1;         // an activation slot made anew before this launch
+    };
+    std::vector<Use> pattern(static_cast<size_t>(launches));
+    for (Use& use : pattern) {
+      use.function = random() % 5;
+      const int count = 1 + static_cast<int>(random() % 3);
+      for (int r = 0; r < count; ++r) {
+        const int ref = static_cast<int>(random() % static_cast<uint64_t>(weights + slots));
+        if (std::find(use.refs.begin(), use.refs.end(), ref) == use.refs.end()) {
+          use.refs.push_back(ref);
+        }
+      }
+      if (random() % 6 == 0) use.renew = static_cast<int>(random() % static_cast<uint64_t>(slots));
+    }
+    uint64_t next_id = 100;
+    std::vector<uint64_t> slot_ids(static_cast<size_t>(slots));
+    size_t checks = 0;
+    for (int step = 0; step < 14; ++step) {
+      for (uint64_t& id : slot_ids) id = next_id++;
+      for (const Use& use : pattern) {
+        if (use.renew >= 0) {
+          forget(slot_ids[static_cast<size_t>(use.renew)]);
+          slot_ids[static_cast<size_t>(use.renew)] = next_id++;
+        }
+        std::vector<uint64_t> ids, sizes;
+        for (const int ref : use.refs) {
+          ids.push_back(ref < weights ? uint64_t(ref + 1)
+                                      : slot_ids[static_cast<size_t>(ref - weights)]);
+          sizes.push_back(ref < weights ? uint64_t(ref + 1) << 20 : uint64_t(ref) << 16);
+        }
+        if (random() % 40 == 0) ids.push_back(next_id++), sizes.push_back(4096);  // off the step
+        policy->ObserveLaunch(LaunchView{use.function, ids.data(), sizes.data(), ids.size()});
+        for (const uint64_t id : ids) touch(id);
+        // Every live allocation's next use, and the victim among a random half.
+        std::set<uint64_t> candidates;
+        uint64_t expected = 0, farthest = 0;
+        for (const uint64_t id : recency) {
+          const uint64_t scanned = LearnedNextUseByScan(*policy, id);
+          ASSERT_EQ(policy->NextUse(id), scanned) << "id " << id << " at step " << step;
+          checks += scanned != EvictionPolicy::kNoPrediction;
+          if (random() % 2 == 0) continue;
+          candidates.insert(id);
+          if (policy->step_length() == 0) {
+            if (expected == 0) expected = id;
+          } else if (farthest != EvictionPolicy::kNoPrediction &&
+                     (expected == 0 || scanned > farthest)) {
+            expected = id;
+            farthest = scanned;
+          }
+        }
+        EXPECT_EQ(policy->PickVictim(
+                      [](const void* context, uint64_t id) {
+                        return static_cast<const std::set<uint64_t>*>(context)->contains(id);
+                      },
+                      &candidates),
+                  expected);
+      }
+      for (const uint64_t id : slot_ids) forget(id);
+    }
+    EXPECT_GT(checks, 0u);  // a step was locked and predicted
+  }
 }
 
 }  // namespace
