@@ -29,7 +29,7 @@
 namespace spillway::policy {
 namespace {
 
-constexpr uint64_t kMaxPeriod = 8192;  // longest step, in launches, that can be detected
+constexpr uint64_t kMaxPeriod = 32768;  // longest step, in launches, that can be detected
 constexpr uint64_t kVerifyWindow = 32;
 constexpr uint64_t kHistory = kMaxPeriod + kVerifyWindow + 1;
 constexpr size_t kRecentOccurrences = 4;     // earlier positions kept per strong token

@@ -63,7 +63,7 @@ using StepPlanner =
 // that completes the recording, under the engine's lock (PlanRecordedSteps bounds its search).
 std::unique_ptr<EvictionPolicy> MakeOnlinePlannedPolicy(uint64_t budget_bytes, PolicyLog log,
                                                         StepPlanner planner);
-inline constexpr uint64_t kOnlinePlanLaunchLimit = 65536;
+inline constexpr uint64_t kOnlinePlanLaunchLimit = 131072;
 
 // A policy following `file` (read from `path`) over a fresh learned policy. When the file cannot
 // be followed (no step signature, or planned for more memory than `budget_bytes`), the result

@@ -67,6 +67,20 @@ TEST_F(LearnedPolicyTest, DetectsTheStepAlthoughActivationIdsChange) {
   EXPECT_EQ(policy_->predicted_launches(), before + 6);
 }
 
+// A step of 20000 launches (a large model's, launched op by op) is found, and predicted: the first
+// layer's weight is next used at the next step's first launch. Steps beyond 32768 launches are
+// not looked for.
+TEST_F(LearnedPolicyTest, DetectsStepsOfTensOfThousandsOfLaunches) {
+  next_id_ = 1'000'000;  // activation ids above the weights' 1..layers
+  for (int step = 0; step < 3; ++step) TrainingStep(10000);
+  EXPECT_EQ(policy_->step_length(), 20000u);
+  EXPECT_EQ(policy_->NextUse(1), 1u);
+  std::unique_ptr<EvictionPolicy> longer = MakeLearnedPolicy();
+  policy_.swap(longer);
+  for (int step = 0; step < 3; ++step) TrainingStep(17000);
+  EXPECT_EQ(policy_->step_length(), 0u);
+}
+
 TEST_F(LearnedPolicyTest, RedetectsWhenTheStepChanges) {
   for (int step = 0; step < 12; ++step) TrainingStep(3);
   EXPECT_EQ(policy_->step_length(), 6u);
