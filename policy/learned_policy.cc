@@ -269,6 +269,7 @@ class LearnedPolicy final : public EvictionPolicy {
           while (p.head < p.at.size() && p.at[p.head] <= n - period_) ++p.head;
           if (p.head == p.at.size()) {
             window_.erase(it);
+            if (!Live(id)) DropPredecessor(id);
           } else if (2 * p.head >= p.at.size()) {
             p.at.erase(p.at.begin(), p.at.begin() + static_cast<std::ptrdiff_t>(p.head));
             p.head = 0;
@@ -279,6 +280,19 @@ class LearnedPolicy final : public EvictionPolicy {
     }
     window_period_ = period_;
     window_end_ = n;
+  }
+
+  // A freed allocation whose last position left the window adds nothing to any next use (the
+  // freed ones it took the slot of are older still): out of the reverse index, so an allocation
+  // that took many slots over a long run is not slowed by them.
+  void DropPredecessor(uint64_t freed) {
+    predecessors_.erase(freed);
+    const auto to = translation_.find(freed);
+    if (to == translation_.end()) return;
+    const auto list = predecessors_.find(to->second);
+    if (list == predecessors_.end()) return;
+    std::erase(list->second, freed);
+    if (list->second.empty()) predecessors_.erase(list);
   }
 
   void AddToWindow(uint64_t m) {
