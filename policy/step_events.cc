@@ -237,10 +237,13 @@ absl::StatusOr<Workload> WorkloadFromEvents(const RecordedEvents& read, const st
   for (const size_t r : {n / 2, (2 * n) / 3, (3 * n) / 4, n > 0 ? n - 1 : 0}) {
     if (r == 0 || r >= n) continue;
     references.push_back(r);
-    size_t rarest = r;
+    size_t rarest = r, rarest_count = count[ev[r].token];
     for (size_t i = r + 1; i-- > 0;) {
       const size_t c = count[ev[i].token];
-      if (c >= 2 && (count[ev[rarest].token] < 2 || c < count[ev[rarest].token])) rarest = i;
+      if (c >= 2 && (rarest_count < 2 || c < rarest_count)) {
+        rarest = i;
+        rarest_count = c;
+      }
     }
     if (rarest != r && rarest != 0) references.push_back(rarest);
   }
