@@ -61,6 +61,11 @@ std::string FormatSummary(const SummaryData& data) {
       sum.host_bytes += a.host_bytes;
       sum.host_failures += a.host_failures;
       if (sum.fallback_reason.empty()) sum.fallback_reason = a.fallback_reason;
+      if (sum.trial.empty()) {
+        sum.trial = a.trial;
+        sum.trial_plan_step_seconds = a.trial_plan_step_seconds;
+        sum.trial_learned_step_seconds = a.trial_learned_step_seconds;
+      }
     }
     json.Key("policy_file").BeginObject();
     json.Key("path").String(sum.path);
@@ -79,6 +84,9 @@ std::string FormatSummary(const SummaryData& data) {
     json.Key("host_bytes").Uint(sum.host_bytes);
     json.Key("host_failures").Uint(sum.host_failures);
     json.Key("fallback_reason").String(sum.fallback_reason);
+    json.Key("trial").String(sum.trial);
+    json.Key("trial_plan_step_ms").Double(sum.trial_plan_step_seconds * 1e3);
+    json.Key("trial_learned_step_ms").Double(sum.trial_learned_step_seconds * 1e3);
     json.EndObject();
   }
   json.EndObject();

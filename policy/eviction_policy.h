@@ -73,6 +73,11 @@ struct ScheduleAdherence {
   uint64_t host_bytes = 0;       // their bytes
   uint64_t host_failures = 0;    // placements the device refused (those allocations are swapped)
   std::string fallback_reason;   // the latest reason the learned policy decided; empty: none
+  // Online planning's trial of each plan against the learned policy (MakeOnlinePlannedPolicy):
+  // "" (none: a policy file, or no plan yet), "running", "kept" or "rejected".
+  std::string trial;
+  double trial_plan_step_seconds = 0;     // the median step time following the plan
+  double trial_learned_step_seconds = 0;  // and with the learned policy deciding
 };
 
 class EvictionPolicy {
@@ -87,11 +92,20 @@ class EvictionPolicy {
   // @brief A launch is being planned; called before the Touch calls of its access set.
   virtual void ObserveLaunch(const LaunchView& /*launch*/) {}
   // @brief Launch `stamp` (LaunchView::stamp) ran for `seconds` on the device: measured with
-  // timing events, delivered some launches later, only while WantsKernelTimes() or the engine
-  // sizes its lookahead from time, and only once something moves and a step is detected.
+  // timing events, delivered some launches later, only while WantsTimes() or the engine sizes its
+  // lookahead from time, and only once something moves and a step is detected.
   virtual void ObserveKernelTime(uint64_t /*stamp*/, double /*seconds*/) {}
-  // @brief Whether the policy wants ObserveKernelTime (the engine then times launches).
-  virtual bool WantsKernelTimes() const { return false; }
+  // @brief For the launch just observed: nonzero when it begins a step the policy wants timed, the
+  // mark's tag (counting up; a tag skipped tells the engine the previous mark began no whole step).
+  virtual uint64_t TakeStepMark() { return 0; }
+  // @brief The step begun at mark `tag` (TakeStepMark) took `seconds` on the device until the mark
+  // `tag` + 1: measured with timing events where the launches arrive, so with every stall the
+  // engine's moves and the device's faults caused; delivered as ObserveKernelTime is, a mark
+  // whose event the engine could not record gives no sample.
+  virtual void ObserveStepTime(uint64_t /*tag*/, double /*seconds*/) {}
+  // @brief Whether the policy wants ObserveKernelTime and ObserveStepTime (the engine then times
+  // launches and steps).
+  virtual bool WantsTimes() const { return false; }
   // @brief Allocation `id` is used by the launch being planned (the newest use).
   virtual void Touch(uint64_t id) = 0;
   // @brief Allocation `id` is gone (freed); it must never be named again.

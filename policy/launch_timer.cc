@@ -15,6 +15,9 @@ bool LaunchTimer::ReadyLocked() {
         break;
       }
     }
+    for (Mark& mark : marks_) {
+      if (!usable_ || device_->CreateTimingEvent(&mark.event) != kDeviceOk) usable_ = false;
+    }
   }
   return usable_;
 }
@@ -50,6 +53,7 @@ int LaunchTimer::OpenLocked(Kind kind, uint64_t key) {
 void LaunchTimer::Poll(std::vector<Sample>* out) {
   std::unique_lock lock(mutex_, std::try_to_lock);
   if (!lock.owns_lock() || !tried_ || !usable_) return;
+  PollMarksLocked(out);
   for (int harvested = 0; harvested < kMaxHarvest;) {
     Entry* oldest = nullptr;
     for (Entry& entry : entries_) {
@@ -77,6 +81,47 @@ void LaunchTimer::Poll(std::vector<Sample>* out) {
     }
     oldest->state = State::kFree;  // read, or unreadable: either way done with
   }
+}
+
+void LaunchTimer::PollMarksLocked(std::vector<Sample>* out) {
+  for (;;) {
+    // The two oldest marks: a step's start and, once recorded, its end.
+    Mark *first = nullptr, *second = nullptr;
+    for (Mark& mark : marks_) {
+      if (mark.tag == 0) continue;
+      if (first == nullptr || mark.tag < first->tag) {
+        second = first;
+        first = &mark;
+      } else if (second == nullptr || mark.tag < second->tag) {
+        second = &mark;
+      }
+    }
+    if (second == nullptr) return;
+    const DeviceResult end = device_->QueryEvent(second->event);
+    if (end == kDeviceNotReady) return;
+    const DeviceResult start = end == kDeviceOk ? device_->QueryEvent(first->event) : end;
+    if (start == kDeviceNotReady) return;
+    float ms = 0;
+    if (start == kDeviceOk && second->tag == first->tag + 1 &&
+        device_->ElapsedMilliseconds(first->event, second->event, &ms) == kDeviceOk && ms > 0) {
+      out->push_back(Sample{Kind::kStep, first->tag, static_cast<double>(ms) * 1e-3});
+    }
+    first->tag = 0;  // the second is the next step's start
+  }
+}
+
+void LaunchTimer::StepMark(uint64_t tag, Stream stream) {
+  std::unique_lock lock(mutex_, std::try_to_lock);
+  if (!lock.owns_lock() || tag == 0 || !ReadyLocked()) return;
+  Mark* slot = nullptr;
+  for (Mark& mark : marks_) {
+    if (mark.tag == 0) {
+      slot = &mark;
+      break;
+    }
+    if (slot == nullptr || mark.tag < slot->tag) slot = &mark;  // all in flight: the oldest goes
+  }
+  slot->tag = device_->RecordEvent(slot->event, stream) == kDeviceOk ? tag : 0;
 }
 
 void LaunchTimer::LaunchArrived(uint64_t stamp, Stream stream) {

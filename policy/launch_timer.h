@@ -8,7 +8,9 @@
 // launches depend on each other that is the kernel's time, without the time the engine's own
 // transfers held it up. A launch on another stream that does not wait for it gives a short or
 // negative interval, counted as 0: the kernels overlapped. A transfer interval brackets a
-// lookahead batch's prefetches on the prefetch stream, or its write-backs on the evict stream.
+// lookahead batch's prefetches on the prefetch stream, or its write-backs on the evict stream. A
+// step interval runs between two step marks with consecutive tags (StepMark), each recorded
+// where a step's first launch arrives: the device time of a whole step of the job, stalls and all.
 //
 // Thread-safe without blocking: every call try-locks and does nothing (loses a sample) when
 // another thread holds the lock. A fixed ring of event pairs; when all are in flight (the job's
@@ -29,15 +31,16 @@ namespace spillway::policy {
 
 class LaunchTimer {
  public:
-  enum class Kind { kKernel, kToDevice, kToHost };
+  enum class Kind { kKernel, kToDevice, kToHost, kStep };
   struct Sample {
     Kind kind = Kind::kKernel;
-    uint64_t key = 0;  // a kernel's launch stamp, or a transfer's bytes
+    uint64_t key = 0;  // a kernel's launch stamp, a transfer's bytes, or a step's first mark's tag
     double seconds = 0;
   };
   static constexpr size_t kEntries = 256;  // event pairs in flight at most
   static constexpr int kMaxRefused = 4096;
   static constexpr int kMaxHarvest = 8;  // samples read per Poll at most
+  static constexpr size_t kMarks = 8;    // step marks in flight at most (the oldest is dropped)
 
   // REQUIRES: `device` outlives the timer.
   explicit LaunchTimer(Device* device) : device_(device) {}
@@ -53,6 +56,10 @@ class LaunchTimer {
   // @brief The engine's waits and moves for launch `stamp` are issued on `stream`: begins its
   // kernel interval.
   void KernelReady(uint64_t stamp, Stream stream);
+  // @brief A step of the job begins on `stream`, before the engine's waits and moves for its first
+  // launch: mark `tag` (tags count up; a skipped one breaks the chain). The marks `tag` and
+  // `tag` + 1 give a kStep sample keyed `tag`.
+  void StepMark(uint64_t tag, Stream stream);
   // @brief Begins a transfer interval on `stream`; returns its handle (-1: not timed).
   int BeginTransfer(Stream stream);
   // @brief Ends transfer interval `handle` (of `bytes`, to the device or to the host) on `stream`.
@@ -70,8 +77,14 @@ class LaunchTimer {
     Event start = nullptr;
     Event end = nullptr;
   };
+  struct Mark {
+    uint64_t tag = 0;  // 0: free
+    Event event = nullptr;
+  };
   // REQUIRES: mutex_ held. Creates the events once; false when the device cannot time.
   bool ReadyLocked();
+  // REQUIRES: mutex_ held. Appends the step samples whose marks have completed.
+  void PollMarksLocked(std::vector<Sample>* out);
   // REQUIRES: mutex_ held, ReadyLocked(). A free entry, opened with `kind` and `key` (the oldest
   // entry when none is free).
   int OpenLocked(Kind kind, uint64_t key);
@@ -81,6 +94,7 @@ class LaunchTimer {
   bool tried_ = false;
   bool usable_ = true;
   std::array<Entry, kEntries> entries_{};
+  std::array<Mark, kMarks> marks_{};
   uint64_t sequence_ = 0;
   int open_kernel_ = -1;  // the entry whose kernel interval is open
   int refused_ = 0;       // opens refused in a row (all entries in flight)

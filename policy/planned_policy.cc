@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "policy/plan_trial.h"
 #include "policy/step_signature.h"
 
 namespace spillway::policy {
@@ -93,7 +94,11 @@ class PlannedPolicy final : public EvictionPolicy {
     // A plan made at this launch has counted it already (TryPlan).
     if (recording_ && Record(launch)) return;
     if (!usable_) return;
-    if (aligned_) PlanPosition();
+    if (aligned_ && !paused_) {
+      PlanPosition();
+    } else if (aligned_) {
+      ++position_;  // the trial lets the learned policy decide this step
+    }
     Event(WholeLaunchToken(launch));
   }
 
@@ -102,7 +107,9 @@ class PlannedPolicy final : public EvictionPolicy {
     recorded_.kernel_seconds[stamp] = seconds;
     ++timed_;
   }
-  bool WantsKernelTimes() const override { return recording_; }
+  uint64_t TakeStepMark() override { return std::exchange(pending_mark_, 0); }
+  void ObserveStepTime(uint64_t tag, double seconds) override { trial_.StepTime(tag, seconds); }
+  bool WantsTimes() const override { return recording_ || trial_.running(); }
 
   void Touch(uint64_t id) override { learned_->Touch(id); }
 
@@ -112,8 +119,8 @@ class PlannedPolicy final : public EvictionPolicy {
   void Merged(uint64_t id) override { learned_->Merged(id); }
   // A schedule names whole allocations: a file that can be followed keeps arenas whole from the
   // start; an online plan from the step it is followed at (the learned policy moves an arena's
-  // chunks until then, and whenever the job leaves the step).
-  bool ArenasWhole() const override { return usable_ && (aligned_ || !planner_); }
+  // chunks until then, whenever the job leaves the step, and in the trial's learned steps).
+  bool ArenasWhole() const override { return usable_ && !paused_ && (aligned_ || !planner_); }
 
   void Forget(uint64_t id) override {
     learned_->Forget(id);
@@ -290,7 +297,10 @@ class PlannedPolicy final : public EvictionPolicy {
       hash_.Add(events[i].token);
     }
     usable_ = true;
+    paused_ = false;
     unmatched_events_ = 0;
+    trial_.Start();
+    adherence_.trial = "running";
     adherence_.fallback_reason = "planned: waiting for the step's start";
     StopRecording(absl::StrFormat("online plan: %s (planned in %.2f s, from %zu launches "
                                   "recorded); following it from the next step",
@@ -336,7 +346,7 @@ class PlannedPolicy final : public EvictionPolicy {
     if (aligned_) {
       if (++event_in_step_ < file_.step_events) return;
       if (hash_.Matches(file_.step_signature)) {
-        ++adherence_.steps_followed;
+        if (!paused_) ++adherence_.steps_followed;
         StartStep();
         return;
       }
@@ -366,6 +376,8 @@ class PlannedPolicy final : public EvictionPolicy {
     static constexpr int kMaxPlans = 4;
     usable_ = false;
     aligned_ = false;
+    paused_ = false;
+    pending_mark_ = 0;
     adherence_.aligned = false;
     if (plans_ >= kMaxPlans) {
       Fallback(true, absl::StrCat("online plan: the job's step has changed after each of ", plans_,
@@ -426,6 +438,32 @@ class PlannedPolicy final : public EvictionPolicy {
     next_entry_ = 0;
     next_local_ = file_.persistent + 1;
     PruneOrder();
+    if (trial_.running()) TrialStep();
+  }
+
+  // Online planning: a step of the plan's shape begins during the plan's trial
+  // (policy/plan_trial.h). The trial says whether this step follows the plan and when the step
+  // begins (a mark for the engine to time); once it has its verdict, the plan is followed on or
+  // the learned policy decides from now on.
+  void TrialStep() {
+    pending_mark_ = trial_.StepStarts();
+    paused_ = trial_.state() == PlanTrial::State::kLearning;
+    adherence_.aligned = !paused_;
+    adherence_.trial_plan_step_seconds = trial_.plan_seconds();
+    adherence_.trial_learned_step_seconds = trial_.learned_seconds();
+    if (trial_.running()) return;
+    const bool kept = trial_.state() == PlanTrial::State::kKept;
+    adherence_.trial = kept ? "kept" : "rejected";
+    const std::string line = trial_.Verdict();
+    if (!kept) {
+      usable_ = false;
+      aligned_ = false;
+      adherence_.aligned = false;
+      have_moves_ = false;
+      moves_.clear();
+      Fallback(false, line);
+    }
+    if (log_) log_(false, line);
   }
 
   // Drops freed allocations from order_.
@@ -505,6 +543,8 @@ class PlannedPolicy final : public EvictionPolicy {
   }
 
   void Mismatch(const std::string& what) {
+    trial_.Interrupted();
+    pending_mark_ = 0;
     aligned_ = false;
     unmatched_events_ = 0;
     adherence_.aligned = false;
@@ -543,6 +583,9 @@ class PlannedPolicy final : public EvictionPolicy {
   int plans_ = 0;  // plans made
   bool usable_ = false;
   bool aligned_ = false;
+  bool paused_ = false;        // aligned, but the trial lets the learned policy decide this step
+  PlanTrial trial_;            // online planning: the plan against the learned policy
+  uint64_t pending_mark_ = 0;  // the step mark for TakeStepMark (0: none)
   bool logged_binding_ = false;
   std::unordered_map<uint64_t, uint64_t> sizes_;        // live managed allocations: id -> bytes
   std::vector<uint64_t> order_;                         // ids in the order they were made

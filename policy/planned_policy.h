@@ -55,6 +55,9 @@ using StepPlanner =
 // `budget_bytes`, and the plan is followed from the next step that matches it, exactly as a
 // policy file is (adherence() reports it, path "online plan"); arenas are split into chunks for
 // the learned policy until then and whenever the job leaves the plan, whole while it is followed.
+// Each plan is tried against the learned policy on the device (policy/plan_trial.h): followed for
+// a few timed steps, then the learned policy decides for as many, and the faster goes on; a plan
+// that lost is not followed again, said in one line through `log` either way.
 // When no step has matched the plan for three steps' events and 1000 more (the job's step
 // changed), the step is recorded and planned again, four plans at most. A recording that gives no
 // plan is tried again a step later, three times at most; then, or when kOnlinePlanLaunchLimit

@@ -494,7 +494,7 @@ int ResidencyEngine::OnLaunch(const AccessSet& access, const std::vector<uint64_
     done_batch = PollBatches();
   }
   uint64_t wait_batch = 0, batch = 0;
-  uint64_t stamp = 0;
+  uint64_t stamp = 0, step_mark = 0;
   bool scheduled = false, host = false;
   {
     std::lock_guard lock(mutex_);
@@ -504,6 +504,8 @@ int ResidencyEngine::OnLaunch(const AccessSet& access, const std::vector<uint64_
       if (sample.kind == LaunchTimer::Kind::kKernel) {
         sizer_.AddKernelTime(sample.key, sample.seconds);
         policy_->ObserveKernelTime(sample.key, sample.seconds);
+      } else if (sample.kind == LaunchTimer::Kind::kStep) {
+        policy_->ObserveStepTime(sample.key, sample.seconds);
       } else {
         sizer_.AddTransfer(sample.key, sample.seconds, sample.kind == LaunchTimer::Kind::kToDevice);
       }
@@ -512,7 +514,8 @@ int ResidencyEngine::OnLaunch(const AccessSet& access, const std::vector<uint64_
     const std::vector<ArenaChunk>& chunks = ScheduledArenaChunks(access, words);
     policy_->ObserveLaunch(LaunchView{function, ids.data(), sizes.data(), ids.size(), stamp,
                                       chunks.data(), chunks.size()});
-    policy_times_.store(policy_->WantsKernelTimes(), std::memory_order_relaxed);
+    step_mark = policy_->TakeStepMark();
+    policy_times_.store(policy_->WantsTimes(), std::memory_order_relaxed);
     host = PlanHostPlacements(stream);  // residency_engine_host.cc
     uint64_t needed = 0, access_bytes = 0;
     for (const uint64_t id : ids) {
@@ -578,7 +581,9 @@ int ResidencyEngine::OnLaunch(const AccessSet& access, const std::vector<uint64_
     if (scheduled) moving_.store(true, std::memory_order_relaxed);
   }
   int failures = 0;
-  // The previous launch's kernel interval ends here, before this launch's own waits and moves.
+  // The previous launch's kernel interval ends here, before this launch's own waits and moves; a
+  // step the policy times begins here.
+  if (timing && step_mark != 0) timer_.StepMark(step_mark, stream);
   if (timing) timer_.LaunchArrived(stamp, stream);
   if (wait_batch != 0 && device_->StreamWaitEvent(stream, BatchEvent(wait_batch, 1)) != kDeviceOk) {
     ++failures;

@@ -295,7 +295,7 @@ class ResidencyEngine {
   std::atomic<uint64_t> discard_bytes_{0};
   std::atomic<uint64_t> lookahead_window_{0};
   std::atomic<bool> step_seen_{false};     // the policy has predicted a step: time the launches
-  std::atomic<bool> policy_times_{false};  // the policy wants kernel times (WantsKernelTimes)
+  std::atomic<bool> policy_times_{false};  // the policy wants kernel and step times (WantsTimes)
   // Something has had to go out (an eviction, or a schedule followed): until then the job fits
   // in the budget, nothing moves but first touches, and launches are not timed (two events each).
   std::atomic<bool> moving_{false};

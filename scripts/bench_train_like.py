@@ -12,9 +12,12 @@ at several oversubscription factors, run four ways, as a table.
 Each configuration runs twice, for --short and --long steps; per-step bytes moved and demand
 faults are the difference of simgpu's stats (SIMGPU_STATS) divided by the extra steps, so setup
 and the final checksum copy drop out. The step time is the mean of the event-timed steps
-(virtual clock) that the long run has beyond the short one (the defaults, steps 6..9, are after
-the online plan is followed: it is made once two steps are recorded with kernel times). For the engine rows the bound is
-max(ideal step time, H2D bytes / H2D bandwidth, D2H bytes / D2H bandwidth) per step (each
+(virtual clock) that the long run has beyond the short one. The defaults, steps 20..23, come after
+the online plan's trial: the plan is made once two steps are recorded with kernel times, followed
+until its step times settle, then the learned policy decides until its do, and the faster goes on
+(docs/engine.md, "Online planning"); the policy column reads learned+plan when the plan won,
+learned-plan when it lost, and ends in ? when the trial was still running. For the engine rows the
+bound is max(ideal step time, H2D bytes / H2D bandwidth, D2H bytes / D2H bandwidth) per step (each
 direction on its own copy engine) and `ratio` = step time / bound. Every run's checksum must
 equal the ideal run's.
 
@@ -88,7 +91,10 @@ def measure(out, env_extra, args, short, long_):
     result["policy"] = summary["engine"]["policy"] if summary and "engine" in summary else "-"
     plan = summary["engine"].get("policy_file") if result["policy"] != "-" else None
     if plan and plan.get("path") == "online plan" and plan.get("steps_followed", 0) > 0:
-        result["policy"] += "+plan"  # the online plan was followed
+        # The online plan was followed: on after its trial, or dropped by it.
+        result["policy"] += "-plan" if plan.get("trial") == "rejected" else "+plan"
+        if plan.get("trial") not in ("kept", "rejected"):
+            result["policy"] += "?"  # still on trial when the run ended: measure later steps
     return result
 
 
@@ -98,8 +104,8 @@ def main():
     parser.add_argument("--memory", default="128MiB", help="simulated device memory")
     parser.add_argument("--factors", default="1.5,2,4")
     parser.add_argument("--layers", type=int, default=24)
-    parser.add_argument("--short", type=int, default=6)
-    parser.add_argument("--long", type=int, default=10)
+    parser.add_argument("--short", type=int, default=20)
+    parser.add_argument("--long", type=int, default=24)
     parser.add_argument("extra", nargs="*", help="more train_like arguments (after --)")
     opts = parser.parse_args()
     if opts.long <= opts.short or opts.short < 1:

@@ -155,6 +155,54 @@ TEST(LaunchTimerTest, AllIntervalsInFlightKeepTheirSamplesNewOnesAreNotTimed) {
   EXPECT_GE(stuck.BeginTransfer(kStream), 0);  // the oldest, reused
 }
 
+// Step marks: two marks with consecutive tags give the device time between them once both are
+// complete; a skipped tag (the job left its step between) gives none; with every mark in flight
+// the oldest is dropped.
+TEST(LaunchTimerTest, StepMarksWithConsecutiveTagsGiveStepTimes) {
+  FakeDevice device;
+  device.events_complete = false;
+  LaunchTimer timer(&device);
+  std::vector<LaunchTimer::Sample> samples;
+  device.clock_ms = 10;
+  timer.StepMark(1, kStream);
+  device.clock_ms = 15;
+  timer.StepMark(2, kStream);
+  timer.Poll(&samples);
+  EXPECT_TRUE(samples.empty());  // not complete yet
+  device.events_complete = true;
+  device.clock_ms = 22;
+  timer.StepMark(3, kStream);
+  device.clock_ms = 40;
+  timer.StepMark(5, kStream);  // 4 skipped: 3 .. 5 is no step
+  device.clock_ms = 43;
+  timer.StepMark(6, kStream);
+  timer.Poll(&samples);
+  ASSERT_EQ(samples.size(), 3u);
+  EXPECT_EQ(samples[0].kind, LaunchTimer::Kind::kStep);
+  EXPECT_EQ(samples[0].key, 1u);
+  EXPECT_NEAR(samples[0].seconds, 5e-3, 1e-9);
+  EXPECT_EQ(samples[1].key, 2u);
+  EXPECT_NEAR(samples[1].seconds, 7e-3, 1e-9);
+  EXPECT_EQ(samples[2].key, 5u);
+  EXPECT_NEAR(samples[2].seconds, 3e-3, 1e-9);
+  samples.clear();
+  timer.Poll(&samples);  // mark 6 waits for the next
+  EXPECT_TRUE(samples.empty());
+
+  device.events_complete = false;
+  LaunchTimer full(&device);
+  for (uint64_t tag = 1; tag <= LaunchTimer::kMarks + 2; ++tag) {
+    device.clock_ms = static_cast<double>(tag * tag);
+    full.StepMark(tag, kStream);
+  }
+  device.events_complete = true;
+  full.Poll(&samples);
+  // Marks 1 and 2 were dropped for 9 and 10: steps 3 .. 9 remain.
+  ASSERT_EQ(samples.size(), LaunchTimer::kMarks - 1);
+  EXPECT_EQ(samples[0].key, 3u);
+  EXPECT_NEAR(samples[0].seconds, (16 - 9) * 1e-3, 1e-9);
+}
+
 TEST(LaunchTimerTest, TransferIntervalsAndAnUntimedDevice) {
   FakeDevice device;
   device.h2d_bytes_per_ms = 40e6;  // 40 GB/s

@@ -1109,5 +1109,52 @@ TEST(OnlinePlan, AStepThatChangesIsRecordedAndPlannedAgain) {
   EXPECT_TRUE(recording_again);
 }
 
+// Each plan is tried against the learned policy on the device's clock: here a launch takes
+// 0.1 ms while the learned policy decides and `plan_ms` while the plan is followed. A plan that
+// runs slower is dropped after its trial, one line saying so; a faster one is followed on.
+TEST(OnlinePlan, APlanIsFollowedOnOnlyWhenItsStepsRunFasterThanTheLearnedPolicys) {
+  for (const double plan_ms : {0.2, 0.05}) {
+    SCOPED_TRACE("a launch " + std::to_string(plan_ms) + " ms following the plan");
+    const Workload w = SmallStep();
+    OnlineReplay online(w, 6 * kMiB, [](const RecordedEvents& events, uint64_t bytes) {
+      return PlanRecordedSteps(events, bytes);
+    });
+    Replay& replay = online.replay;
+    replay.before_launch_ = [&replay, plan_ms] {
+      replay.device_.clock_ms += replay.Adherence().aligned ? plan_ms : 0.1;
+    };
+    replay.Init();
+    int steps = 0;
+    while (replay.Adherence().trial != "kept" && replay.Adherence().trial != "rejected" &&
+           steps < 100) {
+      replay.Step();
+      ++steps;
+    }
+    const ScheduleAdherence a = replay.Adherence();
+    ASSERT_TRUE(a.trial == "kept" || a.trial == "rejected")
+        << "no verdict in " << steps << " steps: " << a.trial;
+    // A step is the workload's five launches.
+    EXPECT_NEAR(a.trial_plan_step_seconds, 5 * plan_ms * 1e-3, 1e-9);
+    EXPECT_NEAR(a.trial_learned_step_seconds, 5 * 0.1e-3, 1e-9);
+    const bool kept = plan_ms < 0.1;
+    EXPECT_EQ(a.trial, kept ? "kept" : "rejected");
+    ASSERT_FALSE(online.log.news.empty());
+    EXPECT_NE(online.log.news.back().find(kept ? "; following the plan"
+                                               : "; the learned policy decides from now on"),
+              std::string::npos)
+        << online.log.news.back();
+    EXPECT_TRUE(online.log.problems.empty()) << online.log.problems[0];
+    for (int i = 0; i < 4; ++i) replay.Step();
+    const ScheduleAdherence later = replay.Adherence();
+    EXPECT_EQ(later.aligned, kept);
+    if (kept) {
+      EXPECT_EQ(later.steps_followed, a.steps_followed + 4);
+    } else {
+      EXPECT_EQ(later.positions_followed, a.positions_followed);
+      EXPECT_EQ(later.fallback_reason, online.log.news.back());
+    }
+  }
+}
+
 }  // namespace
 }  // namespace spillway::policy
