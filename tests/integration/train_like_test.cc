@@ -208,6 +208,41 @@ TEST(TrainLike, LearnedPlansTheDetectedStepOnlineAndFollowsIt) {
   }
 }
 
+// The online plan's trial (docs/engine.md, "Online planning"): over 24 steps at 2x the plan is
+// followed, then the learned policy decides, then the faster goes on. The trial reaches its
+// verdict with both medians measured, the verdict is the faster one's, and switching between the
+// two (arenas merged and split again) leaves the job's results as they are.
+TEST(TrainLike, TheOnlinePlanIsTriedAgainstTheLearnedPolicyWithoutChangingResults) {
+  const std::string summary_path = TempPath("train_like_trial_summary");
+  const ProcessResult run = RunProcess(Job(2.0, 24, {}), {{"LD_LIBRARY_PATH", kOut + "/simgpu"},
+                                                          {"SIMGPU_MEMORY", kDeviceMemory},
+                                                          {"LD_PRELOAD", kOut + "/libspillway.so"},
+                                                          {"SPILLWAY_LOG", "info"},
+                                                          {"SPILLWAY_SUMMARY", summary_path}});
+  const std::string summary = ReadFile(summary_path);
+  std::remove(summary_path.c_str());
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_EQ(Checksum(run.output), UnconstrainedChecksum(2.0, 24, {})) << run.output;
+  EXPECT_NE(summary.find("\"errors\":[]"), std::string::npos) << summary;
+  const auto number = [&summary](const std::string& key) {
+    const std::string quoted = "\"" + key + "\":";
+    const size_t at = summary.find(quoted);
+    return at == std::string::npos ? -1.0
+                                   : std::strtod(summary.c_str() + at + quoted.size(), nullptr);
+  };
+  const double plan_ms = number("trial_plan_step_ms"), learned_ms = number("trial_learned_step_ms");
+  EXPECT_GT(plan_ms, 0) << summary;
+  EXPECT_GT(learned_ms, 0) << summary;
+  const bool kept = summary.find("\"trial\":\"kept\"") != std::string::npos;
+  const bool rejected = summary.find("\"trial\":\"rejected\"") != std::string::npos;
+  ASSERT_TRUE(kept || rejected) << summary;
+  EXPECT_EQ(kept, plan_ms <= learned_ms) << summary;
+  EXPECT_NE(
+      run.output.find(kept ? "; following the plan" : "; the learned policy decides from now on"),
+      std::string::npos)
+      << run.output;
+}
+
 // A job that never waits for the device (stream-ordered allocations, no synchronization in the
 // step) runs only as far ahead as the launch queue holds (simgpu: SIMGPU_QUEUE_DEPTH, 1024 a
 // stream, as on a GPU), so its kernels are timed while it runs and its step is planned too.
