@@ -34,8 +34,9 @@ uint64_t PlanTrial::StepStarts() {
   ++phase_steps_;
   marked_.push_back(Marked{++tag_, state_ == State::kFollowing, next_counted_});
   next_counted_ = true;
-  // Times arrive in order, a few steps late at most; a step whose mark was lost never arrives.
-  while (marked_.size() > 2 * kTimedSteps) marked_.pop_front();
+  // Times arrive in order, as late as the job runs ahead of the device; a step whose mark was lost
+  // never gets one.
+  while (marked_.size() > kMaxAwaited) marked_.pop_front();
   return tag_;
 }
 

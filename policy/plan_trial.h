@@ -26,7 +26,9 @@ class PlanTrial {
   enum class State { kNone, kFollowing, kLearning, kKept, kRejected };
   static constexpr size_t kTimedSteps = 3;  // per phase
   static constexpr double kSettled = 0.03;  // the largest of them at most 3% over the least
-  static constexpr int kMaxPhaseSteps = 16;
+  static constexpr int kMaxPhaseSteps = 24;
+  // Steps whose times are awaited at most: a job that runs further ahead of the device loses them.
+  static constexpr size_t kMaxAwaited = 32;
 
   // @brief A new plan to try (any trial before is forgotten): the plan is followed first.
   void Start();

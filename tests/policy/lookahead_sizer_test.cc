@@ -197,7 +197,7 @@ TEST(LaunchTimerTest, StepMarksWithConsecutiveTagsGiveStepTimes) {
   }
   device.events_complete = true;
   full.Poll(&samples);
-  // Marks 1 and 2 were dropped for 9 and 10: steps 3 .. 9 remain.
+  // Marks 1 and 2 were dropped for the last two: steps 3 .. kMarks + 1 remain.
   ASSERT_EQ(samples.size(), LaunchTimer::kMarks - 1);
   EXPECT_EQ(samples[0].key, 3u);
   EXPECT_NEAR(samples[0].seconds, (16 - 9) * 1e-3, 1e-9);
