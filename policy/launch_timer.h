@@ -40,7 +40,7 @@ class LaunchTimer {
   static constexpr size_t kEntries = 256;  // event pairs in flight at most
   static constexpr int kMaxRefused = 4096;
   static constexpr int kMaxHarvest = 8;  // samples read per Poll at most
-  static constexpr size_t kMarks = 32;  // step marks in flight at most (the oldest is dropped)
+  static constexpr size_t kMarks = 32;   // step marks in flight at most (the oldest is dropped)
 
   // REQUIRES: `device` outlives the timer.
   explicit LaunchTimer(Device* device) : device_(device) {}
