@@ -122,6 +122,15 @@ expect 3 '^spillway: pid 4242: policy learned, budget \?, peak 3.00 GiB, prefetc
 grep -qF 'spillway:   first error: cuMemPrefetchAsync: \"bad\" value' "$tmp/out" ||
   fail "no first error line: $(cat "$tmp/out")"
 grep -qxF "spillway:   summary: $tmp/own.json" "$tmp/out" || fail "no summary path line"
+grep -q "steps followed" "$tmp/out" && fail "a plan line without a plan: $(cat "$tmp/out")"
+# The online plan's line: how far it was followed and its trial's verdict.
+cat >"$tmp/plan_job.sh" <<'EOF'
+printf '%s' '{"pid":7,"calls":{"cuInit":1},"engine":{"policy":"learned","policy_file":' \
+  '{"path":"online plan","steps_followed":15,"mismatches":1,"trial":"rejected",' \
+  '"trial_plan_step_ms":412.2754,"trial_learned_step_ms":398.4229}},"errors":[]}' >"$SPILLWAY_SUMMARY"
+EOF
+expect 0 '^spillway:   online plan: 15 steps followed, 1 mismatch; rejected after its trial \(a step 412.275 ms following it, 398.423 ms with the learned policy\)$' -- \
+  "$spillway" run --summary "$tmp/plan.json" -- bash "$tmp/plan_job.sh"
 
 # Signals sent to the launcher reach the job; its status comes back.
 # The job says when its trap is set (a fixed sleep loses the race on a loaded machine).
