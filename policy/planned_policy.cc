@@ -90,7 +90,8 @@ class PlannedPolicy final : public EvictionPolicy {
   }
 
   void ObserveLaunch(const LaunchView& launch) override {
-    learned_->ObserveLaunch(launch);
+    FlushPieceForgets();
+    learned_->ObserveLaunch(planner_ ? LearnedView(launch) : launch);
     // A plan made at this launch has counted it already (TryPlan).
     if (recording_ && Record(launch)) return;
     if (!usable_) return;
@@ -111,19 +112,42 @@ class PlannedPolicy final : public EvictionPolicy {
   void ObserveStepTime(uint64_t tag, double seconds) override { trial_.StepTime(tag, seconds); }
   bool WantsTimes() const override { return recording_ || trial_.running(); }
 
-  void Touch(uint64_t id) override { learned_->Touch(id); }
+  void Touch(uint64_t id) override {
+    const auto pieces = whole_arena_pieces_.find(id);
+    if (pieces == whole_arena_pieces_.end()) {
+      learned_->Touch(id);
+      return;
+    }
+    for (const uint64_t piece : pieces->second) learned_->Touch(piece);
+  }
 
   // An arena split into chunks (the learned policy deciding, no usable schedule) is still the
   // allocation the schedule numbers and the recording names: only the learned policy forgets it.
   void Split(uint64_t id) override { learned_->Split(id); }
-  void Merged(uint64_t id) override { learned_->Merged(id); }
+  // Online planning: the learned policy keeps the arena's chunks (LearnedView), and the engine's
+  // Forget of each chunk just before was the merge, not a free.
+  void Merged(uint64_t id) override {
+    if (!planner_) {
+      learned_->Merged(id);
+      return;
+    }
+    std::erase_if(piece_forgets_,
+                  [id](uint64_t piece) { return ArenaPieceAllocation(piece) == id; });
+    FlushPieceForgets();
+  }
   // A schedule names whole allocations: a file that can be followed keeps arenas whole from the
   // start; an online plan from the step it is followed at (the learned policy moves an arena's
   // chunks until then, whenever the job leaves the step, and in the trial's learned steps).
   bool ArenasWhole() const override { return usable_ && !paused_ && (aligned_ || !planner_); }
 
   void Forget(uint64_t id) override {
-    learned_->Forget(id);
+    if (planner_ && IsArenaPiece(id)) {
+      piece_forgets_.push_back(id);  // the arena is merged (Merged) or freed (Forget of it) next
+    } else {
+      FlushPieceForgets();
+      ForgetLearnedPieces(id);
+      learned_->Forget(id);
+    }
     if (recording_) recorded_.Freed(id);
     const auto it = sizes_.find(id);
     const uint64_t bytes = it == sizes_.end() ? 0 : it->second;
@@ -207,6 +231,61 @@ class PlannedPolicy final : public EvictionPolicy {
   const ScheduleAdherence* adherence() const override { return &adherence_; }
 
  private:
+  // Online planning: the launch as the learned policy sees it. While the plan is followed the
+  // engine keeps arenas whole (a launch names the arena and, in arena_chunks, the chunks its
+  // pointers reach); the learned policy goes on seeing those chunks as the engine names them when
+  // it splits arenas (ArenaPieceId, in the same order, with their sizes), so its step stays
+  // locked and its next uses known across the switches: it is warm whenever it takes over (the
+  // trial's learned steps, a step the job leaves). The arena's Touch becomes its chunks'.
+  const LaunchView& LearnedView(const LaunchView& launch) {
+    whole_arena_pieces_.clear();
+    if (launch.arena_chunk_count == 0) return launch;
+    view_ids_.clear();
+    view_sizes_.clear();
+    for (size_t i = 0; i < launch.count; ++i) {
+      const uint64_t id = launch.ids[i], bytes = launch.sizes[i];
+      std::vector<uint64_t>* pieces = nullptr;
+      for (size_t c = 0; c < launch.arena_chunk_count; ++c) {
+        const ArenaChunk& chunk = launch.arena_chunks[c];
+        const uint64_t offset = chunk.chunk * kChunkBytes;
+        if (chunk.id != id || IsArenaPiece(id) || offset >= bytes) continue;
+        const uint64_t piece = ArenaPieceId(id, chunk.chunk);
+        if (std::find(view_ids_.begin(), view_ids_.end(), piece) != view_ids_.end()) continue;
+        if (pieces == nullptr) {
+          pieces = &whole_arena_pieces_[id];
+          learned_arenas_.try_emplace(id, bytes);
+        }
+        pieces->push_back(piece);
+        view_ids_.push_back(piece);
+        view_sizes_.push_back(std::min(kChunkBytes, bytes - offset));
+      }
+      if (pieces == nullptr) {
+        view_ids_.push_back(id);
+        view_sizes_.push_back(bytes);
+      }
+    }
+    learned_view_ = launch;
+    learned_view_.ids = view_ids_.data();
+    learned_view_.sizes = view_sizes_.data();
+    learned_view_.count = view_ids_.size();
+    return learned_view_;
+  }
+
+  // Tells the learned policy of the arena chunks the engine forgot, when no merge took them back.
+  void FlushPieceForgets() {
+    for (const uint64_t piece : piece_forgets_) learned_->Forget(piece);
+    piece_forgets_.clear();
+  }
+
+  // Allocation `id` is freed: the learned policy forgets the chunks LearnedView gave it of it.
+  void ForgetLearnedPieces(uint64_t id) {
+    const auto arena = learned_arenas_.find(id);
+    if (arena == learned_arenas_.end()) return;
+    for (uint64_t c = 0; c * kChunkBytes < arena->second; ++c)
+      learned_->Forget(ArenaPieceId(id, c));
+    learned_arenas_.erase(arena);
+  }
+
   // Online planning: appends the launch to the recording (an arena's chunks as named, an arena
   // used whole as all its chunks, other allocations whole), and plans once it is time. True when
   // a plan was made (and this launch counted in its step).
@@ -583,8 +662,14 @@ class PlannedPolicy final : public EvictionPolicy {
   int plans_ = 0;  // plans made
   bool usable_ = false;
   bool aligned_ = false;
-  bool paused_ = false;        // aligned, but the trial lets the learned policy decide this step
-  PlanTrial trial_;            // online planning: the plan against the learned policy
+  bool paused_ = false;  // aligned, but the trial lets the learned policy decide this step
+  PlanTrial trial_;      // online planning: the plan against the learned policy
+  // Online planning: the learned policy's view of arenas kept whole (LearnedView).
+  LaunchView learned_view_;
+  std::vector<uint64_t> view_ids_, view_sizes_;
+  std::unordered_map<uint64_t, std::vector<uint64_t>> whole_arena_pieces_;  // of this launch
+  std::unordered_map<uint64_t, uint64_t> learned_arenas_;  // arena -> bytes, chunks given out
+  std::vector<uint64_t> piece_forgets_;                    // chunks the engine forgot, not yet told
   uint64_t pending_mark_ = 0;  // the step mark for TakeStepMark (0: none)
   bool logged_binding_ = false;
   std::unordered_map<uint64_t, uint64_t> sizes_;        // live managed allocations: id -> bytes

@@ -15,6 +15,11 @@ ResidencyEngine::Arena& ResidencyEngine::MakeArena(uint64_t id) {
   Arena& arena = arenas_[id];
   arena.base = whole.base;
   arena.size = whole.size;
+  // Split again after a schedule kept it whole: the tensor offsets seen meanwhile still hold, so
+  // a pointer names its tensor's chunks, not every chunk up to the arena's end.
+  if (const auto seen = schedule_offsets_.find(id); seen != schedule_offsets_.end()) {
+    arena.offsets = seen->second;
+  }
   const uint64_t chunks = (whole.size + kArenaChunkBytes - 1) / kArenaChunkBytes;
   for (uint64_t c = 0; c < chunks; ++c) {
     const uint64_t offset = c * kArenaChunkBytes;

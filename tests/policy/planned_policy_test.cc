@@ -1156,5 +1156,58 @@ TEST(OnlinePlan, APlanIsFollowedOnOnlyWhenItsStepsRunFasterThanTheLearnedPolicys
   }
 }
 
+// Online planning keeps the learned policy warm across the switches between following the plan
+// (the engine keeps arenas whole) and the learned policy deciding (arenas split into chunks): it
+// sees the arena's chunks all along, so the step it locked stays locked through the plan, the
+// trial's learned steps and what comes after the verdict.
+TEST(OnlinePlan, TheLearnedPolicyKeepsItsStepThroughThePlanAndTheTrial) {
+  FakeDevice device;
+  const uint64_t budget = 8 * kMiB;
+  Logged log;
+  ResidencyEngine engine(&device,
+                         MakeOnlinePlannedPolicy(budget, log.Sink(),
+                                                 [](const RecordedEvents& events, uint64_t bytes) {
+                                                   return PlanRecordedSteps(events, bytes);
+                                                 }),
+                         budget);
+  AllocationRegistry registry;
+  // An arena (ResidencyEngine::kArenaMinBytes at least) of four 4 MiB tensors, and two weights.
+  std::vector<Allocation> live;
+  for (const uint64_t bytes : {16 * kMiB, 2 * kMiB, 2 * kMiB}) {
+    uint64_t address = 0;
+    device.AllocateManaged(&address, bytes);
+    live.push_back(registry.Insert(address, bytes, Backing::kManaged, false, true));
+    engine.OnAllocated(live.back());
+  }
+  struct Use {
+    uint64_t tensor;  // of the arena, through a pointer to its start
+    size_t weight;
+  };
+  const std::vector<Use> step = {{0, 1}, {1, 2}, {2, 1}, {3, 2}, {1, 1}, {0, 2}};
+  bool locked = false, followed = false, left = false;
+  int unlocked_launches = 0;
+  ScheduleAdherence a;
+  for (int s = 0; s < 60 && !(a.trial == "kept" || a.trial == "rejected"); ++s) {
+    for (size_t i = 0; i < step.size(); ++i) {
+      device.clock_ms += 0.1;
+      const Allocation& weight = live[step[i].weight];
+      engine.OnLaunch(AccessSet{live[0], weight},
+                      std::vector<uint64_t>{live[0].base + step[i].tensor * 4 * kMiB, weight.base},
+                      kStream, i + 1);
+      locked = locked || engine.step_length() != 0;
+      if (locked && engine.step_length() == 0) ++unlocked_launches;
+      ASSERT_TRUE(engine.adherence(&a));
+      followed = followed || a.aligned;
+      left = left || (followed && !a.aligned);
+    }
+  }
+  ASSERT_TRUE(a.trial == "kept" || a.trial == "rejected") << a.trial;
+  EXPECT_TRUE(followed);
+  EXPECT_TRUE(left);  // the trial's learned steps: the engine split the arena again
+  EXPECT_EQ(engine.step_length(), step.size());
+  EXPECT_EQ(unlocked_launches, 0);
+  EXPECT_EQ(a.mismatches, 0u);
+}
+
 }  // namespace
 }  // namespace spillway::policy
