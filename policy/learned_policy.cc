@@ -283,16 +283,20 @@ class LearnedPolicy final : public EvictionPolicy {
   }
 
   // A freed allocation whose last position left the window adds nothing to any next use (the
-  // freed ones it took the slot of are older still): out of the reverse index, so an allocation
-  // that took many slots over a long run is not slowed by them.
+  // freed ones it took the slot of are older still), and Translate is asked only of the window's
+  // ids: out of the reverse index, so an allocation that took many slots over a long run is not
+  // slowed by them, and out of translation_, which so holds about a step's freed allocations and
+  // is not cleared (and every prediction from it lost for a step) on a long run of a big step.
   void DropPredecessor(uint64_t freed) {
     predecessors_.erase(freed);
     const auto to = translation_.find(freed);
     if (to == translation_.end()) return;
     const auto list = predecessors_.find(to->second);
-    if (list == predecessors_.end()) return;
-    std::erase(list->second, freed);
-    if (list->second.empty()) predecessors_.erase(list);
+    if (list != predecessors_.end()) {
+      std::erase(list->second, freed);
+      if (list->second.empty()) predecessors_.erase(list);
+    }
+    translation_.erase(to);
   }
 
   void AddToWindow(uint64_t m) {

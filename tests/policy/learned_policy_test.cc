@@ -81,6 +81,29 @@ TEST_F(LearnedPolicyTest, DetectsStepsOfTensOfThousandsOfLaunches) {
   EXPECT_EQ(policy_->step_length(), 0u);
 }
 
+// A long run of a step that frees many allocations (here 2000 a step, 80000 over the run) keeps
+// predicting each new activation's next use from the one it replaced, at every step: the
+// policy's record of which allocation took a freed one's slot holds about a step's worth, and is
+// not cleared (and with it every such prediction for a step) once it has grown large.
+TEST_F(LearnedPolicyTest, PredictsNewActivationsNextUsesThroughALongRun) {
+  constexpr int kLayers = 2000;
+  next_id_ = 1'000'000;
+  int wrong = 0;
+  for (int step = 0; step < 40; ++step) {
+    std::vector<uint64_t> activations;
+    for (int i = 0; i < kLayers; ++i) activations.push_back(next_id_++);
+    for (int i = 0; i < kLayers; ++i) Launch({uint64_t(i + 1), activations[i]}, 10 + i);
+    // After the forward pass, each activation's next use is the backward launch of its layer.
+    for (int i = 0; i < kLayers && step >= 3; ++i) {
+      if (policy_->NextUse(activations[i]) != uint64_t(kLayers - i)) ++wrong;
+    }
+    for (int i = kLayers - 1; i >= 0; --i) Launch({uint64_t(i + 1), activations[i]}, 20 + i);
+    for (const uint64_t a : activations) policy_->Forget(a);
+  }
+  EXPECT_EQ(policy_->step_length(), 2u * kLayers);
+  EXPECT_EQ(wrong, 0);
+}
+
 TEST_F(LearnedPolicyTest, RedetectsWhenTheStepChanges) {
   for (int step = 0; step < 12; ++step) TrainingStep(3);
   EXPECT_EQ(policy_->step_length(), 6u);
