@@ -17,6 +17,12 @@ void PlanTrial::Start() {
   learned_.clear();
 }
 
+void PlanTrial::Stop() {
+  state_ = State::kNone;
+  ++tag_;
+  marked_.clear();
+}
+
 uint64_t PlanTrial::StepStarts() {
   if (!running()) return 0;
   if (state_ == State::kFollowing && PhaseOver(plan_)) {

@@ -32,6 +32,8 @@ class PlanTrial {
 
   // @brief A new plan to try (any trial before is forgotten): the plan is followed first.
   void Start();
+  // @brief The plan is dropped before its verdict (the job's step changed): no trial.
+  void Stop();
   // @brief A step of the planned shape begins. Moves the trial on (to the learned phase, or to the
   // verdict) and returns the tag of the step mark to take at it, 0 when the step is not timed.
   uint64_t StepStarts();

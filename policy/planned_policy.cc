@@ -458,6 +458,10 @@ class PlannedPolicy final : public EvictionPolicy {
     paused_ = false;
     pending_mark_ = 0;
     adherence_.aligned = false;
+    if (trial_.running()) {  // no verdict on a plan the job no longer runs
+      trial_.Stop();
+      adherence_.trial.clear();
+    }
     if (plans_ >= kMaxPlans) {
       Fallback(true, absl::StrCat("online plan: the job's step has changed after each of ", plans_,
                                   " plans; the learned policy decides from now on"));

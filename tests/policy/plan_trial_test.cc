@@ -83,6 +83,25 @@ TEST(PlanTrial, TheLearnedPhaseWaitsForItsTimesToSettle) {
   EXPECT_DOUBLE_EQ(trial.learned_seconds(), 4e-3);  // of 4.0, 4.5, 4.0
 }
 
+// A plan dropped before its verdict (the job's step changed) ends its trial: no marks, and a
+// late time of its steps counts for nothing, in the next trial either.
+TEST(PlanTrial, AStoppedTrialTakesNoMoreTimes) {
+  PlanTrial trial;
+  trial.Start();
+  trial.StepStarts();
+  const uint64_t tag = trial.StepStarts();
+  trial.Stop();
+  EXPECT_FALSE(trial.running());
+  EXPECT_EQ(trial.state(), State::kNone);
+  EXPECT_EQ(trial.StepStarts(), 0u);
+  trial.StepTime(tag, 5e-3);
+  EXPECT_EQ(trial.plan_seconds(), 0);
+  trial.Start();
+  EXPECT_GT(trial.StepStarts(), tag + 1);  // no mark pairs with the stopped trial's
+  trial.StepTime(tag, 5e-3);
+  EXPECT_EQ(trial.plan_seconds(), 0);
+}
+
 TEST(PlanTrial, WithoutStepTimesThePlanIsKept) {
   PlanTrial trial;
   trial.Start();
