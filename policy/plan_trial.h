@@ -5,11 +5,12 @@
 // kTimedSteps steps goes on (a tie keeps the plan). A phase has settled when its last kTimedSteps
 // times lie within kSettled of each other: a policy can take a few steps to reach its own pace
 // from the other's residency (the learned policy took three when it lost its step at the switch;
-// it is kept warm now, policy/planned_policy.cc). The first step of each phase, which starts from the other's residency, is not counted; nor is a step
-// the job left (Interrupted). A phase ends unsettled after kMaxPhaseSteps steps, and with fewer
-// than kTimedSteps times the trial ends with the plan kept, as without a trial. Step times are the
-// engine's step marks (EvictionPolicy::TakeStepMark, ObserveStepTime): each step the trial times
-// gets a tag, and a step's time arrives some launches after it ends.
+// it is kept warm now, policy/planned_policy.cc). The first step of each phase, which starts from
+// the other's residency, is not counted; nor is a step the job left (Interrupted). A phase ends
+// unsettled after kMaxPhaseSteps steps, and with fewer than kTimedSteps times the trial ends with
+// the plan kept, as without a trial. Step times are the engine's step marks
+// (EvictionPolicy::TakeStepMark, ObserveStepTime): each step the trial times gets a tag, and a
+// step's time arrives some launches after it ends.
 #ifndef SPILLWAY_POLICY_PLAN_TRIAL_H_
 #define SPILLWAY_POLICY_PLAN_TRIAL_H_
 
