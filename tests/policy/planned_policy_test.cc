@@ -1159,7 +1159,9 @@ TEST(OnlinePlan, APlanIsFollowedOnOnlyWhenItsStepsRunFasterThanTheLearnedPolicys
 // Online planning keeps the learned policy warm across the switches between following the plan
 // (the engine keeps arenas whole) and the learned policy deciding (arenas split into chunks): it
 // sees the arena's chunks all along, so the step it locked stays locked through the plan, the
-// trial's learned steps and what comes after the verdict.
+// trial's learned steps and what comes after the verdict. (It also needs the engine to split the
+// arena again with the tensor offsets seen while it was whole: without them a pointer names every
+// chunk up to the arena's end for a while, and the learned policy's step unlocks for 8 launches.)
 TEST(OnlinePlan, TheLearnedPolicyKeepsItsStepThroughThePlanAndTheTrial) {
   FakeDevice device;
   const uint64_t budget = 8 * kMiB;
