@@ -204,5 +204,24 @@ TEST(SummaryTest, HasEveryDocumentedField) {
   }
 }
 
+// An online plan's trial, from the first device that has one: its verdict and the two medians.
+TEST(SummaryTest, PolicyFileSaysTheOnlinePlansTrial) {
+  SummaryData data;
+  policy::ScheduleAdherence none, tried;
+  none.path = tried.path = "online plan";
+  none.steps_followed = 2;
+  tried.steps_followed = 13;
+  tried.trial = "rejected";
+  tried.trial_plan_step_seconds = 0.412275;
+  tried.trial_learned_step_seconds = 0.398548;
+  data.policy_file = {none, tried};
+  const std::string json = FormatSummary(data);
+  for (const char* field :
+       {"\"path\":\"online plan\"", "\"steps_followed\":15", "\"trial\":\"rejected\"",
+        "\"trial_plan_step_ms\":412.275", "\"trial_learned_step_ms\":398.548"}) {
+    EXPECT_NE(json.find(field), std::string::npos) << field << " in " << json;
+  }
+}
+
 }  // namespace
 }  // namespace spillway::interpose
