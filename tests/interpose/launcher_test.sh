@@ -131,6 +131,13 @@ printf '%s' '{"pid":7,"calls":{"cuInit":1},"engine":{"policy":"learned","policy_
 EOF
 expect 0 '^spillway:   online plan: 15 steps followed, 1 mismatch; rejected after its trial \(a step 412.275 ms following it, 398.423 ms with the learned policy\)$' -- \
   "$spillway" run --summary "$tmp/plan.json" -- bash "$tmp/plan_job.sh"
+# An online plan never made (no step followed, no trial) gets no line.
+cat >"$tmp/no_plan_job.sh" <<'EOF'
+printf '%s' '{"pid":8,"calls":{"cuInit":1},"engine":{"policy":"learned","policy_file":' \
+  '{"path":"online plan","steps_followed":0,"mismatches":0,"trial":""}},"errors":[]}' >"$SPILLWAY_SUMMARY"
+EOF
+expect 0 '^spillway: pid 8: policy learned' -- "$spillway" run --summary "$tmp/no_plan.json" -- bash "$tmp/no_plan_job.sh"
+grep -q "steps followed" "$tmp/out" && fail "a plan line for a plan never made: $(cat "$tmp/out")"
 
 # Signals sent to the launcher reach the job; its status comes back.
 # The job says when its trap is set (a fixed sleep loses the race on a loaded machine).
