@@ -242,6 +242,7 @@ class PlannedPolicy final : public EvictionPolicy {
     if (launch.arena_chunk_count == 0) return launch;
     view_ids_.clear();
     view_sizes_.clear();
+    bool translated = false;
     for (size_t i = 0; i < launch.count; ++i) {
       const uint64_t id = launch.ids[i], bytes = launch.sizes[i];
       std::vector<uint64_t>* pieces = nullptr;
@@ -254,6 +255,7 @@ class PlannedPolicy final : public EvictionPolicy {
         if (pieces == nullptr) {
           pieces = &whole_arena_pieces_[id];
           learned_arenas_.try_emplace(id, bytes);
+          translated = true;
         }
         pieces->push_back(piece);
         view_ids_.push_back(piece);
@@ -264,6 +266,7 @@ class PlannedPolicy final : public EvictionPolicy {
         view_sizes_.push_back(bytes);
       }
     }
+    if (!translated) return launch;  // the engine split its arenas: the view is the learned one
     learned_view_ = launch;
     learned_view_.ids = view_ids_.data();
     learned_view_.sizes = view_sizes_.data();
