@@ -78,13 +78,12 @@ double PlanTrial::Median(const std::vector<double>& times) {
 }
 
 void PlanTrial::Decide() {
-  const bool timed = plan_.size() >= kTimedSteps && learned_.size() >= kTimedSteps;
-  state_ = !timed || plan_seconds() <= learned_seconds() ? State::kKept : State::kRejected;
+  state_ = !Timed() || plan_seconds() <= learned_seconds() ? State::kKept : State::kRejected;
   marked_.clear();
 }
 
 std::string PlanTrial::Verdict() const {
-  if (plan_.size() < kTimedSteps || learned_.size() < kTimedSteps) {
+  if (!Timed()) {
     return absl::StrFormat(
         "online plan: no step times to compare the plan with the learned policy by (%zu and %zu "
         "of %zu steps timed); following the plan",

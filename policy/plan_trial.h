@@ -61,6 +61,8 @@ class PlanTrial {
     bool counted = false;  // a whole step of its phase, not its first
   };
   static double Median(const std::vector<double>& times);
+  // Whether both phases have kTimedSteps times: a verdict by time, not by default.
+  bool Timed() const { return plan_.size() >= kTimedSteps && learned_.size() >= kTimedSteps; }
   // Whether a phase with `times` is over after phase_steps_ steps.
   bool PhaseOver(const std::vector<double>& times) const;
   void Decide();
