@@ -35,7 +35,8 @@ struct ArenaChunk {
 // One launch as a policy sees it: the kernel (0 when unknown) and the managed allocations of its
 // access set in parameter order, with their sizes. `stamp` numbers the engine's launches (the key
 // of ObserveKernelTime). For the allocations among `ids` that `arena_chunks` names, the launch
-// uses only those chunks; the others it uses whole.
+// uses only those chunks; the others it uses whole. `thread` names the thread that launched it
+// (0: not known, as in a trace).
 struct LaunchView {
   uint64_t function = 0;
   const uint64_t* ids = nullptr;
@@ -44,6 +45,7 @@ struct LaunchView {
   uint64_t stamp = 0;
   const ArenaChunk* arena_chunks = nullptr;
   size_t arena_chunk_count = 0;
+  uint64_t thread = 0;
 };
 
 // A move of a planned schedule (a policy file, policy/planned_policy.h): part of one allocation.
@@ -141,6 +143,13 @@ class EvictionPolicy {
   virtual uint64_t predicted_launches() const { return 0; }
   // @brief The detected step length in launches; 0 when none is detected.
   virtual uint64_t step_length() const { return 0; }
+  // @brief How many launches ahead NextUse and PredictNextUses can see; 0 when they predict
+  // nothing. The step length, or, where each launching thread has a step of its own and the whole
+  // launch sequence none (`learned`), about as many launches as those steps take together.
+  virtual uint64_t prediction_horizon() const { return step_length(); }
+  // @brief The launching threads whose own step predicts next uses because the whole launch
+  // sequence has none (`learned`); 0 when the step is the whole sequence's or none is found.
+  virtual uint64_t thread_steps() const { return 0; }
 
   // Planned schedules (policy/planned_policy.h); the defaults are for policies without one.
   // @brief A managed allocation of `bytes` was made at `call_site` (Allocation::call_site) or

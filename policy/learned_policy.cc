@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "policy/eviction_policy.h"
+#include "policy/learned_sequence.h"
 #include "policy/recency_order.h"
 
 namespace spillway::policy {
@@ -95,17 +96,8 @@ class LearnedPolicy final : public EvictionPolicy {
       }
       return 0;
     }
-    uint64_t victim = 0, farthest = 0;
-    for (const uint64_t id : order_) {  // oldest first: ties go to the least recently used
-      if (!evictable(context, id)) continue;
-      const uint64_t distance = NextUseOf(id);
-      if (victim == 0 || distance > farthest) {
-        victim = id;
-        farthest = distance;
-        if (distance == kNever) break;
-      }
-    }
-    return victim;
+    return FarthestVictim(order_, evictable, context, kNever,
+                          [this](uint64_t id) { return NextUseOf(id); });
   }
 
   void PredictUnallocated(size_t launches, std::vector<uint64_t>* out) override {
@@ -352,10 +344,12 @@ class LearnedPolicy final : public EvictionPolicy {
 
 }  // namespace
 
-std::unique_ptr<EvictionPolicy> MakeLearnedPolicy() { return std::make_unique<LearnedPolicy>(); }
+std::unique_ptr<EvictionPolicy> MakeSequenceLearnedPolicy() {
+  return std::make_unique<LearnedPolicy>();
+}
 
-uint64_t LearnedNextUseByScan(const EvictionPolicy& learned, uint64_t id) {
-  return static_cast<const LearnedPolicy&>(learned).NextUseByScan(id);
+uint64_t SequenceNextUseByScan(const EvictionPolicy& sequence, uint64_t id) {
+  return static_cast<const LearnedPolicy&>(sequence).NextUseByScan(id);
 }
 
 std::unique_ptr<EvictionPolicy> MakePolicy(std::string_view name) {

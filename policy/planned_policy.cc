@@ -193,6 +193,8 @@ class PlannedPolicy final : public EvictionPolicy {
   uint64_t NextUse(uint64_t id) override { return learned_->NextUse(id); }
   uint64_t predicted_launches() const override { return learned_->predicted_launches(); }
   uint64_t step_length() const override { return learned_->step_length(); }
+  uint64_t prediction_horizon() const override { return learned_->prediction_horizon(); }
+  uint64_t thread_steps() const override { return learned_->thread_steps(); }
 
   bool ScheduledMoves(std::vector<ScheduledMove>* out) override {
     out->clear();
@@ -327,6 +329,17 @@ class PlannedPolicy final : public EvictionPolicy {
       }
     }
     recorded_.Launched(absl::StrCat("function ", launch.function), launch.stamp, accesses_);
+    if (learned_->thread_steps() != 0) {
+      adherence_.fallback_reason =
+          "no plan: the job's threads launch at once, in a different interleaving every step; "
+          "the learned policy decides from each thread's own step";
+      StopRecording(
+          "online plan: none; the job's threads launch at once, in a different "
+          "interleaving every step, so the learned policy decides from each thread's "
+          "own step",
+          false);
+      return false;
+    }
     const uint64_t step = learned_->step_length();
     if (step != 0 && timed_ >= step && recorded_.launches() >= next_try_) {
       return TryPlan(step);

@@ -39,6 +39,25 @@ class RecencyOrder {
   std::unordered_map<uint64_t, std::list<uint64_t>::iterator> where_;
 };
 
+// Belady's victim: among the ids of `order` for which `evictable` holds, the one whose next use
+// `distance(id)` is farthest, the least recently used among equals; the first whose distance is
+// `never` ends the search. 0 when none is evictable.
+template <typename Distance>
+uint64_t FarthestVictim(const RecencyOrder& order, bool (*evictable)(const void*, uint64_t),
+                        const void* context, uint64_t never, Distance distance) {
+  uint64_t victim = 0, farthest = 0;
+  for (const uint64_t id : order) {
+    if (!evictable(context, id)) continue;
+    const uint64_t d = distance(id);
+    if (victim == 0 || d > farthest) {
+      victim = id;
+      farthest = d;
+      if (d == never) break;
+    }
+  }
+  return victim;
+}
+
 }  // namespace spillway::policy
 
 #endif  // SPILLWAY_POLICY_RECENCY_ORDER_H_

@@ -65,6 +65,13 @@ thread_local std::vector<OrderWait> t_side_waits;
 thread_local std::vector<LastUse> t_own_last_uses;
 thread_local std::vector<LastUse> t_evict_last_uses;
 
+// A number for the calling thread, given on its first launch (LaunchView::thread; never 0).
+uint64_t LaunchingThread() {
+  static std::atomic<uint64_t> next{1};
+  thread_local const uint64_t thread = next.fetch_add(1, std::memory_order_relaxed);
+  return thread;
+}
+
 uint64_t Bytes(const std::vector<PlannedMove>& moves) {
   uint64_t bytes = 0;
   for (const PlannedMove& move : moves) bytes += move.size;
@@ -278,7 +285,7 @@ uint64_t ResidencyEngine::SizeLookahead(uint64_t stamp, const std::vector<uint64
   // The bytes each of the next launches needs that are not on the device yet, or are still in the
   // prefetch stream's queue (a batch not seen complete).
   std::vector<uint64_t>& needed = t_needed;
-  needed.assign(std::min<uint64_t>(limit, policy_->step_length()), 0);
+  needed.assign(std::min<uint64_t>(limit, policy_->prediction_horizon()), 0);
   for (const uint64_t id : next) {
     const auto it = tracked_.find(id);
     if (it == tracked_.end()) continue;
@@ -513,7 +520,7 @@ int ResidencyEngine::OnLaunch(const AccessSet& access, const std::vector<uint64_
     ExpandAccess(access, words, &ids, &sizes);
     const std::vector<ArenaChunk>& chunks = ScheduledArenaChunks(access, words);
     policy_->ObserveLaunch(LaunchView{function, ids.data(), sizes.data(), ids.size(), stamp,
-                                      chunks.data(), chunks.size()});
+                                      chunks.data(), chunks.size(), LaunchingThread()});
     step_mark = policy_->TakeStepMark();
     policy_times_.store(policy_->WantsTimes(), std::memory_order_relaxed);
     host = PlanHostPlacements(stream);  // residency_engine_host.cc
@@ -577,7 +584,7 @@ int ResidencyEngine::OnLaunch(const AccessSet& access, const std::vector<uint64_
     // The own evictions' room left over is free for others once this stream has run them.
     if (own_seq != 0) room_.Add(own_seq, stream, own_room);
     if (side && !scheduled) batch = PlanLookahead(stamp, stream, access_bytes, &side_moves);
-    if (policy_->step_length() != 0) step_seen_.store(true, std::memory_order_relaxed);
+    if (policy_->prediction_horizon() != 0) step_seen_.store(true, std::memory_order_relaxed);
     if (scheduled) moving_.store(true, std::memory_order_relaxed);
   }
   int failures = 0;

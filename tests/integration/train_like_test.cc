@@ -75,6 +75,21 @@ struct ShimRun {
   std::string stats;    // simgpu's stats JSON
 };
 
+// Runs `job` on the kDeviceMemory device under the shim, with the default policy (`learned`) and
+// `env` added: its output and exit summary (no stats).
+ShimRun RunLearned(const std::vector<std::string>& job, std::map<std::string, std::string> env) {
+  const std::string summary_path = TempPath("train_like_learned_summary");
+  env.insert({{"LD_LIBRARY_PATH", kOut + "/simgpu"},
+              {"SIMGPU_MEMORY", kDeviceMemory},
+              {"LD_PRELOAD", kOut + "/libspillway.so"},
+              {"SPILLWAY_SUMMARY", summary_path}});
+  ShimRun run;
+  run.result = RunProcess(job, env);
+  run.summary = ReadFile(summary_path);
+  std::remove(summary_path.c_str());
+  return run;
+}
+
 class TrainLikeTest : public ::testing::TestWithParam<std::string> {
  protected:
   // Runs the job on the kDeviceMemory device under the shim with this test's eviction policy.
@@ -163,6 +178,25 @@ TEST_P(TrainLikeTest, ConcurrentThreadsAllocateFreeAndLaunch) {
   EXPECT_NE(run.result.output.find("replica 3 checksum"), std::string::npos) << run.result.output;
 }
 
+// Two replicas on their own threads launch at once, their launches interleaved differently every
+// step: the learned policy finds no step in the whole sequence and learns each thread's own, the
+// online plan says why there is none, and the results are the unconstrained run's.
+TEST(TrainLike, ReplicasOnTheirOwnThreadsAreLearnedThreadByThread) {
+  const std::vector<std::string> extra = {"--threads", "2"};
+  const ShimRun shim = RunLearned(Job(2.0, 8, extra), {{"SPILLWAY_LOG", "info"}});
+  const ProcessResult& run = shim.result;
+  const std::string& summary = shim.summary;
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_EQ(Checksum(run.output), UnconstrainedChecksum(2.0, 8, extra)) << run.output;
+  EXPECT_NE(summary.find("\"errors\":[]"), std::string::npos) << summary;
+  EXPECT_NE(run.output.find("the learned policy decides from each thread's own step"),
+            std::string::npos)
+      << run.output;
+  EXPECT_NE(summary.find("\"fallback_reason\":\"no plan: the job's threads launch at once"),
+            std::string::npos)
+      << summary;
+}
+
 // After init and a step the job forks; the child does host-only work and exits, the parent goes
 // on oversubscribed to the same result.
 TEST_P(TrainLikeTest, ForkAfterInit) {
@@ -182,15 +216,9 @@ TEST(TrainLike, LearnedPlansTheDetectedStepOnlineAndFollowsIt) {
   for (const double factor : {2.0, 4.0}) {
     for (const std::string online : {"1", "0"}) {
       SCOPED_TRACE("oversubscription " + std::to_string(factor) + ", online plan " + online);
-      const std::string summary_path = TempPath("train_like_online_summary");
-      const ProcessResult run =
-          RunProcess(Job(factor, 8, {}), {{"LD_LIBRARY_PATH", kOut + "/simgpu"},
-                                          {"SIMGPU_MEMORY", kDeviceMemory},
-                                          {"LD_PRELOAD", kOut + "/libspillway.so"},
-                                          {"SPILLWAY_ONLINE_PLAN", online},
-                                          {"SPILLWAY_SUMMARY", summary_path}});
-      const std::string summary = ReadFile(summary_path);
-      std::remove(summary_path.c_str());
+      const ShimRun shim = RunLearned(Job(factor, 8, {}), {{"SPILLWAY_ONLINE_PLAN", online}});
+      const ProcessResult& run = shim.result;
+      const std::string& summary = shim.summary;
       ASSERT_EQ(run.exit_code, 0) << run.output;
       EXPECT_EQ(Checksum(run.output), UnconstrainedChecksum(factor, 8, {})) << run.output;
       EXPECT_NE(summary.find("\"errors\":[]"), std::string::npos) << summary;
@@ -215,14 +243,9 @@ TEST(TrainLike, LearnedPlansTheDetectedStepOnlineAndFollowsIt) {
 // measured, the verdict is the faster one's, and switching between the two leaves the job's
 // results as they are.
 TEST(TrainLike, TheOnlinePlanIsTriedAgainstTheLearnedPolicyWithoutChangingResults) {
-  const std::string summary_path = TempPath("train_like_trial_summary");
-  const ProcessResult run = RunProcess(Job(2.0, 64, {}), {{"LD_LIBRARY_PATH", kOut + "/simgpu"},
-                                                          {"SIMGPU_MEMORY", kDeviceMemory},
-                                                          {"LD_PRELOAD", kOut + "/libspillway.so"},
-                                                          {"SPILLWAY_LOG", "info"},
-                                                          {"SPILLWAY_SUMMARY", summary_path}});
-  const std::string summary = ReadFile(summary_path);
-  std::remove(summary_path.c_str());
+  const ShimRun shim = RunLearned(Job(2.0, 64, {}), {{"SPILLWAY_LOG", "info"}});
+  const ProcessResult& run = shim.result;
+  const std::string& summary = shim.summary;
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_EQ(Checksum(run.output), UnconstrainedChecksum(2.0, 64, {})) << run.output;
   EXPECT_NE(summary.find("\"errors\":[]"), std::string::npos) << summary;
@@ -250,14 +273,9 @@ TEST(TrainLike, TheOnlinePlanIsTriedAgainstTheLearnedPolicyWithoutChangingResult
 // stream, as on a GPU), so its kernels are timed while it runs and its step is planned too.
 TEST(TrainLike, LearnedPlansAJobThatNeverWaitsOnline) {
   const std::vector<std::string> async = {"--alloc", "async"};
-  const std::string summary_path = TempPath("train_like_async_summary");
-  const ProcessResult run =
-      RunProcess(Job(2.0, 14, async), {{"LD_LIBRARY_PATH", kOut + "/simgpu"},
-                                       {"SIMGPU_MEMORY", kDeviceMemory},
-                                       {"LD_PRELOAD", kOut + "/libspillway.so"},
-                                       {"SPILLWAY_SUMMARY", summary_path}});
-  const std::string summary = ReadFile(summary_path);
-  std::remove(summary_path.c_str());
+  const ShimRun shim = RunLearned(Job(2.0, 14, async), {});
+  const ProcessResult& run = shim.result;
+  const std::string& summary = shim.summary;
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_EQ(Checksum(run.output), UnconstrainedChecksum(2.0, 14, async)) << run.output;
   EXPECT_NE(summary.find("\"errors\":[]"), std::string::npos) << summary;

@@ -1,0 +1,154 @@
+// The learned policy where several threads launch: replicas whose launches interleave differently
+// every step are predicted from each thread's own step, with next uses scaled by each thread's
+// share of the launches; threads that take turns repeat as a whole and are decided as one
+// sequence.
+#include <algorithm>
+#include <memory>
+#include <random>
+#include <set>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "policy/eviction_policy.h"
+
+namespace spillway::policy {
+namespace {
+
+constexpr int kLayers = 4;
+
+// One replica of a training-like job: weights `first_weight`.. (stable), an activation with a
+// fresh id per layer and step, forward then backward in reverse (2 * kLayers launches a step).
+class Replica {
+ public:
+  Replica(uint64_t thread, uint64_t first_weight, uint64_t first_activation)
+      : thread_(thread), first_weight_(first_weight), next_activation_(first_activation) {}
+
+  uint64_t weight(int layer) const { return first_weight_ + static_cast<uint64_t>(layer); }
+  int position() const { return position_; }  // of the next launch in the step
+
+  // Launches the step's next kernel; frees the step's activations after its last.
+  void LaunchNext(EvictionPolicy* policy) {
+    if (position_ == 0) {
+      activations_.clear();
+      for (int i = 0; i < kLayers; ++i) activations_.push_back(next_activation_++);
+    }
+    const int layer = position_ < kLayers ? position_ : 2 * kLayers - 1 - position_;
+    const uint64_t ids[] = {weight(layer), activations_[static_cast<size_t>(layer)]};
+    const uint64_t sizes[] = {1 << 20, 2 << 20};
+    const uint64_t function = (position_ < kLayers ? 10 : 20) + static_cast<uint64_t>(layer);
+    LaunchView view{function, ids, sizes, 2};
+    view.thread = thread_;
+    policy->ObserveLaunch(view);
+    for (const uint64_t id : ids) policy->Touch(id);
+    if (++position_ == 2 * kLayers) {
+      position_ = 0;
+      for (const uint64_t id : activations_) policy->Forget(id);
+    }
+  }
+
+ private:
+  uint64_t thread_, first_weight_, next_activation_;
+  int position_ = 0;
+  std::vector<uint64_t> activations_;
+};
+
+uint64_t Victim(EvictionPolicy* policy, const std::set<uint64_t>& candidates) {
+  return policy->PickVictim(
+      [](const void* context, uint64_t id) {
+        return static_cast<const std::set<uint64_t>*>(context)->contains(id);
+      },
+      &candidates);
+}
+
+// Runs both replicas, the next launch drawn at random (replica b with probability `b_share`),
+// until replica a has launched `a_steps` whole steps and then `a_position` more launches.
+void Interleave(EvictionPolicy* policy, Replica* a, Replica* b, double b_share, int a_steps,
+                int a_position, std::mt19937* random) {
+  std::bernoulli_distribution pick_b(b_share);
+  int a_launches = 0;
+  const int target = a_steps * 2 * kLayers + a_position;
+  while (a_launches < target) {
+    if (pick_b(*random)) {
+      b->LaunchNext(policy);
+    } else {
+      a->LaunchNext(policy);
+      ++a_launches;
+    }
+  }
+}
+
+TEST(LearnedThreads, ReplicasLaunchingAtOnceArePredictedFromEachThreadsOwnStep) {
+  std::unique_ptr<EvictionPolicy> policy = MakeLearnedPolicy();
+  Replica a(/*thread=*/1, /*first_weight=*/1, /*first_activation=*/1000);
+  Replica b(/*thread=*/2, /*first_weight=*/101, /*first_activation=*/100000);
+  std::mt19937 random(7);
+  // Replica a has just run its second forward layer (weights 1 and 2 used this step).
+  Interleave(policy.get(), &a, &b, 0.5, 12, 2, &random);
+  ASSERT_EQ(a.position(), 2);
+  EXPECT_EQ(policy->step_length(), 0u);  // the interleaving repeats nowhere
+  EXPECT_EQ(policy->thread_steps(), 2u);
+  EXPECT_NE(policy->prediction_horizon(), 0u);
+  // In a's own step the weights come next in the order 3, 4 (forward), 2, 1 (backward): its
+  // least recently used weight (4, last used in the previous backward) is needed soonest.
+  EXPECT_EQ(Victim(policy.get(), {a.weight(0), a.weight(1), a.weight(2), a.weight(3)}),
+            a.weight(0));
+  EXPECT_LT(policy->NextUse(a.weight(2)), policy->NextUse(a.weight(3)));
+  EXPECT_LT(policy->NextUse(a.weight(3)), policy->NextUse(a.weight(1)));
+  EXPECT_LT(policy->NextUse(a.weight(1)), policy->NextUse(a.weight(0)));
+  // Weight 1's next use is 6 of a's launches away, about 12 of the whole sequence's.
+  EXPECT_GE(policy->NextUse(a.weight(0)), 8u);
+  EXPECT_LE(policy->NextUse(a.weight(0)), 18u);
+  // The lookahead names a's next weights nearest first.
+  std::vector<uint64_t> next;
+  policy->PredictNextUses(4, &next);
+  ASSERT_FALSE(next.empty());
+  EXPECT_TRUE(next[0] == a.weight(2) || (next[0] >= b.weight(0) && next[0] <= b.weight(3)))
+      << next[0];
+  EXPECT_NE(std::find(next.begin(), next.end(), a.weight(2)), next.end());
+  EXPECT_GT(policy->predicted_launches(), 0u);
+}
+
+// A replica with a smaller share of the launches reaches its next use later, counted in the whole
+// sequence's launches: its weights go before the busier replica's at the same distance of its own.
+TEST(LearnedThreads, NextUsesAreScaledByEachThreadsShareOfTheLaunches) {
+  std::unique_ptr<EvictionPolicy> policy = MakeLearnedPolicy();
+  Replica a(1, 1, 1000), b(2, 101, 100000);
+  std::mt19937 random(11);
+  Interleave(policy.get(), &a, &b, 0.75, 12, 2, &random);  // b launches 3 times as often
+  while (b.position() != 2) b.LaunchNext(policy.get());    // both just ran forward layer 1
+  ASSERT_EQ(policy->thread_steps(), 2u);
+  const uint64_t a_next = policy->NextUse(a.weight(0)), b_next = policy->NextUse(b.weight(0));
+  EXPECT_GT(a_next, 2 * b_next) << a_next << " " << b_next;
+  EXPECT_EQ(Victim(policy.get(), {a.weight(0), b.weight(0)}), a.weight(0));
+}
+
+// Two threads that take turns (forward on one, backward on the other, as PyTorch's autograd
+// thread does) make one repeating sequence: its step decides, and the threads' own are dropped.
+TEST(LearnedThreads, ThreadsThatTakeTurnsAreLearnedAsOneSequence) {
+  std::unique_ptr<EvictionPolicy> policy = MakeLearnedPolicy();
+  // The same replica's launches, forward ones from thread 1 and backward ones from thread 2.
+  uint64_t next_activation = 1000;
+  for (int step = 0; step < 8; ++step) {
+    std::vector<uint64_t> activations;
+    for (int i = 0; i < kLayers; ++i) activations.push_back(next_activation++);
+    for (int position = 0; position < 2 * kLayers; ++position) {
+      const int layer = position < kLayers ? position : 2 * kLayers - 1 - position;
+      const uint64_t ids[] = {static_cast<uint64_t>(layer + 1),
+                              activations[static_cast<size_t>(layer)]};
+      const uint64_t sizes[] = {1 << 20, 2 << 20};
+      LaunchView view{static_cast<uint64_t>(position), ids, sizes, 2};
+      view.thread = position < kLayers ? 1 : 2;
+      policy->ObserveLaunch(view);
+      for (const uint64_t id : ids) policy->Touch(id);
+    }
+    for (const uint64_t id : activations) policy->Forget(id);
+  }
+  EXPECT_EQ(policy->step_length(), 2u * kLayers);
+  EXPECT_EQ(policy->thread_steps(), 0u);
+  EXPECT_EQ(policy->prediction_horizon(), 2u * kLayers);
+  EXPECT_EQ(policy->NextUse(1), 1u);  // the next step's first launch
+  EXPECT_EQ(policy->NextUse(4), 4u);
+}
+
+}  // namespace
+}  // namespace spillway::policy
