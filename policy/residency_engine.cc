@@ -306,6 +306,12 @@ void ResidencyEngine::NoteLastUse(const Tracked& tracked, Stream stream,
   if (seq != 0) last_uses->push_back(LastUse{tracked.last_stream, seq});
 }
 
+// kEvictAheadLaunches of each launching thread whose own step the policy follows: their launches
+// interleave, so as many launches of the whole sequence reach about as far into each thread's.
+uint64_t ResidencyEngine::EvictAhead() const {
+  return kEvictAheadLaunches * std::max<uint64_t>(1, policy_->thread_steps());
+}
+
 uint64_t ResidencyEngine::PlanLookahead(uint64_t stamp, Stream stream, uint64_t access_bytes,
                                         std::vector<PlannedMove>* side_moves) {
   std::vector<uint64_t>& next = t_next;
@@ -317,7 +323,7 @@ uint64_t ResidencyEngine::PlanLookahead(uint64_t stamp, Stream stream, uint64_t 
   const uint64_t window = SizeLookahead(stamp, next);
   lookahead_window_.store(window, std::memory_order_relaxed);
   const uint64_t evict_horizon =
-      options_.size_lookahead_from_time ? std::min(window, kEvictAheadLaunches) : window;
+      options_.size_lookahead_from_time ? std::min(window, EvictAhead()) : window;
   // What the next launches need is protected like the current access set, nearest first, as far
   // as it fits in the budget beside the access set: what lies beyond cannot be brought in anyway,
   // and protecting it would keep the next launches from making room.
@@ -346,7 +352,7 @@ uint64_t ResidencyEngine::PlanLookahead(uint64_t stamp, Stream stream, uint64_t 
   // launch need not evict on its own stream: taken from what is needed after the window.
   const uint64_t headroom_window =
       std::min(evict_horizon,
-               options_.size_lookahead_from_time ? kEvictAheadLaunches : kFixedHeadroomLaunches);
+               options_.size_lookahead_from_time ? EvictAhead() : kFixedHeadroomLaunches);
   policy_->PredictUnallocated(headroom_window, &t_unallocated);
   uint64_t headroom = 0;
   for (const uint64_t size : t_unallocated) headroom += Footprint(0, size);

@@ -163,6 +163,8 @@ class ResidencyEngine {
   // REQUIRES: mutex_ held. Plans the lookahead moves after launch `stamp`; returns the batch
   // (0 when there is nothing to move).
   // `access_bytes`: the footprint of the launch's own access set.
+  // How far ahead (launches) the lookahead makes room by eviction when sized from time.
+  uint64_t EvictAhead() const;
   uint64_t PlanLookahead(uint64_t stamp, Stream stream, uint64_t access_bytes,
                          std::vector<PlannedMove>* side_moves);
   // Queries (without waiting) the prefetch events of the batches not yet seen complete, oldest
