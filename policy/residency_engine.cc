@@ -350,9 +350,8 @@ uint64_t ResidencyEngine::PlanLookahead(uint64_t stamp, Stream stream, uint64_t 
   };
   // Room for the allocations the next launches will make (fresh activations), so that their first
   // launch need not evict on its own stream: taken from what is needed after the window.
-  const uint64_t headroom_window =
-      std::min(evict_horizon,
-               options_.size_lookahead_from_time ? EvictAhead() : kFixedHeadroomLaunches);
+  const uint64_t headroom_window = std::min(
+      evict_horizon, options_.size_lookahead_from_time ? EvictAhead() : kFixedHeadroomLaunches);
   policy_->PredictUnallocated(headroom_window, &t_unallocated);
   uint64_t headroom = 0;
   for (const uint64_t size : t_unallocated) headroom += Footprint(0, size);
