@@ -35,6 +35,7 @@ std::string FormatSummary(const SummaryData& data) {
   json.Key("discard_bytes").Uint(data.discard_bytes);
   json.Key("predicted_launches").Uint(data.predicted_launches);
   json.Key("step_length").Uint(data.step_length);
+  json.Key("thread_steps").Uint(data.thread_steps);
   json.Key("lookahead_prefetch_bytes").Uint(data.lookahead_prefetch_bytes);
   json.Key("budget_bytes").Uint(data.budget_bytes);
   json.Key("devices").Uint(data.engine_devices);

@@ -122,6 +122,11 @@ uint64_t ResidencyEngine::step_length() const {
   return policy_->step_length();
 }
 
+uint64_t ResidencyEngine::thread_steps() const {
+  std::lock_guard lock(mutex_);
+  return policy_->thread_steps();
+}
+
 void ResidencyEngine::OnAllocated(const Allocation& allocation) {
   bool host = false;  // a policy file's host rule places it (or another) on the host
   {

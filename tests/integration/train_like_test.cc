@@ -179,8 +179,9 @@ TEST_P(TrainLikeTest, ConcurrentThreadsAllocateFreeAndLaunch) {
 }
 
 // Two replicas on their own threads launch at once, their launches interleaved differently every
-// step: the learned policy finds no step in the whole sequence and learns each thread's own, the
-// online plan says why there is none, and the results are the unconstrained run's.
+// step: the learned policy finds no step in the whole sequence and learns each thread's own (the
+// summary's thread_steps), the online plan says why there is none, and the results are the
+// unconstrained run's.
 TEST(TrainLike, ReplicasOnTheirOwnThreadsAreLearnedThreadByThread) {
   const std::vector<std::string> extra = {"--threads", "2"};
   const ShimRun shim = RunLearned(Job(2.0, 8, extra), {{"SPILLWAY_LOG", "info"}});
@@ -189,6 +190,8 @@ TEST(TrainLike, ReplicasOnTheirOwnThreadsAreLearnedThreadByThread) {
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_EQ(Checksum(run.output), UnconstrainedChecksum(2.0, 8, extra)) << run.output;
   EXPECT_NE(summary.find("\"errors\":[]"), std::string::npos) << summary;
+  EXPECT_EQ(JsonInt(summary, "step_length"), 0) << summary;
+  EXPECT_EQ(JsonInt(summary, "thread_steps"), 2) << summary;
   EXPECT_NE(run.output.find("the learned policy decides from each thread's own step"),
             std::string::npos)
       << run.output;
