@@ -145,7 +145,8 @@ class EvictionPolicy {
   virtual uint64_t step_length() const { return 0; }
   // @brief How many launches ahead NextUse and PredictNextUses can see; 0 when they predict
   // nothing. The step length, or, where each launching thread has a step of its own and the whole
-  // launch sequence none (`learned`), about as many launches as those steps take together.
+  // launch sequence none (`learned`), the launches of the whole sequence that the longest of those
+  // steps spans.
   virtual uint64_t prediction_horizon() const { return step_length(); }
   // @brief The launching threads whose own step predicts next uses because the whole launch
   // sequence has none (`learned`); 0 when the step is the whole sequence's or none is found.
