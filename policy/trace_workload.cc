@@ -4,6 +4,7 @@
 
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <variant>
 #include <vector>
 
@@ -15,7 +16,8 @@
 namespace spillway::policy {
 namespace {
 
-absl::StatusOr<RecordedEvents> ReadEvents(const std::string& path) {
+// The trace's events; `launch_threads` gets how many threads launched kernels.
+absl::StatusOr<RecordedEvents> ReadEvents(const std::string& path, size_t* launch_threads) {
   absl::StatusOr<std::unique_ptr<trace::TraceReader>> reader =
       trace::TraceReader::Open(path, trace::ReaderOptions{.allow_unterminated = true});
   if (!reader.ok()) return reader.status();
@@ -23,6 +25,7 @@ absl::StatusOr<RecordedEvents> ReadEvents(const std::string& path) {
   std::unordered_map<uint32_t, std::string> strings;
   std::unordered_map<uint32_t, std::string> module_paths;
   std::unordered_map<uint64_t, uint64_t> live_by_address;
+  std::unordered_set<uint32_t> threads;
   trace::Record record;
   std::vector<RecordedAccess> accesses;
   for (;;) {
@@ -53,6 +56,7 @@ absl::StatusOr<RecordedEvents> ReadEvents(const std::string& path) {
       if (by_address != live_by_address.end()) live_by_address.erase(by_address);
       out.Freed(id);
     } else if (const auto* l = std::get_if<trace::LaunchRecord>(&record)) {
+      threads.insert(l->thread);
       const auto name = strings.find(l->function_name);
       accesses.clear();
       for (const trace::AccessRecord& r : l->accesses) {
@@ -66,16 +70,27 @@ absl::StatusOr<RecordedEvents> ReadEvents(const std::string& path) {
       }
     }
   }
+  *launch_threads = threads.size();
   return out;
 }
 
 }  // namespace
 
 absl::StatusOr<Workload> WorkloadFromTrace(const std::string& path) {
-  absl::StatusOr<RecordedEvents> read = ReadEvents(path);
+  size_t launch_threads = 0;
+  absl::StatusOr<RecordedEvents> read = ReadEvents(path, &launch_threads);
   if (!read.ok()) return read.status();
   absl::StatusOr<Workload> w = WorkloadFromEvents(*read, path);
-  if (w.ok()) w->description = absl::StrCat("recorded trace ", w->description);
+  if (w.ok()) {
+    w->description = absl::StrCat("recorded trace ", w->description);
+  } else if (launch_threads > 1) {
+    return absl::Status(
+        w.status().code(),
+        absl::StrCat(w.status().message(), "; its launches came from ", launch_threads,
+                     " threads: threads that launch at once interleave differently every step, "
+                     "and a plan needs one repeating sequence (under `spillway run` the learned "
+                     "policy follows each thread's own step instead)"));
+  }
   return w;
 }
 

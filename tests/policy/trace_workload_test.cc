@@ -43,18 +43,21 @@ class TraceJob {
   void Init() {
     for (int l = 0; l < layers_; ++l) weights_.push_back(Alloc(4 * kMiB));
   }
-  void Step() {
+  // One step over the first `layers` layers (all by default).
+  void Step(int layers = -1) {
+    if (layers < 0) layers = layers_;
     std::vector<uint64_t> act = {Alloc(2 * kMiB)};
-    for (int l = 0; l < layers_; ++l) {
+    for (int l = 0; l < layers; ++l) {
       act.push_back(Alloc(2 * kMiB));
       Launch(fwd_, 2e-4, {{act[l], 0, 0}, {weights_[l], 2 * kMiB, 4096}, {act[l + 1], 0, 0}});
     }
-    for (int l = layers_; l-- > 0;) {
+    for (int l = layers; l-- > 0;) {
       Launch(bwd_, 4e-4, {{act[l + 1], 0, 0}, {weights_[l], 0, 0}});
       Free(act[l + 1]);
     }
     Free(act[0]);
   }
+  void set_thread(uint32_t thread) { thread_ = thread; }  // of the launches written next
   void Finish() {
     for (const uint64_t w : weights_) Free(w);
     ASSERT_TRUE(writer_->Close().ok());
@@ -81,6 +84,7 @@ class TraceJob {
   void Launch(trace::StringId name, double seconds, std::vector<trace::AccessRecord> accesses) {
     trace::LaunchRecord r;
     r.function_name = name;
+    r.thread = thread_;
     r.correlation_id = ++correlation_;
     r.accesses = accesses;
     writer_->Write(r);
@@ -97,6 +101,7 @@ class TraceJob {
   std::vector<uint64_t> weights_;
   std::map<uint64_t, uint64_t> address_;
   uint64_t next_address_ = 1ull << 40, next_id_ = 0, correlation_ = 0;
+  uint32_t thread_ = 1;
 };
 
 std::string TracePath(const std::string& name) {
@@ -258,6 +263,30 @@ TEST(TraceWorkload, ATraceWithoutARepeatingStepIsOneError) {
   EXPECT_NE(std::string(w.status().message()).find(path + ": no repeating training step found"),
             std::string::npos)
       << w.status();
+}
+
+// Launches from several threads that repeat no step: the error says what that may mean.
+TEST(TraceWorkload, NoStepInLaunchesOfSeveralThreadsSaysSo) {
+  const std::string path = TracePath("threads");
+  {
+    TraceJob job(path, 3);
+    job.Init();
+    job.set_thread(1);
+    job.Step(3);
+    job.set_thread(2);
+    job.Step(2);
+    job.Finish();
+  }
+  absl::StatusOr<Workload> w = WorkloadFromTrace(path);
+  std::remove(path.c_str());
+  ASSERT_FALSE(w.ok());
+  const std::string message(w.status().message());
+  EXPECT_NE(message.find(path + ": no repeating training step found"), std::string::npos)
+      << message;
+  EXPECT_NE(message.find("; its launches came from 2 threads: threads that launch at once"),
+            std::string::npos)
+      << message;
+  EXPECT_EQ(message.find('\n'), std::string::npos) << message;
 }
 
 TEST(TraceWorkload, AMissingTraceNamesTheFile) {
