@@ -155,17 +155,22 @@ class ThreadedLearnedPolicy final : public EvictionPolicy {
   uint8_t ThreadIndex(uint64_t thread) {
     if (thread == 0) return kNoThread;
     if (threads_.empty()) {
-      const bool second = previous_thread_ != 0 && previous_thread_ != thread;
+      const uint64_t previous = previous_thread_;
       previous_thread_ = thread;
-      if (!second || whole_->step_length() != 0) return kNoThread;
+      if (previous == 0 || previous == thread || whole_->step_length() != 0) return kNoThread;
+      AddThread(previous);  // the first thread keeps its place among the kMaxThreads
     }
     for (size_t t = 0; t < threads_.size(); ++t) {
       if (thread_keys_[t] == thread) return static_cast<uint8_t>(t);
     }
     if (threads_.size() == kMaxThreads) return kNoThread;
+    AddThread(thread);
+    return static_cast<uint8_t>(threads_.size() - 1);
+  }
+
+  void AddThread(uint64_t thread) {
     threads_.push_back(MakeSequenceLearnedPolicy());
     thread_keys_.push_back(thread);
-    return static_cast<uint8_t>(threads_.size() - 1);
   }
 
   // The whole sequence's step has held: the threads' own are dropped.

@@ -122,6 +122,28 @@ TEST(LearnedThreads, NextUsesAreScaledByEachThreadsShareOfTheLaunches) {
   EXPECT_EQ(Victim(policy.get(), {a.weight(0), b.weight(0)}), a.weight(0));
 }
 
+// More threads than are learned on their own (8): the first 8 to launch have their own steps
+// (the very first too, although its first launch came before a second thread's); the
+// allocations of the others have no prediction and go first.
+TEST(LearnedThreads, ThreadsBeyondTheEighthAreNotPredicted) {
+  std::unique_ptr<EvictionPolicy> policy = MakeLearnedPolicy();
+  std::vector<Replica> replicas;
+  for (uint64_t t = 0; t < 10; ++t) replicas.emplace_back(t + 1, 100 * t + 1, 100000 * (t + 1));
+  std::mt19937 random(3);
+  std::uniform_int_distribution<size_t> pick(0, replicas.size() - 1);
+  for (int launch = 0; launch < 10 * 2 * kLayers * 10; ++launch) {
+    replicas[launch < 10 ? static_cast<size_t>(launch) : pick(random)].LaunchNext(policy.get());
+  }
+  EXPECT_EQ(policy->step_length(), 0u);
+  EXPECT_EQ(policy->thread_steps(), 8u);
+  EXPECT_NE(policy->NextUse(replicas[0].weight(0)), EvictionPolicy::kNoPrediction);
+  EXPECT_NE(policy->NextUse(replicas[7].weight(0)), EvictionPolicy::kNoPrediction);
+  EXPECT_EQ(policy->NextUse(replicas[8].weight(0)), EvictionPolicy::kNoPrediction);
+  EXPECT_EQ(policy->NextUse(replicas[9].weight(0)), EvictionPolicy::kNoPrediction);
+  EXPECT_EQ(Victim(policy.get(), {replicas[0].weight(0), replicas[9].weight(0)}),
+            replicas[9].weight(0));
+}
+
 // Two threads that take turns (forward on one, backward on the other, as PyTorch's autograd
 // thread does) make one repeating sequence: its step decides, and the threads' own are dropped.
 TEST(LearnedThreads, ThreadsThatTakeTurnsAreLearnedAsOneSequence) {
