@@ -107,6 +107,23 @@ void PrintPeak(const report::TraceModel& model, const report::Analysis& a, size_
 }
 
 void PrintStep(const report::Analysis& a) {
+  if (!a.step.found && !a.thread_steps.empty()) {
+    // Threads launching at once interleave differently every step: each thread's own.
+    std::printf("step: none found in the launches as a whole; they come from %zu threads:\n",
+                a.thread_steps.size());
+    for (const report::ThreadStep& t : a.thread_steps) {
+      std::printf("  thread %u: %s, ", t.thread, Plural(t.launches, "launch").c_str());
+      if (!t.step.found) {
+        std::printf("no step of its own\n");
+        continue;
+      }
+      std::printf("a step of %s every %s, %s found\n",
+                  Plural(t.step.launches_per_step, "launch").c_str(),
+                  report::FormatDuration(t.step.median_step_ns).c_str(),
+                  Plural(t.step.steps, "step").c_str());
+    }
+    return;
+  }
   if (!a.step.found) {
     std::printf("step: none found (no repeating launch sequence)\n");
     return;

@@ -3,6 +3,7 @@
 #include "profiler/report/trace_analysis.h"
 
 #include <algorithm>
+#include <map>
 #include <numeric>
 
 #include "absl/container/flat_hash_map.h"
@@ -214,14 +215,14 @@ namespace {
 // One token per launch: the function and the sizes and offsets of what it touches, so a loop
 // of one kernel over different tensors is not mistaken for a one-launch step, while the fresh
 // allocations of each step (new ids, same sizes) still give the same tokens.
-std::vector<uint32_t> LaunchTokens(const TraceModel& model) {
+std::vector<uint32_t> LaunchTokens(const TraceModel& model, const std::vector<Launch>& launches) {
   absl::flat_hash_map<uint64_t, uint64_t> bytes_of;  // allocation id -> bytes
   bytes_of.reserve(model.allocations.size());
   for (const Allocation& a : model.allocations) bytes_of[a.id] = a.bytes;
   absl::flat_hash_map<uint64_t, uint32_t> token_of;  // hash of a launch -> token
   std::vector<uint32_t> tokens;
-  tokens.reserve(model.launches.size());
-  for (const Launch& launch : model.launches) {
+  tokens.reserve(launches.size());
+  for (const Launch& launch : launches) {
     uint64_t h = 0x9e3779b97f4a7c15ull ^ launch.function;
     for (const Access& access : launch.accesses) {
       const auto it = bytes_of.find(access.alloc_id);
@@ -234,15 +235,14 @@ std::vector<uint32_t> LaunchTokens(const TraceModel& model) {
   return tokens;
 }
 
-}  // namespace
-
-Step FindStep(const TraceModel& model) {
+// The step of `launches` (the model's, or one thread's), the model giving allocation sizes.
+Step FindStepIn(const TraceModel& model, const std::vector<Launch>& launches) {
   constexpr double kMinMatch = 0.9;
   constexpr size_t kTail = 50000;  // launches of the tail the period is checked over
   Step step;
-  const size_t n = model.launches.size();
+  const size_t n = launches.size();
   if (n < 4) return step;
-  const std::vector<uint32_t> seq = LaunchTokens(model);
+  const std::vector<uint32_t> seq = LaunchTokens(model, launches);
 
   const size_t from = n > kTail ? n - kTail : 0;
   size_t period = 0;
@@ -263,8 +263,8 @@ Step FindStep(const TraceModel& model) {
   if (steps < 2) return step;
   std::vector<uint64_t> durations;
   for (size_t k = 0; k + 1 < steps; ++k) {
-    const uint64_t t0 = model.launches[first + k * period].time_ns;
-    const uint64_t t1 = model.launches[first + (k + 1) * period].time_ns;
+    const uint64_t t0 = launches[first + k * period].time_ns;
+    const uint64_t t1 = launches[first + (k + 1) * period].time_ns;
     durations.push_back(t1 > t0 ? t1 - t0 : 0);
   }
   step.found = true;
@@ -272,10 +272,25 @@ Step FindStep(const TraceModel& model) {
   step.steps = steps;
   step.first_launch = first;
   step.median_step_ns = Median(std::move(durations));
-  const uint64_t first_time = model.launches[first].time_ns;
+  const uint64_t first_time = launches[first].time_ns;
   step.warmup_ns = first_time > model.header.start_ns ? first_time - model.header.start_ns : 0;
   step.in_steps_fraction = static_cast<double>(steps * period) / static_cast<double>(n);
   return step;
+}
+
+}  // namespace
+
+Step FindStep(const TraceModel& model) { return FindStepIn(model, model.launches); }
+
+std::vector<ThreadStep> FindThreadSteps(const TraceModel& model) {
+  std::map<uint32_t, std::vector<Launch>> by_thread;
+  for (const Launch& l : model.launches) by_thread[l.thread].push_back(l);
+  std::vector<ThreadStep> steps;
+  if (by_thread.size() < 2) return steps;
+  for (const auto& [thread, launches] : by_thread) {
+    steps.push_back(ThreadStep{thread, launches.size(), FindStepIn(model, launches)});
+  }
+  return steps;
 }
 
 std::vector<KernelWorkingSet> KernelWorkingSets(const TraceModel& model) {
@@ -414,6 +429,7 @@ Analysis Analyze(const TraceModel& model, const AnalysisOptions& options) {
   a.timeline = BuildTimeline(model, MemoryEvents(model), a.start_ns, a.end_ns, options);
   a.peak = FindPeak(model);
   a.step = FindStep(model);
+  if (!a.step.found) a.thread_steps = FindThreadSteps(model);
   a.kernels = KernelWorkingSets(model);
   a.swap_candidates = SwapCandidates(model, a.end_ns);
   a.faults = FaultsBySite(model);

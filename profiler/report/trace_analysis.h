@@ -44,6 +44,15 @@ struct Step {
   double in_steps_fraction = 0;  // share of all launches that lie inside the steps found
 };
 
+// Where the launches as a whole repeat no step but come from several threads: each thread's own
+// launches and their step (replicas on their own threads launching at once interleave their
+// launches differently every step).
+struct ThreadStep {
+  uint32_t thread = 0;  // as the trace numbers threads
+  uint64_t launches = 0;
+  Step step;  // over this thread's launches alone (first_launch counts them)
+};
+
 struct KernelWorkingSet {
   uint32_t function = 0;
   uint64_t launches = 0;
@@ -79,6 +88,7 @@ struct Analysis {
   MemoryTimeline timeline;
   Peak peak;
   Step step;
+  std::vector<ThreadStep> thread_steps;        // only when `step` was not found; by thread
   std::vector<KernelWorkingSet> kernels;       // largest max_bytes first
   std::vector<SwapCandidate> swap_candidates;  // largest byte_seconds_idle first
   std::vector<SiteFaults> faults;              // most faults first; empty without UVM records
@@ -94,6 +104,8 @@ Analysis Analyze(const TraceModel& model, const AnalysisOptions& options = {});
 // The pieces, for tests and other tools.
 Peak FindPeak(const TraceModel& model);
 Step FindStep(const TraceModel& model);
+// Each launching thread's step (FindStep over its launches alone); empty when one thread launched.
+std::vector<ThreadStep> FindThreadSteps(const TraceModel& model);
 std::vector<KernelWorkingSet> KernelWorkingSets(const TraceModel& model);
 std::vector<SwapCandidate> SwapCandidates(const TraceModel& model, uint64_t end_ns);
 std::vector<SiteFaults> FaultsBySite(const TraceModel& model);

@@ -77,6 +77,7 @@ struct Launch {
   std::vector<Access> accesses;
   uint64_t kernel_start_ns = kNoTime;  // device-side execution, when recorded
   uint64_t kernel_end_ns = kNoTime;
+  uint32_t thread = 0;  // the launching thread, as the trace numbers threads
 };
 
 struct Copy {

@@ -91,6 +91,7 @@ class Builder {
     Launch l;
     l.time_ns = r.time_ns;
     l.stream = r.stream;
+    l.thread = r.thread;
     for (const trace::AccessRecord& a : r.accesses) {
       l.accesses.push_back({a.allocation_id, a.offset, a.bytes});
     }

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <random>
+#include <vector>
 
 #include "profiler/report/trace_analysis.h"
 #include "tests/profiler/report_synthetic_trace.h"
@@ -84,8 +86,8 @@ TEST(AnalysisTest, OneKernelOverDifferentTensorsIsNotAOneLaunchStep) {
   for (uint64_t s = 0; s < 10; ++s) {
     for (const uint64_t mib : {1, 2, 3}) {
       ++id;
-      m.allocations.push_back({id, id << 30, mib * kMiB, AllocKind::kDevice, 0, 0, id * 100,
-                               id * 100 + 50});
+      m.allocations.push_back(
+          {id, id << 30, mib * kMiB, AllocKind::kDevice, 0, 0, id * 100, id * 100 + 50});
       m.launches.push_back({id * 100 + 10, 0, 0, {{id, 0, mib * kMiB}}, kNoTime, kNoTime});
     }
   }
@@ -102,6 +104,37 @@ TEST(AnalysisTest, NoStepInANonRepeatingSequence) {
     m.launches.push_back({f * 1000, 0, f, {}, kNoTime, kNoTime});
   }
   EXPECT_FALSE(FindStep(m).found);
+}
+
+// Two threads that launch at once, each repeating its own step, interleaved at random: no step of
+// the whole, one per thread.
+TEST(AnalysisTest, ThreadsThatLaunchAtOnceHaveEachTheirOwnStep) {
+  TraceModel m;
+  for (const char* name : {"a0", "a1", "a2", "b0", "b1", "b2", "b3"}) m.functions.push_back(name);
+  std::mt19937 random(5);
+  std::bernoulli_distribution pick_b(0.5);
+  uint32_t a = 0, b = 0;
+  for (uint64_t t = 0; a < 60 || b < 80; ++t) {
+    const bool from_b = a == 60 || (b < 80 && pick_b(random));
+    Launch l;
+    l.time_ns = t * 1000;
+    l.function = from_b ? 3 + b++ % 4 : a++ % 3;
+    l.thread = from_b ? 22 : 11;
+    m.launches.push_back(l);
+  }
+  EXPECT_FALSE(FindStep(m).found);
+  const std::vector<ThreadStep> steps = FindThreadSteps(m);
+  ASSERT_EQ(steps.size(), 2u);
+  EXPECT_EQ(steps[0].thread, 11u);
+  EXPECT_EQ(steps[0].launches, 60u);
+  ASSERT_TRUE(steps[0].step.found);
+  EXPECT_EQ(steps[0].step.launches_per_step, 3u);
+  EXPECT_EQ(steps[1].thread, 22u);
+  ASSERT_TRUE(steps[1].step.found);
+  EXPECT_EQ(steps[1].step.launches_per_step, 4u);
+  EXPECT_EQ(Analyze(m).thread_steps.size(), 2u);
+  // One launching thread: nothing per thread.
+  EXPECT_TRUE(FindThreadSteps(SyntheticTrace()).empty());
 }
 
 TEST(AnalysisTest, KernelWorkingSetsCountAccessBytesOrWholeAllocations) {
