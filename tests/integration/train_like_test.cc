@@ -4,8 +4,8 @@
 // out-of-memory. The same comparison covers data surviving many eviction rounds, the update kernel
 // that reads its gradient through a pointer stored in device memory, several threads allocating,
 // freeing and launching at once, and a fork after init. The learned policy's online planning is
-// followed on the same job with the same checksum, and the `none` policy pages as plain managed
-// memory does.
+// followed on the same job with the same checksum, replicas on their own threads are learned
+// thread by thread, and the `none` policy pages as plain managed memory does.
 #include <unistd.h>
 
 #include <cstdio>
