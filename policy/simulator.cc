@@ -564,6 +564,13 @@ std::string FormatResultTable(const std::vector<SimResult>& results, const SimRe
     out += time_row(*tight);
     for (const SimResult& t : more_bounds) out += time_row(t);
   }
+  for (const SimResult& s : results) {
+    if (s.early_moves == 0) continue;
+    out += absl::StrFormat(
+        "%s: %d chunks left the device while a kernel issued before still used them (a move "
+        "ordered too early; a GPU faults them back, and the step time above does not count it)\n",
+        s.policy, s.early_moves);
+  }
   return out;
 }
 

@@ -40,6 +40,9 @@ struct SimResult {
   uint64_t demand_faults = 0;    // chunks faulted in by kernels
   uint64_t fault_batches = 0;
   uint64_t overcommit_chunks = 0;  // chunks made resident with nothing left to evict
+  // Chunks the engine moved off the device (written back or discarded) while a kernel issued
+  // before them still used them: an order the engine must never produce (SimulateEngine only).
+  uint64_t early_moves = 0;
   double step_seconds = 0;
   double compute_seconds = 0;
   uint64_t bytes_moved() const { return h2d_bytes + d2h_bytes + remote_bytes; }

@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "policy/eviction_policy.h"
 #include "policy/planner.h"
+#include "policy/simulator_timeline_device.h"
 #include "policy/synthetic_workloads.h"
 
 namespace spillway::policy {
@@ -349,6 +350,64 @@ TEST(SimulateEngine, FollowingAPlanPlacesHostRuleAllocationsOnTheHost) {
   EXPECT_EQ(engine.demand_faults, 0u);
   EXPECT_EQ(engine.h2d_bytes + engine.d2h_bytes, model.h2d_bytes + model.d2h_bytes);
   EXPECT_NEAR(engine.step_seconds, model.step_seconds, 1e-9);
+}
+
+// The device SimulateEngine runs against counts a chunk that leaves while a kernel issued before
+// still uses it: not a write-back ordered behind the kernel by an event, but one issued on another
+// stream with no wait, and a discard there.
+TEST(TimelineDevice, CountsAChunkThatLeavesWhileAKernelIssuedBeforeStillUsesIt) {
+  TimelineDevice device(2, CostModel{}, 2);
+  SimResult result;
+  device.set_result(&result);
+  Stream side = nullptr;
+  Event after = nullptr;
+  ASSERT_EQ(device.CreateSideStream(&side), kDeviceOk);
+  ASSERT_EQ(device.CreateEvent(&after), kDeviceOk);
+  const uint64_t chunk0 = kTimelineAddressBase, chunk1 = kTimelineAddressBase + kChunkBytes;
+  ASSERT_EQ(device.PrefetchToDevice(chunk0, kChunkBytes, device.job_stream()), kDeviceOk);
+  device.Launch(device.job_stream(), {0}, kCompute);
+  ASSERT_EQ(device.RecordEvent(after, device.job_stream()), kDeviceOk);
+  ASSERT_EQ(device.StreamWaitEvent(side, after), kDeviceOk);
+  ASSERT_EQ(device.PrefetchToHost(chunk0, kChunkBytes, side), kDeviceOk);
+  EXPECT_EQ(result.early_moves, 0u);
+  // In again, used, and written back with no wait: the side stream is free long before.
+  ASSERT_EQ(device.PrefetchToDevice(chunk0, kChunkBytes, device.job_stream()), kDeviceOk);
+  device.Launch(device.job_stream(), {0, 1}, kCompute);
+  ASSERT_EQ(device.PrefetchToHost(chunk0, kChunkBytes, side), kDeviceOk);
+  EXPECT_EQ(result.early_moves, 1u);
+  ASSERT_EQ(device.Discard(chunk1, kChunkBytes, side), kDeviceOk);
+  EXPECT_EQ(result.early_moves, 2u);
+}
+
+// The engine orders every write-back and discard after the kernels issued before it that use the
+// chunk, learning, with a fixed lookahead or none, and following a plan, on the synthetic steps
+// at every budget and with one or two copy engines.
+TEST(SimulateEngine, NoChunkLeavesWhileAKernelIssuedBeforeStillUsesIt) {
+  for (const char* name : {"transformer-small", "cnn-small"}) {
+    absl::StatusOr<Workload> w = MakeSyntheticWorkload(name);
+    ASSERT_TRUE(w.ok());
+    for (const int engines : {1, 2}) {
+      for (const double x : {1.5, 2.0, 4.0, 8.0}) {
+        PlanOptions options;
+        options.sim.cost.copy_engines = engines;
+        options.sim.device_memory =
+            static_cast<uint64_t>(static_cast<double>(w->peak_live_bytes()) / x);
+        const SimOptions& o = options.sim;
+        absl::StatusOr<PolicyFile> plan = PlanPolicy(*w, options);
+        ASSERT_TRUE(plan.ok()) << plan.status();
+        for (const SimResult& r :
+             {SimulateEngine(*w, o, MakeLruPolicy, "lru"),
+              SimulateEngine(*w, o, MakeLearnedPolicy, "learned"),
+              SimulateEngine(*w, o, MakeLearnedPolicy, "learned-4", {4, false}),
+              SimulateEngine(*w, o, MakeLearnedPolicy, "learned-nola", {0, false}),
+              SimulateEngineFollowing(*w, *plan, o)}) {
+          EXPECT_EQ(r.early_moves, 0u)
+              << name << " " << x << "x " << engines << " engines " << r.policy;
+          EXPECT_GT(r.d2h_bytes + r.discarded_bytes, 0u) << name << " " << x << "x " << r.policy;
+        }
+      }
+    }
+  }
 }
 
 TEST(Simulator, CapacityBoundIsComputeWhenEverythingFits) {

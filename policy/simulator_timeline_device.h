@@ -1,0 +1,262 @@
+// The device that SimulateEngine (policy/simulator_engine.cc) runs the residency engine against:
+// operations booked on simgpu's engine timelines in virtual time. Streams are timelines (an
+// operation starts when the stream's earlier work and the events it waits for are done, and books
+// the compute engine or a copy engine); events carry the time of the work before their recording;
+// residency is simgpu's (2 MiB chunks, evicted oldest-resident first when the device is full,
+// contents copied only for chunks that hold data). Operations change residency in the order they
+// are issued; a chunk that leaves while a kernel issued before still uses it (a write-back or a
+// discard ordered too early) is counted in SimResult::early_moves, as a GPU would fault it back.
+#ifndef SPILLWAY_POLICY_SIMULATOR_TIMELINE_DEVICE_H_
+#define SPILLWAY_POLICY_SIMULATOR_TIMELINE_DEVICE_H_
+
+#include <algorithm>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <queue>
+#include <vector>
+
+#include "common/cost_model.h"
+#include "policy/device.h"
+#include "policy/simulator.h"
+#include "policy/simulator_residency.h"
+
+namespace spillway::policy {
+
+// Where the replay's allocations live (chunk c of the replay at kTimelineAddressBase + c x 2 MiB).
+constexpr uint64_t kTimelineAddressBase = uint64_t{1} << 40;
+
+// A Device whose operations are booked on simgpu's engine timelines; it also runs the kernels.
+class TimelineDevice final : public Device {
+ public:
+  TimelineDevice(uint64_t total_chunks, const CostModel& cost, uint64_t capacity_chunks)
+      : cost_(cost),
+        cap_(capacity_chunks),
+        state_(static_cast<uint32_t>(total_chunks)),
+        populated_(total_chunks),
+        on_host_(total_chunks),
+        used_until_(total_chunks, 0.0) {
+    t_.engines = cost.copy_engines;
+    for (uint64_t i = 0; i < cap_; ++i) free_slots_.push(0);
+  }
+
+  Stream job_stream() { return &job_; }
+  // The host's clock, for QueryEvent: work that ends by then is complete.
+  void set_host_now(double seconds) { host_now_ = seconds; }
+  // Where the bytes, faults and compute go; null: not counted.
+  void set_result(SimResult* result) { result_ = result; }
+  double compute_free() const { return t_.compute; }
+
+  // A kernel of `compute` seconds touching `chunks` on `stream`: what is not resident faults in
+  // (simgpu's HandleFault and FaultStallSeconds). Returns when it ends.
+  double Launch(Stream stream, const std::vector<uint32_t>& chunks, double compute) {
+    uint64_t faults = 0, copied = 0, evicted = 0, remote = 0;
+    double room = 0;
+    for (const uint32_t c : chunks) {
+      if (state_.resident(c)) continue;
+      if (on_host_[c]) {  // mapped over the link: no fault, no migration
+        ++remote;
+        continue;
+      }
+      room = std::max(room, TakeSlot(&evicted));
+      copied += MakeResident(c);
+      ++faults;
+    }
+    const double stall = FaultStallSeconds(cost_, copied * kChunkBytes, evicted * kChunkBytes) +
+                         static_cast<double>(FaultBatches(cost_, faults * kChunkBytes) -
+                                             FaultBatches(cost_, copied * kChunkBytes)) *
+                             cost_.fault_batch_seconds;
+    double& tail = Tail(stream);
+    const double start = std::max({tail, t_.compute, room});
+    t_.compute = start + compute + stall + RemoteAccessSeconds(cost_, remote);
+    tail = t_.compute;
+    for (const uint32_t c : chunks) used_until_[c] = std::max(used_until_[c], t_.compute);
+    if (result_ != nullptr) {
+      result_->demand_faults += faults;
+      result_->fault_batches += FaultBatches(cost_, faults * kChunkBytes);
+      result_->h2d_bytes += copied * kChunkBytes;
+      result_->d2h_bytes += evicted * kChunkBytes;
+      result_->compute_seconds += compute;
+      result_->remote_bytes += 2 * remote * kChunkBytes;
+    }
+    return t_.compute;
+  }
+  // Allocation `first`..`end` (chunks) is made or freed: nothing resident, no data, not placed.
+  void Reset(uint32_t first, uint32_t end) {
+    for (uint32_t c = first; c < end; ++c) {
+      Leave(c, job_);
+      populated_[c] = 0;
+      on_host_[c] = 0;
+    }
+  }
+
+  DeviceResult AllocateManaged(uint64_t*, uint64_t) override { return kNotSupported; }
+  DeviceResult AllocateDevice(uint64_t*, uint64_t) override { return kNotSupported; }
+  DeviceResult Free(uint64_t) override { return kNotSupported; }
+  DeviceResult PrefetchToDevice(uint64_t address, uint64_t bytes, Stream stream) override {
+    uint64_t in = 0, out = 0;
+    double room = 0;
+    for (uint32_t c = First(address); c < End(address, bytes); ++c) {
+      if (state_.resident(c)) continue;
+      room = std::max(room, TakeSlot(&out));
+      in += MakeResident(c);
+    }
+    Move(stream, in, out, room);
+    return kDeviceOk;
+  }
+  DeviceResult PrefetchToHost(uint64_t address, uint64_t bytes, Stream stream) override {
+    const std::vector<uint32_t>& out = ResidentIn(address, bytes);
+    const double end = Move(stream, 0, out.size(), 0);
+    NoteEarly(out, end - D2HSeconds(cost_, out.size() * kChunkBytes));
+    for (const uint32_t c : out) Leave(c, end);
+    return kDeviceOk;
+  }
+  DeviceResult Discard(uint64_t address, uint64_t bytes, Stream stream) override {
+    const std::vector<uint32_t>& out = ResidentIn(address, bytes);
+    if (result_ != nullptr) result_->discarded_bytes += out.size() * kChunkBytes;
+    NoteEarly(out, Tail(stream));
+    for (const uint32_t c : out) Leave(c, Tail(stream));
+    for (uint32_t c = First(address); c < End(address, bytes); ++c) populated_[c] = 0;
+    return kDeviceOk;
+  }
+  DeviceResult DiscardAndPrefetch(uint64_t address, uint64_t bytes, Stream stream) override {
+    uint64_t out = 0;
+    double room = 0;
+    for (uint32_t c = First(address); c < End(address, bytes); ++c) {
+      if (state_.resident(c)) continue;
+      room = std::max(room, TakeSlot(&out));
+      state_.Add(c);
+      populated_[c] = 1;
+      if (result_ != nullptr) result_->discarded_bytes += kChunkBytes;
+    }
+    Move(stream, 0, out, room);
+    return kDeviceOk;
+  }
+  // simgpu's preferred location = host: later accesses map it remotely while it is not resident.
+  DeviceResult PlaceOnHost(uint64_t address, uint64_t bytes) override {
+    for (uint32_t c = First(address); c < End(address, bytes); ++c) on_host_[c] = 1;
+    return kDeviceOk;
+  }
+  DeviceResult MemoryInfo(uint64_t* free, uint64_t* total) override {
+    *total = cap_ * kChunkBytes;
+    *free = (cap_ - std::min(cap_, state_.count())) * kChunkBytes;
+    return kDeviceOk;
+  }
+  DeviceResult CreateSideStream(Stream* stream) override {
+    *stream = &streams_.emplace_back(0.0);
+    return kDeviceOk;
+  }
+  DeviceResult CreateEvent(Event* event) override {
+    *event = &events_.emplace_back(0.0);
+    return kDeviceOk;
+  }
+  DeviceResult CreateTimingEvent(Event* event) override { return CreateEvent(event); }
+  DeviceResult QueryEvent(Event event) override {
+    return *static_cast<double*>(event) <= host_now_ ? kDeviceOk : kDeviceNotReady;
+  }
+  DeviceResult ElapsedMilliseconds(Event start, Event end, float* ms) override {
+    if (QueryEvent(start) != kDeviceOk || QueryEvent(end) != kDeviceOk) return kDeviceNotReady;
+    *ms = static_cast<float>((*static_cast<double*>(end) - *static_cast<double*>(start)) * 1e3);
+    return kDeviceOk;
+  }
+  DeviceResult RecordEvent(Event event, Stream stream) override {
+    *static_cast<double*>(event) = Tail(stream);
+    return kDeviceOk;
+  }
+  DeviceResult StreamWaitEvent(Stream stream, Event event) override {
+    double& tail = Tail(stream);
+    tail = std::max(tail, *static_cast<double*>(event));
+    return kDeviceOk;
+  }
+
+ private:
+  static constexpr DeviceResult kNotSupported = 801;
+
+  // A stream is the time its work so far ends; the launch stream is job_.
+  double& Tail(Stream stream) { return *static_cast<double*>(stream == nullptr ? &job_ : stream); }
+  static uint32_t First(uint64_t address) {
+    return static_cast<uint32_t>((address - kTimelineAddressBase) / kChunkBytes);
+  }
+  static uint32_t End(uint64_t address, uint64_t bytes) {
+    return static_cast<uint32_t>((address - kTimelineAddressBase + bytes + kChunkBytes - 1) /
+                                 kChunkBytes);
+  }
+  // A device slot for a chunk coming in: the oldest free one, or (simgpu's MakeRoomLocked when the
+  // device is full) the slot of the oldest-resident chunk, evicted now (counted in `evicted`).
+  // Returns when the slot is free.
+  double TakeSlot(uint64_t* evicted) {
+    if (free_slots_.empty()) {
+      const uint64_t out = state_.EvictOldestFor(cap_);
+      if (out == 0 && result_ != nullptr) ++result_->overcommit_chunks;
+      *evicted += out;
+      return 0;
+    }
+    const double when = free_slots_.top();
+    free_slots_.pop();
+    return when;
+  }
+  // The resident chunks of [address, address + bytes) (scratch_).
+  const std::vector<uint32_t>& ResidentIn(uint64_t address, uint64_t bytes) {
+    scratch_.clear();
+    for (uint32_t c = First(address); c < End(address, bytes); ++c) {
+      if (state_.resident(c)) scratch_.push_back(c);
+    }
+    return scratch_;
+  }
+  // Chunks `out` leave the device from `when`: those a kernel issued before still uses then count
+  // in SimResult::early_moves (the engine's order is what prevents that).
+  void NoteEarly(const std::vector<uint32_t>& out, double when) {
+    if (result_ == nullptr) return;
+    for (const uint32_t c : out) {
+      if (used_until_[c] > when + 1e-12) ++result_->early_moves;
+    }
+  }
+  // Chunk `c` leaves the device (if resident); its slot is free from `when`.
+  void Leave(uint32_t c, double when) {
+    if (!state_.resident(c)) return;
+    state_.Remove(c);
+    if (state_.count() + free_slots_.size() < cap_) free_slots_.push(when);
+  }
+  // Returns 1 when the chunk held data (copied in), 0 when it is zero-filled.
+  uint64_t MakeResident(uint32_t c) {
+    state_.Add(c);
+    const uint64_t copied = populated_[c];
+    populated_[c] = 1;
+    return copied;
+  }
+  // simgpu's MoveTime: the copies in and out start with the stream's turn (and once the room
+  // they take is free), each on its engine. Returns when they end.
+  double Move(Stream stream, uint64_t in, uint64_t out, double room) {
+    double& tail = Tail(stream);
+    const double start = std::max(tail, room);
+    double end = start;
+    if (in > 0) end = std::max(end, t_.Book(true, start, H2DSeconds(cost_, in * kChunkBytes)));
+    if (out > 0) end = std::max(end, t_.Book(false, start, D2HSeconds(cost_, out * kChunkBytes)));
+    tail = end;
+    if (result_ != nullptr) {
+      result_->h2d_bytes += in * kChunkBytes;
+      result_->d2h_bytes += out * kChunkBytes;
+    }
+    return end;
+  }
+
+  const CostModel cost_;
+  const uint64_t cap_;
+  ChunkResidency state_;
+  std::vector<char> populated_;     // per chunk: holds data (written since made or discarded)
+  std::vector<char> on_host_;       // per chunk: placed on the host (PlaceOnHost)
+  std::vector<double> used_until_;  // per chunk: the end of the last kernel issued that uses it
+  Timelines t_;
+  // Free device slots by the time each became free, earliest first (cap_ - resident chunks).
+  std::priority_queue<double, std::vector<double>, std::greater<>> free_slots_;
+  std::vector<uint32_t> scratch_;
+  double job_ = 0;
+  std::deque<double> streams_;  // side streams' tails (stable addresses)
+  std::deque<double> events_;   // events' recorded times
+  double host_now_ = 0;
+  SimResult* result_ = nullptr;
+};
+
+}  // namespace spillway::policy
+
+#endif  // SPILLWAY_POLICY_SIMULATOR_TIMELINE_DEVICE_H_
