@@ -205,8 +205,23 @@ std::string StepSection(const TraceModel& model, const Analysis& a) {
   std::string out = "<section><h2>The training step</h2>";
   const Step& s = a.step;
   if (!s.found) {
-    return out + "<p>No repeating step was found in the launch sequence (" +
-           absl::StrCat(model.launches.size()) + " launches).</p></section>";
+    absl::StrAppend(&out, "<p>No repeating step was found in the launch sequence (",
+                    model.launches.size(), " launches).");
+    if (a.thread_steps.empty()) return out + "</p></section>";
+    // Threads launching at once interleave differently every step: each thread's own step.
+    absl::StrAppend(&out, " They came from ", a.thread_steps.size(),
+                    " threads, each with its own step where one repeats:</p><ul>");
+    for (const ThreadStep& t : a.thread_steps) {
+      absl::StrAppend(&out, "<li>thread ", t.thread, ": ", t.launches, " launches, ");
+      if (!t.step.found) {
+        absl::StrAppend(&out, "no step of its own</li>");
+        continue;
+      }
+      absl::StrAppend(&out, "a step of ", t.step.launches_per_step, " launches every ",
+                      HtmlEscape(FormatDuration(t.step.median_step_ns)), ", ", t.step.steps,
+                      " steps found</li>");
+    }
+    return out + "</ul></section>";
   }
   absl::StrAppend(
       &out,

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include "absl/strings/match.h"
 #include "profiler/report/report_svg.h"
 #include "tests/profiler/report_synthetic_trace.h"
@@ -53,6 +55,29 @@ TEST(ReportHtmlTest, EmptyTraceSaysSo) {
   EXPECT_TRUE(absl::StrContains(html, "No device allocations were recorded."));
   EXPECT_TRUE(absl::StrContains(html, "No repeating step was found"));
   EXPECT_TRUE(absl::StrContains(html, "No launches were recorded."));
+}
+
+// Launches of two threads interleaved at random, each repeating its own step: the step section
+// lists each thread's.
+TEST(ReportHtmlTest, NoStepOfTheWholeListsEachThreadsOwn) {
+  TraceModel m;
+  m.functions = {"a", "b", "c", "d", "e"};
+  std::mt19937 random(9);
+  std::bernoulli_distribution pick_8(0.5);
+  uint32_t of_7 = 0, of_8 = 0;
+  for (uint64_t i = 0; of_7 < 40 || of_8 < 60; ++i) {
+    Launch l;
+    l.time_ns = i * 1000;
+    l.thread = of_7 == 40 || (of_8 < 60 && pick_8(random)) ? 8 : 7;
+    l.function = l.thread == 7 ? of_7++ % 2 : 2 + of_8++ % 3;
+    m.launches.push_back(l);
+  }
+  const Analysis a = Analyze(m);
+  ASSERT_FALSE(a.step.found);
+  const std::string html = RenderHtmlReport(m, a);
+  EXPECT_TRUE(absl::StrContains(html, "They came from 2 threads")) << html;
+  EXPECT_TRUE(absl::StrContains(html, "<li>thread 7: 40 launches, a step of 2 launches")) << html;
+  EXPECT_TRUE(absl::StrContains(html, "<li>thread 8: 60 launches, a step of 3 launches")) << html;
 }
 
 TEST(ReportSvgTest, UnitsAndTicks) {
