@@ -4,10 +4,8 @@
 // turn on its stream), and a chunk coming in waits for the slot it takes (the oldest free one), as
 // the engine orders its prefetches after the evictions and frees that made their room.
 #include <algorithm>
-#include <deque>
 #include <functional>
 #include <memory>
-#include <queue>
 #include <string>
 #include <vector>
 
