@@ -236,7 +236,7 @@ class ThreadedLearnedPolicy final : public EvictionPolicy {
   uint64_t predicted_ = 0;             // launches predicted by the whole sequence or their thread
   std::vector<uint8_t> recent_;        // the thread index of each of the last kShareWindow launches
   uint64_t counts_[kMaxThreads] = {};  // launches of each thread in recent_
-  uint64_t launches_ = 0;              // launches noted in recent_ since the threads began
+  uint64_t launches_ = 0;              // launches noted in recent_ since the start or Retire
   std::vector<std::pair<uint64_t, uint64_t>> ranked_;  // scratch of PredictNextUses
   std::vector<uint64_t> scratch_;
 };
