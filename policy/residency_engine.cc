@@ -323,12 +323,13 @@ uint64_t ResidencyEngine::PlanLookahead(uint64_t stamp, Stream stream, uint64_t 
   policy_->PredictNextUses(options_.lookahead_launches, &next);
   if (next.empty()) return 0;
   // How far ahead data must move now (sized from observed times, or the fixed count). Room is
-  // made by eviction only for that data, and at most kEvictAheadLaunches ahead when sized from
+  // made by eviction only for that data, and at most EvictAhead() launches ahead when sized from
   // time; further ahead (up to lookahead_launches), data comes only into free room.
   const uint64_t window = SizeLookahead(stamp, next);
   lookahead_window_.store(window, std::memory_order_relaxed);
+  const uint64_t evict_ahead = EvictAhead();
   const uint64_t evict_horizon =
-      options_.size_lookahead_from_time ? std::min(window, EvictAhead()) : window;
+      options_.size_lookahead_from_time ? std::min(window, evict_ahead) : window;
   // What the next launches need is protected like the current access set, nearest first, as far
   // as it fits in the budget beside the access set: what lies beyond cannot be brought in anyway,
   // and protecting it would keep the next launches from making room.
@@ -356,7 +357,7 @@ uint64_t ResidencyEngine::PlanLookahead(uint64_t stamp, Stream stream, uint64_t 
   // Room for the allocations the next launches will make (fresh activations), so that their first
   // launch need not evict on its own stream: taken from what is needed after the window.
   const uint64_t headroom_window = std::min(
-      evict_horizon, options_.size_lookahead_from_time ? EvictAhead() : kFixedHeadroomLaunches);
+      evict_horizon, options_.size_lookahead_from_time ? evict_ahead : kFixedHeadroomLaunches);
   policy_->PredictUnallocated(headroom_window, &t_unallocated);
   uint64_t headroom = 0;
   for (const uint64_t size : t_unallocated) headroom += Footprint(0, size);
