@@ -212,14 +212,7 @@ std::string StepSection(const TraceModel& model, const Analysis& a) {
     absl::StrAppend(&out, " They came from ", a.thread_steps.size(),
                     " threads, each with its own step where one repeats:</p><ul>");
     for (const ThreadStep& t : a.thread_steps) {
-      absl::StrAppend(&out, "<li>thread ", t.thread, ": ", t.launches, " launches, ");
-      if (!t.step.found) {
-        absl::StrAppend(&out, "no step of its own</li>");
-        continue;
-      }
-      absl::StrAppend(&out, "a step of ", t.step.launches_per_step, " launches every ",
-                      HtmlEscape(FormatDuration(t.step.median_step_ns)), ", ", t.step.steps,
-                      " steps found</li>");
+      absl::StrAppend(&out, "<li>", HtmlEscape(ThreadStepLabel(t)), "</li>");
     }
     return out + "</ul></section>";
   }

@@ -7,7 +7,6 @@
 #include <map>
 #include <string>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "profiler/report/progress_line.h"
 #include "profiler/report/report_svg.h"
@@ -59,12 +58,6 @@ absl::StatusOr<Counts> CountRecords(const std::string& path) {
   return counts;
 }
 
-std::string Plural(uint64_t n, const char* what) {
-  const absl::string_view word(what);
-  if (n == 1) return absl::StrCat(n, " ", word);
-  return absl::StrCat(n, " ", word, absl::EndsWith(word, "h") ? "es" : "s");
-}
-
 void PrintHeader(const std::string& path, const report::TraceModel& model, const Counts& counts,
                  const report::Analysis& a) {
   const report::TraceHeader& h = model.header;
@@ -96,7 +89,7 @@ void PrintHeader(const std::string& path, const report::TraceModel& model, const
 void PrintPeak(const report::TraceModel& model, const report::Analysis& a, size_t top) {
   std::printf("peak: %s at %s, %s live\n", report::FormatBytes(a.peak.bytes).c_str(),
               report::FormatDuration(a.peak.time_ns - a.start_ns).c_str(),
-              Plural(a.peak.live.size(), "allocation").c_str());
+              report::Plural(a.peak.live.size(), "allocation").c_str());
   for (size_t i = 0; i < a.peak.live.size() && i < top; ++i) {
     const report::Allocation& al = model.allocations[a.peak.live[i]];
     std::printf("  %10s  %-7s  allocated at %-10s  %s\n", report::FormatBytes(al.bytes).c_str(),
@@ -112,15 +105,7 @@ void PrintStep(const report::Analysis& a) {
     std::printf("step: none found in the launches as a whole; they come from %zu threads:\n",
                 a.thread_steps.size());
     for (const report::ThreadStep& t : a.thread_steps) {
-      std::printf("  thread %u: %s, ", t.thread, Plural(t.launches, "launch").c_str());
-      if (!t.step.found) {
-        std::printf("no step of its own\n");
-        continue;
-      }
-      std::printf("a step of %s every %s, %s found\n",
-                  Plural(t.step.launches_per_step, "launch").c_str(),
-                  report::FormatDuration(t.step.median_step_ns).c_str(),
-                  Plural(t.step.steps, "step").c_str());
+      std::printf("  %s\n", report::ThreadStepLabel(t).c_str());
     }
     return;
   }
@@ -129,9 +114,9 @@ void PrintStep(const report::Analysis& a) {
     return;
   }
   std::printf("step: %s every %s, %s found, %.0f%% of launches inside them, warm-up %s\n",
-              Plural(a.step.launches_per_step, "launch").c_str(),
+              report::Plural(a.step.launches_per_step, "launch").c_str(),
               report::FormatDuration(a.step.median_step_ns).c_str(),
-              Plural(a.step.steps, "step").c_str(), 100.0 * a.step.in_steps_fraction,
+              report::Plural(a.step.steps, "step").c_str(), 100.0 * a.step.in_steps_fraction,
               report::FormatDuration(a.step.warmup_ns).c_str());
 }
 
@@ -148,9 +133,9 @@ void PrintSwapCandidates(const report::TraceModel& model, const report::Analysis
     const uint64_t id = c.site < model.sites.size() ? model.sites[c.site].id : 0;
     std::printf("  %2zu. %9.3f GiB*s  %s, %s, longest idle %s  [%016llx] %s\n", i + 1,
                 c.byte_seconds_idle / (1024.0 * 1024.0 * 1024.0),
-                Plural(c.allocations, "allocation").c_str(), report::FormatBytes(c.bytes).c_str(),
-                report::FormatDuration(c.max_idle_ns).c_str(), static_cast<unsigned long long>(id),
-                report::SiteLabel(model, c.site).c_str());
+                report::Plural(c.allocations, "allocation").c_str(),
+                report::FormatBytes(c.bytes).c_str(), report::FormatDuration(c.max_idle_ns).c_str(),
+                static_cast<unsigned long long>(id), report::SiteLabel(model, c.site).c_str());
   }
 }
 

@@ -7,8 +7,11 @@
 #include <numeric>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/cost_model.h"
+#include "profiler/report/report_svg.h"
 
 namespace spillway::report {
 namespace {
@@ -162,6 +165,21 @@ uint64_t Median(std::vector<uint64_t> values) {
 }
 
 }  // namespace
+
+std::string Plural(uint64_t n, const char* what) {
+  const absl::string_view word(what);
+  if (n == 1) return absl::StrCat(n, " ", word);
+  return absl::StrCat(n, " ", word, absl::EndsWith(word, "h") ? "es" : "s");
+}
+
+std::string ThreadStepLabel(const ThreadStep& t) {
+  std::string label = absl::StrCat("thread ", t.thread, ": ", Plural(t.launches, "launch"), ", ");
+  if (!t.step.found) return label + "no step of its own";
+  absl::StrAppend(&label, "a step of ", Plural(t.step.launches_per_step, "launch"), " every ",
+                  FormatDuration(t.step.median_step_ns), ", ", Plural(t.step.steps, "step"),
+                  " found");
+  return label;
+}
 
 std::string SiteLabel(const TraceModel& model, uint32_t site) {
   if (site >= model.sites.size() || model.sites[site].frames.empty()) return "(unknown site)";

@@ -113,6 +113,13 @@ std::vector<SiteFaults> FaultsBySite(const TraceModel& model);
 // A short name for a call site: its innermost symbolized frame, else "module+0xoffset".
 std::string SiteLabel(const TraceModel& model, uint32_t site);
 
+// "1 launch", "3 launches", "2 steps": `n` and the word, plural unless n is 1.
+std::string Plural(uint64_t n, const char* what);
+
+// One thread's launches and step, as `spillway inspect` and the report list them: "thread 7: 40
+// launches, a step of 2 launches every 1.00 ms, 20 steps found" (or "..., no step of its own").
+std::string ThreadStepLabel(const ThreadStep& t);
+
 }  // namespace spillway::report
 
 #endif  // SPILLWAY_PROFILER_REPORT_TRACE_ANALYSIS_H_
