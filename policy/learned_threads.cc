@@ -54,7 +54,7 @@ class ThreadedLearnedPolicy final : public EvictionPolicy {
   }
 
   uint64_t thread_steps() const override {
-    if (!PerThread()) return 0;
+    if (whole_->step_length() != 0) return 0;
     return static_cast<uint64_t>(std::count_if(
         threads_.begin(), threads_.end(), [](const auto& t) { return t->step_length() != 0; }));
   }
@@ -143,11 +143,7 @@ class ThreadedLearnedPolicy final : public EvictionPolicy {
 
  private:
   // The threads decide: the whole sequence has no step and some thread has one.
-  bool PerThread() const {
-    if (whole_->step_length() != 0) return false;
-    return std::any_of(threads_.begin(), threads_.end(),
-                       [](const auto& t) { return t->step_length() != 0; });
-  }
+  bool PerThread() const { return thread_steps() != 0; }
 
   // The index in threads_ of launching thread `thread`, made on its first launch; kNoThread for a
   // thread not learned on its own (unknown, too many, or no second thread launched yet while the
