@@ -7,13 +7,17 @@
 // ordered by events. At the end it prints a checksum of the final weights (computed on the host)
 // and each step's time measured with events (the virtual clock on simgpu). All arithmetic is
 // integer, so the checksum is the same on any device and under any residency decisions.
+// --reorder launches the weight updates in an order that changes from step to step, as
+// TensorFlow's executor launches the ops that are ready at once (the results stay the same).
 //
 //   train_like [--steps N] [--layers N] [--oversubscription F] [--memory SIZE] [--streams N]
-//              [--threads N] [--alloc sync|async|mixed] [--managed] [--fork-after-step K]
+//              [--threads N] [--alloc sync|async|mixed] [--managed] [--reorder]
+//              [--fork-after-step K]
 #include <cuda.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -44,6 +48,7 @@ struct Options {
   int threads = 1;
   AllocMode alloc = AllocMode::kMixed;
   bool managed = false;
+  bool reorder = false;
   int fork_after_step = -1;
 };
 
@@ -52,7 +57,7 @@ void Usage(FILE* out) {
       out,
       "usage: train_like [--steps N] [--layers N] [--oversubscription F] [--memory SIZE]\n"
       "                  [--streams N] [--threads N] [--alloc sync|async|mixed] [--managed]\n"
-      "                  [--fork-after-step K]\n"
+      "                  [--reorder] [--fork-after-step K]\n"
       "  --steps N              training steps (4)\n"
       "  --layers N             layers (8); weights, gradients and activations are tensors of\n"
       "                         equal size, (3 x layers + 3) of them at the step's peak\n"
@@ -65,6 +70,9 @@ void Usage(FILE* out) {
       "  --alloc MODE           activations and backward deltas: cuMemAlloc (sync),\n"
       "                         cuMemAllocAsync (async) or alternating (mixed, default)\n"
       "  --managed              every allocation with cuMemAllocManaged (plain unified memory)\n"
+      "  --reorder              launch order of the weight updates changes every step: each may\n"
+      "                         wait up to 2 more backward layers, the ready ones go shuffled\n"
+      "                         (as TensorFlow's executor runs ready ops); same results\n"
       "  --fork-after-step K    after step K the process forks; the child does host-only work\n"
       "                         and exits, the parent waits for it and goes on\n"
       "exit: 0 done, 1 error, 2 out of device memory\n");
@@ -95,6 +103,10 @@ Options ParseOptions(int argc, char** argv) {
     }
     if (arg == "--managed") {
       options.managed = true;
+      continue;
+    }
+    if (arg == "--reorder") {
+      options.reorder = true;
       continue;
     }
     if (i + 1 >= argc) BadOption("unknown option or missing value: '" + arg + "'");
@@ -337,7 +349,35 @@ void Replica::Step(int step) {
   Free(act[layers_], AsyncActivation(layers_), top);
 
   // Backward in reverse; the optimizer stream updates each layer's weights once its gradient is
-  // written.
+  // written. With --reorder an update waits 0-2 more backward layers and the updates that are due
+  // together launch in a shuffled order, both drawn anew each step (each update touches only its
+  // own layer's weights, so any order computes the same).
+  struct PendingUpdate {
+    size_t layer;
+    size_t due;  // launched after the backward at this index (0: the last layer's); the last
+                 // backward's index at most, so every update of the step is launched in it
+    uint32_t rank;
+  };
+  std::vector<PendingUpdate> pending;
+  size_t last_update = 0;
+  const auto launch_due = [&](size_t index) {
+    std::vector<PendingUpdate> due;
+    std::erase_if(pending, [&](const PendingUpdate& u) {
+      if (u.due > index) return false;
+      due.push_back(u);
+      return true;
+    });
+    std::sort(due.begin(), due.end(),
+              [](const PendingUpdate& a, const PendingUpdate& b) { return a.rank < b.rank; });
+    for (const PendingUpdate& u : due) {
+      DEMO_CHECK(cuStreamWaitEvent(optimizer_, backward_done_[u.layer], 0));
+      uint64_t w = weights_[u.layer], n = count_, table = grad_table_, index_in = u.layer;
+      void* update_params[] = {&w, &n, &table, &index_in};
+      Launch(kernels_.update, optimizer_, update_params);
+      DEMO_CHECK(cuEventRecord(update_done_[u.layer], optimizer_));
+      last_update = u.layer;
+    }
+  };
   for (size_t l = layers_; l-- > 0;) {
     const CUstream stream = Stream(l);
     if (l + 1 < layers_) DEMO_CHECK(cuStreamWaitEvent(stream, backward_done_[l + 1], 0));
@@ -351,16 +391,16 @@ void Replica::Step(int step) {
     Free(delta, AsyncDelta(), stream);
     delta = delta_out;
 
-    DEMO_CHECK(cuStreamWaitEvent(optimizer_, backward_done_[l], 0));
-    uint64_t w = weights_[l], n = count_, table = grad_table_, index = l;
-    void* update_params[] = {&w, &n, &table, &index};
-    Launch(kernels_.update, optimizer_, update_params);
-    DEMO_CHECK(cuEventRecord(update_done_[l], optimizer_));
+    const size_t index = layers_ - 1 - l;
+    const uint32_t draw = Hash(s * 1000003u + l, seed_ + 99u);
+    const size_t delay = options_.reorder ? draw % 3 : 0;
+    pending.push_back({l, std::min(index + delay, layers_ - 1), draw >> 2});
+    launch_due(index);
   }
   Free(delta, AsyncDelta(), streams_[0]);  // after backward of layer 0, on the same stream
 
   // The step ends when the last update is done (the optimizer stream runs them in order).
-  DEMO_CHECK(cuStreamWaitEvent(streams_[0], update_done_[0], 0));
+  DEMO_CHECK(cuStreamWaitEvent(streams_[0], update_done_[last_update], 0));
   DEMO_CHECK(cuEventRecord(step_end_[s], streams_[0]));
 }
 

@@ -195,6 +195,7 @@ SummaryData CollectSummary() {
     data.predicted_launches += engine->predicted_launches();
     data.step_length = std::max(data.step_length, engine->step_length());
     data.thread_steps = std::max(data.thread_steps, engine->thread_steps());
+    data.reordered_launches += engine->reordered_launches();
     data.lookahead_prefetch_bytes += engine->lookahead_prefetch_bytes();
     data.budget_bytes += engine->budget_bytes();
     policy::ScheduleAdherence adherence;

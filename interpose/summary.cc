@@ -36,6 +36,7 @@ std::string FormatSummary(const SummaryData& data) {
   json.Key("predicted_launches").Uint(data.predicted_launches);
   json.Key("step_length").Uint(data.step_length);
   json.Key("thread_steps").Uint(data.thread_steps);
+  json.Key("reordered_launches").Uint(data.reordered_launches);
   json.Key("lookahead_prefetch_bytes").Uint(data.lookahead_prefetch_bytes);
   json.Key("budget_bytes").Uint(data.budget_bytes);
   json.Key("devices").Uint(data.engine_devices);

@@ -38,6 +38,7 @@ struct SummaryData {
   uint64_t predicted_launches = 0;  // launches the learned policy predicted correctly, summed
   uint64_t step_length = 0;         // the detected step in launches (largest over devices); 0: none
   uint64_t thread_steps = 0;  // threads whose own step the policy follows (largest over devices)
+  uint64_t reordered_launches = 0;  // launches repeated at another place in their step, summed
   uint64_t lookahead_prefetch_bytes = 0;  // of prefetch_bytes, those prefetched ahead of a launch
   uint64_t budget_bytes = 0;              // summed over devices
   uint64_t engine_devices = 0;            // devices with an engine

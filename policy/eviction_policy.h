@@ -143,6 +143,9 @@ class EvictionPolicy {
   virtual uint64_t predicted_launches() const { return 0; }
   // @brief The detected step length in launches; 0 when none is detected.
   virtual uint64_t step_length() const { return 0; }
+  // @brief Launches that repeated a launch of the previous step at another place in it (the
+  // job's launch order changes from step to step; `learned`).
+  virtual uint64_t reordered_launches() const { return 0; }
   // @brief How many launches ahead NextUse and PredictNextUses can see; 0 when they predict
   // nothing. The step length, or, where each launching thread has a step of its own and the whole
   // launch sequence none (`learned`), the launches of the whole sequence that the longest of those

@@ -11,6 +11,17 @@
 // that has been freed since (an activation of the previous step). Once a period is locked, each
 // launch is checked against the launch P earlier; a mismatch unlocks it and detection starts over.
 //
+// Reordered launches. A job whose executor launches the ops that are ready at once from several
+// threads (TensorFlow in graph mode) launches independent kernels in an order that changes from
+// step to step, while the step as a whole, and its length, stay the same. So a launch's
+// counterpart in the previous step is the launch P earlier, or else the nearest within a slack
+// (kSlack launches, a quarter of the step for short ones) that repeats it and that no launch of
+// this step has matched yet; only a launch with none unlocks the period. A candidate period must
+// still repeat exactly for at least half its verified launches, this launch's own included, so a
+// moved launch does not lock a period off by its move. The previous step's launches that no
+// launch of this step has matched yet are what comes next: those whose place has passed are
+// predicted for the very next launch, those matched early (moved earlier in this step) not again.
+//
 // Next use. A freed allocation of the previous step is matched with the allocation that took its
 // slot in this step (same slot of the corresponding launch), so the uses of the old one in the
 // last P launches predict the uses of the new one in the next P. The positions of each allocation
@@ -21,6 +32,7 @@
 #include <cstddef>
 #include <functional>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "policy/eviction_policy.h"
@@ -32,11 +44,16 @@ namespace {
 
 constexpr uint64_t kMaxPeriod = 32768;  // longest step, in launches, that can be detected
 constexpr uint64_t kVerifyWindow = 32;
-constexpr uint64_t kHistory = kMaxPeriod + kVerifyWindow + 1;
+constexpr uint64_t kSlack = 8;  // how far a launch may move from its place in the previous step
+constexpr uint64_t kHistory = kMaxPeriod + kVerifyWindow + kSlack + 1;
 constexpr size_t kRecentOccurrences = 4;     // earlier positions kept per strong token
 constexpr size_t kMaxTokens = 4 * kHistory;  // distinct tokens remembered before a reset
 constexpr size_t kMaxTranslations = 1 << 16;
 constexpr uint64_t kNever = EvictionPolicy::kNoPrediction;
+
+// The slack for a step of `period` launches: less for short steps, so that a short loop's
+// launches are not matched within one step.
+uint64_t SlackFor(uint64_t period) { return std::min(kSlack, period / 4); }
 
 uint64_t Mix(uint64_t hash, uint64_t value) {
   hash ^= value + 0x9e3779b97f4a7c15ull + (hash << 6) + (hash >> 2);
@@ -48,6 +65,7 @@ struct LaunchRecord {
   uint64_t strong = 0;
   std::vector<uint64_t> ids;    // capacity kept across reuse of the ring slot
   std::vector<uint64_t> sizes;  // of each id
+  bool matched = false;         // a launch of the next step repeated it (while a period holds)
 };
 
 using RecentMap = std::unordered_map<uint64_t, std::array<uint64_t, kRecentOccurrences>>;
@@ -59,6 +77,7 @@ class LearnedPolicy final : public EvictionPolicy {
   std::string_view name() const override { return "learned"; }
   uint64_t predicted_launches() const override { return predicted_; }
   uint64_t step_length() const override { return period_; }
+  uint64_t reordered_launches() const override { return reordered_; }
 
   void ObserveLaunch(const LaunchView& launch) override {
     const uint64_t n = launches_++;
@@ -67,14 +86,18 @@ class LearnedPolicy final : public EvictionPolicy {
     record.strong = Mix(launch.function, 2);
     record.ids.assign(launch.ids, launch.ids + launch.count);
     record.sizes.assign(launch.sizes, launch.sizes + launch.count);
+    record.matched = false;
     for (size_t i = 0; i < launch.count; ++i) {
       record.weak = Mix(record.weak, launch.sizes[i]);
       record.strong = Mix(record.strong, launch.ids[i]);
     }
     if (period_ != 0) {
-      if (Matches(n, n - period_)) {
+      const uint64_t then = Counterpart(n);
+      if (then != kNever) {
+        history_[then % kHistory].matched = true;
         ++predicted_;
-        LearnSlots(n, n - period_);
+        if (then + period_ != n) ++reordered_;
+        LearnSlots(n, then);
       } else {
         period_ = 0;
       }
@@ -103,19 +126,16 @@ class LearnedPolicy final : public EvictionPolicy {
   void PredictUnallocated(size_t launches, std::vector<uint64_t>* out) override {
     out->clear();
     if (period_ == 0) return;
-    const uint64_t n = launches_ - 1;
-    const uint64_t count = std::min<uint64_t>(launches, period_);
     std::vector<uint64_t>& seen = unallocated_seen_;
     seen.clear();
-    for (uint64_t d = 1; d <= count; ++d) {
-      const LaunchRecord& record = history_[(n + d - period_) % kHistory];
+    ForEachUpcoming(launches, [&](const LaunchRecord& record) {
       for (size_t s = 0; s < record.ids.size() && s < record.sizes.size(); ++s) {
         const uint64_t id = record.ids[s];
         if (Translate(id) != 0 || std::find(seen.begin(), seen.end(), id) != seen.end()) continue;
         seen.push_back(id);
         out->push_back(record.sizes[s]);
       }
-    }
+    });
   }
 
   uint64_t NextUse(uint64_t id) override {
@@ -128,9 +148,10 @@ class LearnedPolicy final : public EvictionPolicy {
   uint64_t NextUseByScan(uint64_t id) const {
     if (period_ == 0 || !Live(id)) return kNoPrediction;
     const uint64_t n = launches_ - 1;
-    for (uint64_t m = n >= period_ ? n - period_ + 1 : 0; m <= n; ++m) {
+    for (uint64_t m = WindowStart(); m <= n; ++m) {
+      if (history_[m % kHistory].matched) continue;
       for (const uint64_t used : history_[m % kHistory].ids) {
-        if (Translate(used) == id) return m + period_ - n;
+        if (Translate(used) == id) return Distance(m);
       }
     }
     return kNoPrediction;
@@ -139,19 +160,91 @@ class LearnedPolicy final : public EvictionPolicy {
   void PredictNextUses(size_t launches, std::vector<uint64_t>* out) override {
     out->clear();
     if (period_ == 0) return;
-    const uint64_t n = launches_ - 1;
-    const uint64_t count = std::min<uint64_t>(launches, period_);
-    for (uint64_t d = 1; d <= count; ++d) {
-      for (const uint64_t id : history_[(n + d - period_) % kHistory].ids) {
+    ForEachUpcoming(launches, [&](const LaunchRecord& record) {
+      for (const uint64_t id : record.ids) {
         const uint64_t live = Translate(id);
         if (live == 0 || std::find(out->begin(), out->end(), live) != out->end()) continue;
         out->push_back(live);
       }
-    }
+    });
   }
 
  private:
   bool Live(uint64_t id) const { return order_.Contains(id); }
+
+  // The oldest launch that can still predict one: the window holds (n - P - slack, n].
+  uint64_t WindowStart() const {
+    const uint64_t back = period_ + SlackFor(period_);
+    return launches_ > back ? launches_ - back : 0;
+  }
+
+  // Launches from now to the repeat of launch `m` of the window: a step later, or the very next
+  // launch where that place has passed already (the repeat moved later in this step).
+  uint64_t Distance(uint64_t m) const {
+    const uint64_t n = launches_ - 1;
+    return m + period_ > n ? m + period_ - n : 1;
+  }
+
+  // Visits the records of the next `count` launches as predicted, in order: the window's launches
+  // that no launch of this step has repeated yet (without reordering: n - P + 1, n - P + 2, ...).
+  template <typename Visit>
+  void ForEachUpcoming(uint64_t count, Visit visit) const {
+    count = std::min<uint64_t>(count, period_);
+    for (uint64_t m = WindowStart(); m < launches_ && count > 0; ++m) {
+      const LaunchRecord& record = history_[m % kHistory];
+      if (record.matched) continue;
+      visit(record);
+      --count;
+    }
+  }
+
+  // The launch of the previous step that launch `n` repeats: n - P, else the nearest within the
+  // slack that no launch of this step has matched yet; kNever if none.
+  uint64_t Counterpart(uint64_t n) const {
+    const uint64_t center = n - period_;  // n > P while a period is locked
+    const uint64_t slack = SlackFor(period_);
+    for (uint64_t d = 0; d <= slack; ++d) {
+      if (d <= center && Unpaired(n, center - d)) return center - d;
+      if (d != 0 && center + d < n && Unpaired(n, center + d)) return center + d;
+    }
+    return kNever;
+  }
+
+  // Launch `m` can be launch `n`'s counterpart: in the ring, not yet paired, and repeated by it.
+  bool Unpaired(uint64_t n, uint64_t m) const {
+    return n - m < kHistory && !history_[m % kHistory].matched && Matches(n, m);
+  }
+
+  // Pairs each of the `count` launches up to `n` with its counterpart `period` earlier (within
+  // the slack, each earlier launch paired once), newest first; `pairs` gets (launch, counterpart)
+  // for those that have one. The number of launches whose counterpart is exactly `period` earlier.
+  uint64_t PairSteps(uint64_t n, uint64_t period, uint64_t count,
+                     std::vector<std::pair<uint64_t, uint64_t>>* pairs) {
+    const uint64_t slack = SlackFor(period);
+    const uint64_t lowest = n + 1 - count - period;          // callers keep it >= 0
+    const uint64_t base = lowest - std::min(lowest, slack);  // the earliest launch paired
+    std::vector<char>& taken = taken_;
+    taken.assign(count + 2 * slack, 0);
+    pairs->clear();
+    uint64_t exact = 0;
+    for (uint64_t k = 0; k < count; ++k) {
+      const uint64_t now = n - k, center = now - period;
+      for (uint64_t d = 0; d <= slack; ++d) {
+        uint64_t then = center - d;
+        bool found = d <= center && !taken[then - base] && Matches(now, then);
+        if (!found && d != 0) {
+          then = center + d;
+          found = then < now && !taken[then - base] && Matches(now, then);
+        }
+        if (!found) continue;
+        taken[then - base] = 1;
+        pairs->emplace_back(now, then);
+        if (d == 0) ++exact;
+        break;
+      }
+    }
+    return exact;
+  }
 
   // The live allocation that `id` stands for: itself, or the allocation that took a freed one's
   // slot (followed a few hops); 0 when none is live.
@@ -218,18 +311,36 @@ class LearnedPolicy final : public EvictionPolicy {
       std::copy(weak->second.begin(), weak->second.end(), earlier.begin() + kRecentOccurrences);
     }
     std::sort(earlier.begin(), earlier.end(), std::greater<uint64_t>());  // kNever first
+    std::vector<std::pair<uint64_t, uint64_t>>& pairs = pairs_;
     for (const uint64_t position : earlier) {
       if (position == kNever || position >= n) continue;
       const uint64_t period = n - position;
       if (period > kMaxPeriod) break;
       const uint64_t window = std::min(period, kVerifyWindow);
-      if (n < period + window - 1) continue;
-      bool repeats = true;
-      for (uint64_t k = 0; k < window && repeats; ++k) repeats = Matches(n - k, n - k - period);
-      if (!repeats) continue;
-      period_ = period;
-      for (uint64_t k = 0; k < period && k + period <= n; ++k) LearnSlots(n - k, n - k - period);
+      if (n + 1 < window + period || !Matches(n, position)) continue;
+      const uint64_t exact = PairSteps(n, period, window, &pairs);
+      if (pairs.size() < window || 2 * exact < window) continue;
+      Lock(n, period);
       return;
+    }
+  }
+
+  // Locks `period` at launch `n`: the last period's launches are paired with the previous step's
+  // (learning the slots of what was freed between them), and the pairs' earlier launches marked
+  // as repeated.
+  void Lock(uint64_t n, uint64_t period) {
+    period_ = period;
+    const uint64_t slack = SlackFor(period);
+    for (uint64_t m = n + 1 - std::min(n + 1, period + slack); m <= n; ++m) {
+      history_[m % kHistory].matched = false;
+    }
+    // The pairs' launches must still be in the ring.
+    const uint64_t count = std::min({period, n + 1 - period, kHistory - period - slack});
+    std::vector<std::pair<uint64_t, uint64_t>>& pairs = pairs_;
+    PairSteps(n, period, count, &pairs);
+    for (const auto& [now, then] : pairs) {
+      LearnSlots(now, then);
+      history_[then % kHistory].matched = true;
     }
   }
 
@@ -241,24 +352,25 @@ class LearnedPolicy final : public EvictionPolicy {
     it->second[0] = n;
   }
 
-  // Keeps window_ = the positions of each id (as launched, not translated) in the last period's
-  // launches (n - P, n] while a period P is locked: launch n in, launch n - P out; built anew when
-  // the period is locked or changes.
+  // Keeps window_ = the positions of each id (as launched, not translated) in the launches
+  // (n - P - slack, n] while a period P is locked: launch n in, launch n - P - slack out; built
+  // anew when the period is locked or changes.
   void UpdateWindow(uint64_t n) {
     if (period_ == 0) {
       window_period_ = 0;
       return;
     }
+    const uint64_t back = period_ + SlackFor(period_);
     if (window_period_ != period_ || window_end_ + 1 != n) {
       window_.clear();
-      for (uint64_t m = n >= period_ ? n - period_ + 1 : 0; m <= n; ++m) AddToWindow(m);
+      for (uint64_t m = WindowStart(); m <= n; ++m) AddToWindow(m);
     } else {
-      if (n >= period_) {
-        for (const uint64_t id : history_[(n - period_) % kHistory].ids) {
+      if (n >= back) {
+        for (const uint64_t id : history_[(n - back) % kHistory].ids) {
           const auto it = window_.find(id);
           if (it == window_.end()) continue;
           Positions& p = it->second;
-          while (p.head < p.at.size() && p.at[p.head] <= n - period_) ++p.head;
+          while (p.head < p.at.size() && p.at[p.head] <= n - back) ++p.head;
           if (p.head == p.at.size()) {
             window_.erase(it);
             if (!Live(id)) DropPredecessor(id);
@@ -299,19 +411,25 @@ class LearnedPolicy final : public EvictionPolicy {
   }
 
   // Launches from now to the predicted next use of live allocation `id`: its first position in
-  // the last period, or that of an allocation whose slot it took (through at most 4 freed ones,
-  // as Translate follows them); kNever when the last period did not use it.
+  // the window not yet repeated, or that of an allocation whose slot it took (through at most 4
+  // freed ones, as Translate follows them); kNever when the last period did not use it.
   uint64_t NextUseOf(uint64_t id) const {
     const uint64_t first = FirstUse(id, 0);
-    return first == kNever ? kNever : first + period_ - (launches_ - 1);
+    return first == kNever ? kNever : Distance(first);
   }
 
-  // The first position in the window of `id` or of a freed allocation that translates to it
-  // within 4 - `hops` more hops; kNever if none.
+  // The first position in the window, of a launch not yet repeated, of `id` or of a freed
+  // allocation that translates to it within 4 - `hops` more hops; kNever if none.
   uint64_t FirstUse(uint64_t id, int hops) const {
     uint64_t first = kNever;
     if (const auto it = window_.find(id); it != window_.end()) {
-      first = it->second.at[it->second.head];
+      const Positions& p = it->second;
+      for (size_t i = p.head; i < p.at.size(); ++i) {
+        if (!history_[p.at[i] % kHistory].matched) {
+          first = p.at[i];
+          break;
+        }
+      }
     }
     if (hops == 4) return first;
     const auto pred = predecessors_.find(id);
@@ -326,6 +444,7 @@ class LearnedPolicy final : public EvictionPolicy {
   uint64_t launches_ = 0;
   uint64_t period_ = 0;  // 0: no step locked
   uint64_t predicted_ = 0;
+  uint64_t reordered_ = 0;   // launches paired with one of the previous step at another place
   RecentMap recent_strong_;  // token -> its last positions, newest first (kNever: none)
   RecentMap recent_weak_;
   std::unordered_map<uint64_t, uint64_t> translation_;  // freed id -> the id in its slot now
@@ -335,11 +454,13 @@ class LearnedPolicy final : public EvictionPolicy {
     std::vector<uint64_t> at;  // ascending; at[head..] are in the window
     size_t head = 0;
   };
-  std::unordered_map<uint64_t, Positions> window_;  // see UpdateWindow
-  uint64_t window_period_ = 0;                      // the period window_ holds (0: none)
-  uint64_t window_end_ = 0;                         // the newest launch in it
-  std::vector<uint64_t> unallocated_seen_;          // scratch of PredictUnallocated
-  RecencyOrder order_;                              // the lru fallback, and the tie-break
+  std::unordered_map<uint64_t, Positions> window_;    // see UpdateWindow
+  uint64_t window_period_ = 0;                        // the period window_ holds (0: none)
+  uint64_t window_end_ = 0;                           // the newest launch in it
+  std::vector<uint64_t> unallocated_seen_;            // scratch of PredictUnallocated
+  std::vector<char> taken_;                           // scratch of PairSteps
+  std::vector<std::pair<uint64_t, uint64_t>> pairs_;  // scratch of Detect and Lock
+  RecencyOrder order_;                                // the lru fallback, and the tie-break
 };
 
 }  // namespace

@@ -42,6 +42,11 @@ class ThreadedLearnedPolicy final : public EvictionPolicy {
   std::string_view name() const override { return "learned"; }
   uint64_t predicted_launches() const override { return predicted_; }
   uint64_t step_length() const override { return whole_->step_length(); }
+  uint64_t reordered_launches() const override {
+    uint64_t reordered = whole_->reordered_launches();
+    for (const auto& thread : threads_) reordered += thread->reordered_launches();
+    return reordered;
+  }
 
   uint64_t prediction_horizon() const override {
     if (!PerThread()) return whole_->step_length();

@@ -195,6 +195,7 @@ class PlannedPolicy final : public EvictionPolicy {
   uint64_t step_length() const override { return learned_->step_length(); }
   uint64_t prediction_horizon() const override { return learned_->prediction_horizon(); }
   uint64_t thread_steps() const override { return learned_->thread_steps(); }
+  uint64_t reordered_launches() const override { return learned_->reordered_launches(); }
 
   bool ScheduledMoves(std::vector<ScheduledMove>* out) override {
     out->clear();
@@ -329,16 +330,17 @@ class PlannedPolicy final : public EvictionPolicy {
       }
     }
     recorded_.Launched(absl::StrCat("function ", launch.function), launch.stamp, accesses_);
+    // A plan is followed by its step's exact sequence of events, which neither of these repeats.
     if (learned_->thread_steps() != 0) {
-      adherence_.fallback_reason =
-          "no plan: the job's threads launch at once, in a different interleaving every step; "
-          "the learned policy decides from each thread's own step";
-      StopRecording(
-          "online plan: none; the job's threads launch at once, in a different "
-          "interleaving every step, so the learned policy decides from each thread's "
-          "own step",
-          false);
-      return false;
+      return NoPlan("the job's threads launch at once, in a different interleaving every step",
+                    "the learned policy decides from each thread's own step");
+    }
+    if (const uint64_t moved = learned_->reordered_launches() - reordered_at_start_; moved != 0) {
+      return NoPlan(absl::StrCat("the job launches its kernels in an order that changes from step "
+                                 "to step (",
+                                 moved, moved == 1 ? " launch" : " launches",
+                                 " moved within the step while it was recorded)"),
+                    "the learned policy decides");
     }
     const uint64_t step = learned_->step_length();
     if (step != 0 && timed_ >= step && recorded_.launches() >= next_try_) {
@@ -403,6 +405,13 @@ class PlannedPolicy final : public EvictionPolicy {
                   false);
     if (hash_.Matches(file_.step_signature)) Align();  // this launch ended a step
     return true;
+  }
+
+  // Online planning: stops for good, with an info line, where a plan could not be followed.
+  bool NoPlan(const std::string& why, const std::string& who_decides) {
+    adherence_.fallback_reason = absl::StrCat("no plan: ", why, "; ", who_decides);
+    StopRecording(absl::StrCat("online plan: none; ", why, ", so ", who_decides), false);
+    return false;
   }
 
   void StopRecording(const std::string& line, bool problem) {
@@ -486,6 +495,7 @@ class PlannedPolicy final : public EvictionPolicy {
     PruneOrder();
     for (const uint64_t id : order_) recorded_.Allocated(id, sizes_.at(id), 0);
     recording_ = true;
+    reordered_at_start_ = learned_->reordered_launches();
     timed_ = 0;
     next_try_ = 0;
     tries_ = 0;
@@ -672,6 +682,7 @@ class PlannedPolicy final : public EvictionPolicy {
   const StepPlanner planner_;
   const uint64_t budget_bytes_ = 0;
   bool recording_ = false;
+  uint64_t reordered_at_start_ = 0;  // the learned policy's reordered launches then
   RecordedEvents recorded_;
   std::unordered_set<uint64_t> arenas_;            // allocations launches have named chunks of
   std::vector<RecordedAccess> accesses_;           // scratch of Record

@@ -127,6 +127,11 @@ uint64_t ResidencyEngine::thread_steps() const {
   return policy_->thread_steps();
 }
 
+uint64_t ResidencyEngine::reordered_launches() const {
+  std::lock_guard lock(mutex_);
+  return policy_->reordered_launches();
+}
+
 void ResidencyEngine::OnAllocated(const Allocation& allocation) {
   bool host = false;  // a policy file's host rule places it (or another) on the host
   {

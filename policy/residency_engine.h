@@ -109,7 +109,8 @@ class ResidencyEngine {
   // Launches the policy predicted correctly, and the step length it detected (0: none).
   uint64_t predicted_launches() const;
   uint64_t step_length() const;
-  uint64_t thread_steps() const;  // EvictionPolicy::thread_steps
+  uint64_t thread_steps() const;        // EvictionPolicy::thread_steps
+  uint64_t reordered_launches() const;  // EvictionPolicy::reordered_launches
   // Bytes the engine believes are on the device: resident managed + fixed (device) allocations.
   uint64_t resident_estimate() const;
   // How closely the run followed a policy file (a copy); false when the policy has none.

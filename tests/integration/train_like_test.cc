@@ -200,6 +200,34 @@ TEST(TrainLike, ReplicasOnTheirOwnThreadsAreLearnedThreadByThread) {
       << summary;
 }
 
+// The weight updates launched in an order that changes every step (--reorder, as TensorFlow's
+// executor launches the ops that are ready at once): the results are those of the job in its
+// usual order, and the learned policy still finds its step: it predicts every step's launches
+// within their moves (the summary's reordered_launches), and the online plan, which a step in a
+// changing order cannot be followed by, says so on an info line, not as a warning.
+TEST(TrainLike, LaunchesInAnOrderThatChangesEveryStepKeepTheLearnedStep) {
+  const std::vector<std::string> reorder = {"--reorder"};
+  EXPECT_EQ(UnconstrainedChecksum(2.0, 8, reorder), UnconstrainedChecksum(2.0, 8, {}));
+  const ShimRun shim = RunLearned(Job(2.0, 8, reorder), {{"SPILLWAY_LOG", "info"}});
+  const ProcessResult& run = shim.result;
+  const std::string& summary = shim.summary;
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_EQ(Checksum(run.output), UnconstrainedChecksum(2.0, 8, reorder)) << run.output;
+  EXPECT_NE(summary.find("\"errors\":[]"), std::string::npos) << summary;
+  constexpr int kStep = 3 * 24 + 2;  // forward, backward and update per layer; fill, loss
+  EXPECT_EQ(JsonInt(summary, "step_length"), kStep) << summary;
+  EXPECT_GE(JsonInt(summary, "predicted_launches"), 5 * kStep) << summary;
+  EXPECT_GT(JsonInt(summary, "reordered_launches"), 0) << summary;
+  EXPECT_NE(run.output.find("online plan: none; the job launches its kernels in an order that "
+                            "changes from step to step"),
+            std::string::npos)
+      << run.output;
+  EXPECT_EQ(run.output.find("warning"), std::string::npos) << run.output;
+  EXPECT_NE(summary.find("\"fallback_reason\":\"no plan: the job launches its kernels in an order"),
+            std::string::npos)
+      << summary;
+}
+
 // After init and a step the job forks; the child does host-only work and exits, the parent goes
 // on oversubscribed to the same result.
 TEST_P(TrainLikeTest, ForkAfterInit) {

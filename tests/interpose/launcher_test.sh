@@ -139,6 +139,7 @@ EOF
 expect 0 '^spillway: pid 8: policy learned' -- "$spillway" run --summary "$tmp/no_plan.json" -- bash "$tmp/no_plan_job.sh"
 grep -q "steps followed" "$tmp/out" && fail "a plan line for a plan never made: $(cat "$tmp/out")"
 grep -q "own step" "$tmp/out" && fail "a thread line without thread steps: $(cat "$tmp/out")"
+grep -q "launch order" "$tmp/out" && fail "a reorder line without reordered launches: $(cat "$tmp/out")"
 # Replicas on their own threads: the learned policy followed each thread's own step.
 cat >"$tmp/threads_job.sh" <<'EOF'
 printf '%s' '{"pid":9,"calls":{"cuInit":1},"engine":{"policy":"learned","step_length":0,' \
@@ -146,6 +147,13 @@ printf '%s' '{"pid":9,"calls":{"cuInit":1},"engine":{"policy":"learned","step_le
 EOF
 expect 0 "^spillway:   learned: each launching thread's own step \\(2 threads; their launches interleave, so the job as a whole repeats no step\\)$" -- \
   "$spillway" run --summary "$tmp/threads.json" -- bash "$tmp/threads_job.sh"
+# A job whose launch order changes from step to step (TensorFlow's executor): the step was learned.
+cat >"$tmp/reorder_job.sh" <<'EOF'
+printf '%s' '{"pid":10,"calls":{"cuInit":1},"engine":{"policy":"learned","step_length":74,' \
+  '"reordered_launches":762},"errors":[]}' >"$SPILLWAY_SUMMARY"
+EOF
+expect 0 "^spillway:   learned: the job's launch order changes from step to step \\(762 launches at another place than in the step before\\); its step is learned all the same$" -- \
+  "$spillway" run --summary "$tmp/reorder.json" -- bash "$tmp/reorder_job.sh"
 
 # Signals sent to the launcher reach the job; its status comes back.
 # The job says when its trap is set (a fixed sleep loses the race on a loaded machine).

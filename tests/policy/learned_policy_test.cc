@@ -1,11 +1,13 @@
 // The learned eviction policy on its own: step detection when activation ids change every step,
-// re-detection after the step changes, the farthest-next-use victim, lru before a step is known,
-// lookahead predictions, and next uses from its index against a scan on random jobs.
+// re-detection after the step changes, launch orders that change from step to step, the
+// farthest-next-use victim, lru before a step is known, lookahead predictions, and next uses from
+// its index against a scan on random jobs.
 #include <algorithm>
 #include <initializer_list>
 #include <random>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -48,6 +50,34 @@ class LearnedPolicyTest : public ::testing::Test {
     for (int i = layers - 1; i >= 0; --i) Launch({uint64_t(i + 1), activations[i]}, 20 + i);
     for (const uint64_t a : activations) policy_->Forget(a);
     return activations;
+  }
+
+  // TrainingStep with a weight update per layer (weight only, function 30 + layer) launched as an
+  // executor that runs ready ops at once might: each up to 2 backward layers late, the updates due
+  // together in a random order. Returns the order the updates were launched in.
+  std::vector<int> ReorderedStep(std::mt19937_64* random, int layers) {
+    std::vector<uint64_t> activations;
+    for (int i = 0; i < layers; ++i) activations.push_back(next_id_++);
+    for (int i = 0; i < layers; ++i) Launch({uint64_t(i + 1), activations[i]}, 10 + i);
+    std::vector<std::pair<int, int>> pending;  // (due, layer)
+    std::vector<int> order;
+    for (int i = layers - 1, index = 0; i >= 0; --i, ++index) {
+      Launch({uint64_t(i + 1), activations[i]}, 20 + i);
+      pending.emplace_back(std::min(index + static_cast<int>((*random)() % 3), layers - 1), i);
+      std::vector<int> due;
+      std::erase_if(pending, [&](const std::pair<int, int>& p) {
+        if (p.first > index) return false;
+        due.push_back(p.second);
+        return true;
+      });
+      std::shuffle(due.begin(), due.end(), *random);
+      for (const int layer : due) {
+        Launch({uint64_t(layer + 1)}, 30 + layer);
+        order.push_back(layer);
+      }
+    }
+    for (const uint64_t a : activations) policy_->Forget(a);
+    return order;
   }
 
   std::unique_ptr<EvictionPolicy> policy_;
@@ -115,6 +145,68 @@ TEST_F(LearnedPolicyTest, RedetectsWhenTheStepChanges) {
   const uint64_t after = policy_->predicted_launches();
   TrainingStep(4);
   EXPECT_EQ(policy_->predicted_launches(), after + 8);
+}
+
+// TensorFlow's executor launches the ops that are ready at once from several threads, so the order
+// of independent launches changes from step to step. The step is still found and held, and each
+// launch is paired with its counterpart in the previous step.
+TEST_F(LearnedPolicyTest, HoldsTheStepWhenIndependentLaunchesChangeOrder) {
+  constexpr int kLayers = 12;
+  constexpr uint64_t kStep = 3 * kLayers;
+  std::mt19937_64 random(11);
+  for (int step = 0; step < 6; ++step) ReorderedStep(&random, kLayers);
+  ASSERT_EQ(policy_->step_length(), kStep);
+  const uint64_t predicted = policy_->predicted_launches();
+  const uint64_t reordered = policy_->reordered_launches();
+  for (int step = 0; step < 20; ++step) ReorderedStep(&random, kLayers);
+  EXPECT_EQ(policy_->step_length(), kStep);
+  EXPECT_EQ(policy_->predicted_launches(), predicted + 20 * kStep);  // every launch, every step
+  EXPECT_GT(policy_->reordered_launches(), reordered + 20);          // the updates moved
+
+  // Mid-step, after the forward: an activation is next used by its layer's backward, whatever
+  // the updates' order (they come after the backward launches that the next uses count).
+  std::vector<uint64_t> activations;
+  for (int i = 0; i < kLayers; ++i) activations.push_back(next_id_++);
+  for (int i = 0; i < kLayers; ++i) Launch({uint64_t(i + 1), activations[i]}, 10 + i);
+  const uint64_t last_layer = policy_->NextUse(activations[kLayers - 1]);
+  EXPECT_EQ(last_layer, 1u);
+  const uint64_t first_layer = policy_->NextUse(activations[0]);
+  EXPECT_GE(first_layer, uint64_t{kLayers});  // the backward of the others and most updates first
+  EXPECT_LE(first_layer, uint64_t{2 * kLayers});
+}
+
+// A launch of the previous step that has not been repeated although its place has passed (it
+// moved later in this step) is predicted for the very next launch; one repeated early (it moved
+// earlier) is not predicted again within the step.
+TEST_F(LearnedPolicyTest, PredictsALaunchThatMovedLaterForTheNextLaunch) {
+  // A step of 16 launches on weights 1..16, function = weight: slack 4.
+  const auto step = [&](std::vector<uint64_t> order) {
+    for (const uint64_t id : order) Launch({id}, id);
+  };
+  std::vector<uint64_t> base(16);
+  for (uint64_t i = 0; i < 16; ++i) base[i] = i + 1;
+  for (int s = 0; s < 4; ++s) step(base);
+  ASSERT_EQ(policy_->step_length(), 16u);
+  // This step: 1, 2, 4, 5 (3 is late), ...
+  step({1, 2, 4, 5});
+  EXPECT_EQ(policy_->NextUse(3), 1u);       // its place (third) has passed: next
+  EXPECT_EQ(policy_->NextUse(6), 2u);       // the sixth place: after the fifth, 3's
+  EXPECT_EQ(policy_->NextUse(4), 16u - 1);  // repeated early: its next use is the next step's
+  std::vector<uint64_t> next;
+  policy_->PredictNextUses(3, &next);
+  EXPECT_EQ(next, (std::vector<uint64_t>{3, 6, 7}));
+  step({3, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16});
+  EXPECT_EQ(policy_->step_length(), 16u);
+  EXPECT_EQ(policy_->reordered_launches(), 3u);  // 4, 5 and 3 each one place off
+  // A launch moved further than the slack (1, from first to last) fails the prediction, which
+  // unlocks the step; it is then found again.
+  const uint64_t predicted = policy_->predicted_launches();
+  step({2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16});
+  EXPECT_EQ(policy_->predicted_launches(), predicted + 15);  // each one place early
+  step({1});
+  EXPECT_EQ(policy_->predicted_launches(), predicted + 15);
+  for (int s = 0; s < 4; ++s) step(base);
+  EXPECT_EQ(policy_->step_length(), 16u);
 }
 
 TEST_F(LearnedPolicyTest, NoStepInAnAperiodicSequence) {
@@ -217,9 +309,16 @@ TEST(LearnedPolicyIndex, AnswersAsAScanOfTheLastStepOnRandomJobs) {
     uint64_t next_id = 100;
     std::vector<uint64_t> slot_ids(static_cast<size_t>(slots));
     size_t checks = 0;
+    // Odd jobs of 8 launches or more swap neighbouring launches at random each step, as an
+    // executor that launches ready ops at once does.
+    const bool reorder = job % 2 == 1 && launches >= 8;
     for (int step = 0; step < 14; ++step) {
       for (uint64_t& id : slot_ids) id = next_id++;
-      for (const Use& use : pattern) {
+      std::vector<Use> order = pattern;
+      for (size_t i = 0; reorder && i + 1 < order.size(); ++i) {
+        if (random() % 8 == 0) std::swap(order[i], order[i + 1]), ++i;
+      }
+      for (const Use& use : order) {
         if (use.renew >= 0) {
           forget(slot_ids[static_cast<size_t>(use.renew)]);
           slot_ids[static_cast<size_t>(use.renew)] = next_id++;
@@ -260,6 +359,9 @@ TEST(LearnedPolicyIndex, AnswersAsAScanOfTheLastStepOnRandomJobs) {
       for (const uint64_t id : slot_ids) forget(id);
     }
     EXPECT_GT(checks, 0u);  // a step was locked and predicted
+    if (reorder) {
+      EXPECT_GT(policy->reordered_launches(), 0u);  // ... across the swaps
+    }
   }
 }
 
