@@ -272,11 +272,28 @@ absl::StatusOr<Workload> WorkloadFromEvents(const RecordedEvents& read, const st
                                  return x.period == y.period && x.a == y.a && x.b == y.b;
                                }),
                    candidates.end());
-  // The best few that make a whole step (each try reads the events once).
+  // The best few that make a whole step (each try reads the events once). A repetition over less
+  // than an eighth of the events is no training step but a run of alike events within one (a
+  // stretch of alike layers, each allocating an activation and launching one kernel), which is
+  // what is left where the step's own order changes from step to step.
+  size_t too_short = 0, longest = 0;
   for (size_t i = 0; i < candidates.size() && i < 32; ++i) {
     const Candidate& c = candidates[i];
+    if (8 * (c.b - c.a) < n) {
+      ++too_short;
+      longest = std::max(longest, c.b - c.a);
+      continue;
+    }
     absl::StatusOr<Workload> w = BuildStep(source, read, c.period, c.a, c.b);
     if (w.ok()) return w;
+  }
+  if (too_short != 0 && too_short == std::min<size_t>(candidates.size(), 32)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        source, ": no repeating training step found in its ", n,
+        " allocations, frees and launches: the longest repeating run covers only ", longest,
+        " of them (does the job launch its kernels in an order that changes from step to step, "
+        "as TensorFlow's executor does? spillway run's learned policy handles that without a "
+        "plan)"));
   }
   return absl::InvalidArgumentError(
       absl::StrCat(source, ": no repeating training step found in its ", n,

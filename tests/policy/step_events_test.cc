@@ -5,6 +5,8 @@
 // repetitions is one error naming the recording.
 #include "policy/step_events.h"
 
+#include <algorithm>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -114,6 +116,58 @@ TEST(StepEvents, OneRepetitionIsAnErrorNamingTheRecording) {
   EXPECT_EQ(WorkloadFromEvents(r, "the recorded steps").status().message(),
             "the recorded steps: no repeating training step found in its 5 allocations, frees "
             "and launches (at least two whole steps are needed)");
+}
+
+// 24 alike layers, each allocating an activation and launching one kernel in the forward (a
+// run of alike events within the step), then the backward and an update per layer. With the
+// updates moved among the backward launches differently every step (as TensorFlow's executor
+// launches ready ops), the step repeats nowhere exactly: an error that says so, not a "step" of
+// one forward layer.
+TEST(StepEvents, AStepWhoseOrderChangesIsNotMistakenForARunOfAlikeLayers) {
+  constexpr int kLayers = 24;
+  for (const bool shuffled : {false, true}) {
+    SCOPED_TRACE(shuffled ? "updates shuffled" : "in order");
+    RecordedEvents r;
+    uint64_t next_id = 1, correlation = 0;
+    std::mt19937 random(5);
+    std::vector<uint64_t> weights;
+    for (int l = 0; l < kLayers; ++l) r.Allocated(weights.emplace_back(next_id++), 4 * kMiB, 0);
+    for (int s = 0; s < 6; ++s) {
+      std::vector<uint64_t> acts;
+      for (int l = 0; l < kLayers; ++l) {
+        r.Allocated(acts.emplace_back(next_id++), 2 * kMiB, 0);
+        r.Launched("fwd", ++correlation, {{weights[l], 0, 0}, {acts[l], 0, 0}});
+      }
+      // Backward in reverse; each layer's update follows its backward, or (shuffled) comes up
+      // to two backward launches later, by a delay that changes from step to step.
+      std::vector<std::vector<int>> updates_after(kLayers);
+      for (int i = 0; i < kLayers; ++i) {
+        const int delay = shuffled ? static_cast<int>(random() % 3) : 0;
+        updates_after[std::min(i + delay, kLayers - 1)].push_back(kLayers - 1 - i);
+      }
+      for (int i = 0; i < kLayers; ++i) {
+        const int l = kLayers - 1 - i;
+        r.Launched("bwd", ++correlation, {{weights[l], 0, 0}, {acts[l], 0, 0}});
+        for (const int u : updates_after[i]) r.Launched("opt", ++correlation, {{weights[u], 0, 0}});
+      }
+      for (const uint64_t act : acts) r.Freed(act);
+    }
+    const absl::StatusOr<Workload> w = WorkloadFromEvents(r, "the recording");
+    if (!shuffled) {
+      ASSERT_TRUE(w.ok()) << w.status();
+      EXPECT_EQ(w->num_launches(), 3u * kLayers);
+      continue;
+    }
+    ASSERT_FALSE(w.ok());
+    EXPECT_NE(w.status().message().find("the recording: no repeating training step found in its "
+                                        "744 allocations, frees and launches: the longest "
+                                        "repeating run covers only"),
+              std::string::npos)
+        << w.status();
+    EXPECT_NE(w.status().message().find("an order that changes from step to step"),
+              std::string::npos)
+        << w.status();
+  }
 }
 
 TEST(StepEvents, FreesAndAccessesOfUnknownAllocationsAreDropped) {
