@@ -222,7 +222,13 @@ std::string StepSection(const TraceModel& model, const Analysis& a) {
              {"steps found", absl::StrCat(s.steps)},
              {"step time (median)", FormatDuration(s.median_step_ns)},
              {"warm-up before the first step", FormatDuration(s.warmup_ns)},
-             {"launches inside the steps", absl::StrFormat("%.1f%%", 100 * s.in_steps_fraction)}}));
+             {"launches inside the steps", absl::StrFormat("%.1f%%", 100 * s.in_steps_fraction)},
+             {"launches at another place than one step before",
+              s.moved_fraction > 0
+                  ? absl::StrFormat("%.1f%% (the launch order changes from step to step: no plan "
+                                    "can follow it; spillway run's learned policy does)",
+                                    100 * s.moved_fraction)
+                  : std::string("none")}}));
   // One step, launch by launch: how many bytes each launch touches.
   absl::flat_hash_map<uint64_t, uint64_t> bytes_of;
   for (const Allocation& al : model.allocations) bytes_of[al.id] = al.bytes;

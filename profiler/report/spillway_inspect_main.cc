@@ -118,6 +118,12 @@ void PrintStep(const report::Analysis& a) {
               report::FormatDuration(a.step.median_step_ns).c_str(),
               report::Plural(a.step.steps, "step").c_str(), 100.0 * a.step.in_steps_fraction,
               report::FormatDuration(a.step.warmup_ns).c_str());
+  if (a.step.moved_fraction > 0) {
+    std::printf(
+        "  its launch order changes from step to step: %.0f%% of launches come at another "
+        "place than one step before (spillway run follows that; spillway plan cannot)\n",
+        100.0 * a.step.moved_fraction);
+  }
 }
 
 void PrintSwapCandidates(const report::TraceModel& model, const report::Analysis& a, size_t top) {

@@ -138,6 +138,37 @@ double MatchFraction(const std::vector<uint32_t>& seq, size_t period, size_t fro
   return static_cast<double>(matches) / static_cast<double>(n - period - from);
 }
 
+// How far a launch may move from its place one step earlier and still repeat it: as the learned
+// policy has it (policy/learned_policy.cc), 8 launches, a quarter of short steps.
+size_t SlackFor(size_t period) { return std::min<size_t>(8, period / 4); }
+
+// The fraction of launches from `from` on that repeat within `slack` places of one period later,
+// each later launch paired once (the nearest first).
+double NearMatchFraction(const std::vector<uint32_t>& seq, size_t period, size_t from,
+                         size_t slack) {
+  const size_t n = seq.size();
+  if (period == 0 || from + period >= n) return 0;
+  std::vector<char> paired(n - from, 0);
+  size_t matches = 0;
+  for (size_t i = from; i + period < n; ++i) {
+    const size_t center = i + period;
+    for (size_t d = 0; d <= slack; ++d) {
+      const size_t below = center - d, above = center + d;
+      if (below > i && !paired[below - from] && seq[below] == seq[i]) {
+        paired[below - from] = 1;
+        ++matches;
+        break;
+      }
+      if (d != 0 && above < n && !paired[above - from] && seq[above] == seq[i]) {
+        paired[above - from] = 1;
+        ++matches;
+        break;
+      }
+    }
+  }
+  return static_cast<double>(matches) / static_cast<double>(n - period - from);
+}
+
 // Candidate periods: the gaps between consecutive launches of one function. A function launched
 // once per step gives the period itself.
 std::vector<size_t> CandidatePeriods(const std::vector<uint32_t>& seq, size_t max_period) {
@@ -272,10 +303,35 @@ Step FindStepIn(const TraceModel& model, const std::vector<Launch>& launches) {
       break;
     }
   }
+  // Else a step whose launches repeat one step later within a few places, at least half of them
+  // at the same place (so a period off by a launch's move is not taken).
+  size_t slack = 0;
+  if (period == 0) {
+    for (const size_t candidate : CandidatePeriods(seq, (n - from) / 2)) {
+      const size_t check_from = std::max(from, n > 16 * candidate ? n - 16 * candidate : from);
+      const double exact = MatchFraction(seq, candidate, check_from);
+      if (exact < 0.5 || SlackFor(candidate) == 0) continue;
+      const double near = NearMatchFraction(seq, candidate, check_from, SlackFor(candidate));
+      if (near >= kMinMatch) {
+        period = candidate;
+        slack = SlackFor(candidate);
+        step.moved_fraction = near - exact;
+        break;
+      }
+    }
+  }
   if (period == 0) return step;
-  // The periodic region: walk back from the end while launches repeat one period later.
+  // The periodic region: walk back from the end while launches repeat one period later (within
+  // the slack where the order changes).
+  const auto repeats_later = [&](size_t i) {
+    const size_t center = i + period;
+    for (size_t k = center - std::min(slack, center - i - 1); k <= center + slack && k < n; ++k) {
+      if (seq[k] == seq[i]) return true;
+    }
+    return false;
+  };
   size_t first = n - period;
-  while (first > 0 && seq[first - 1] == seq[first - 1 + period]) --first;
+  while (first > 0 && repeats_later(first - 1)) --first;
   // Phase: start steps where the launch sequence first becomes periodic.
   const size_t steps = (n - first) / period;
   if (steps < 2) return step;

@@ -42,6 +42,10 @@ struct Step {
   uint64_t median_step_ns = 0;   // median time from one step's first launch to the next's
   uint64_t warmup_ns = 0;        // from the trace start to the first full step
   double in_steps_fraction = 0;  // share of all launches that lie inside the steps found
+  // Of the launches checked, those that repeat a launch of the step before only at another place
+  // within a few launches of it: the launch order changes from step to step (an executor that
+  // launches ready ops at once, as TensorFlow's). 0 where the step repeats in the same order.
+  double moved_fraction = 0;
 };
 
 // Where the launches as a whole repeat no step but come from several threads: each thread's own

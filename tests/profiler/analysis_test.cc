@@ -13,6 +13,7 @@ namespace spillway::report {
 namespace {
 
 using testing::kMiB;
+using testing::ReorderedStepsTrace;
 using testing::SyntheticPeak;
 using testing::SyntheticShape;
 using testing::SyntheticTrace;
@@ -104,6 +105,21 @@ TEST(AnalysisTest, NoStepInANonRepeatingSequence) {
     m.launches.push_back({f * 1000, 0, f, {}, kNoTime, kNoTime});
   }
   EXPECT_FALSE(FindStep(m).found);
+}
+
+// A step whose updates move among the backward launches differently every step is found, with the
+// share of launches that came at another place; the same step in one order has none.
+TEST(AnalysisTest, AStepWhoseLaunchOrderChangesIsFoundWithTheShareMoved) {
+  const Step moved = FindStep(ReorderedStepsTrace(true));
+  ASSERT_TRUE(moved.found);
+  EXPECT_EQ(moved.launches_per_step, 36u);
+  EXPECT_GT(moved.moved_fraction, 0.1);
+  EXPECT_LT(moved.moved_fraction, 0.5);
+  EXPECT_GE(moved.steps, 7u);
+  const Step same = FindStep(ReorderedStepsTrace(false));
+  ASSERT_TRUE(same.found);
+  EXPECT_EQ(same.launches_per_step, 36u);
+  EXPECT_EQ(same.moved_fraction, 0);
 }
 
 // Two threads that launch at once, each repeating its own step, interleaved at random: no step of

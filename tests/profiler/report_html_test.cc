@@ -80,6 +80,14 @@ TEST(ReportHtmlTest, NoStepOfTheWholeListsEachThreadsOwn) {
   EXPECT_TRUE(absl::StrContains(html, "<li>thread 8: 60 launches, a step of 3 launches")) << html;
 }
 
+TEST(ReportHtmlTest, AStepWhoseLaunchOrderChangesSaysSo) {
+  const TraceModel moved = testing::ReorderedStepsTrace(true);
+  const std::string html = RenderHtmlReport(moved, Analyze(moved));
+  EXPECT_TRUE(absl::StrContains(html, "(the launch order changes from step to step")) << html;
+  const TraceModel same = testing::ReorderedStepsTrace(false);
+  EXPECT_FALSE(absl::StrContains(RenderHtmlReport(same, Analyze(same)), "order changes"));
+}
+
 TEST(ReportSvgTest, UnitsAndTicks) {
   EXPECT_EQ(ByteUnitFor(512).name, "B");
   EXPECT_EQ(ByteUnitFor(3u << 20).name, "MiB");

@@ -5,8 +5,10 @@
 #ifndef SPILLWAY_TESTS_PROFILER_REPORT_SYNTHETIC_TRACE_H_
 #define SPILLWAY_TESTS_PROFILER_REPORT_SYNTHETIC_TRACE_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "profiler/report/trace_model.h"
 
@@ -94,6 +96,41 @@ inline TraceModel SyntheticTrace(const SyntheticShape& s = {}) {
     m.uvm.push_back({UvmEvent::Kind::kThrashing, now, cold, 0, 2});
     m.uvm.push_back({UvmEvent::Kind::kFault, now, weights[0], 0, 3});
     m.synchronizations++;
+  }
+  return m;
+}
+
+// Launches only (no allocations, one function each): `steps` steps of 12 forward launches, then 12
+// backward launches in reverse, each layer's update after its backward or, with `moved`, up to two
+// backward launches later by a delay drawn anew every step (as TensorFlow's executor launches the
+// ops that are ready at once). 36 launches a step, 1 ms apart.
+inline TraceModel ReorderedStepsTrace(bool moved, int steps = 8) {
+  TraceModel m;
+  for (int l = 0; l < 12; ++l) {
+    for (const char* kind : {"fwd_", "bwd_", "upd_"})
+      m.functions.push_back(kind + std::to_string(l));
+  }
+  uint64_t now = 0;
+  const auto launch = [&](int layer, int kind) {
+    Launch l;
+    l.time_ns = now;
+    now += 1'000'000;
+    l.function = static_cast<uint32_t>(3 * layer + kind);
+    m.launches.push_back(l);
+  };
+  uint32_t draw = 12345;
+  for (int s = 0; s < steps; ++s) {
+    for (int l = 0; l < 12; ++l) launch(l, 0);
+    std::vector<std::vector<int>> updates_after(12);
+    for (int i = 0; i < 12; ++i) {
+      draw = draw * 1103515245u + 12345u;
+      const int delay = moved ? static_cast<int>((draw >> 16) % 3) : 0;
+      updates_after[static_cast<size_t>(std::min(i + delay, 11))].push_back(11 - i);
+    }
+    for (int i = 0; i < 12; ++i) {
+      launch(11 - i, 1);
+      for (const int u : updates_after[static_cast<size_t>(i)]) launch(u, 2);
+    }
   }
   return m;
 }
