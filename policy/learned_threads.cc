@@ -42,11 +42,9 @@ class ThreadedLearnedPolicy final : public EvictionPolicy {
   std::string_view name() const override { return "learned"; }
   uint64_t predicted_launches() const override { return predicted_; }
   uint64_t step_length() const override { return whole_->step_length(); }
-  uint64_t reordered_launches() const override {
-    uint64_t reordered = whole_->reordered_launches();
-    for (const auto& thread : threads_) reordered += thread->reordered_launches();
-    return reordered;
-  }
+  // Those of the sequence that decided: the whole sequence's paired within its slack while threads
+  // interleave are the interleaving's, not a launch order that changes.
+  uint64_t reordered_launches() const override { return reordered_; }
 
   uint64_t prediction_horizon() const override {
     if (!PerThread()) return whole_->step_length();
@@ -66,8 +64,10 @@ class ThreadedLearnedPolicy final : public EvictionPolicy {
 
   void ObserveLaunch(const LaunchView& launch) override {
     const uint64_t whole_before = whole_->predicted_launches();
+    const uint64_t whole_moved = whole_->reordered_launches();
     whole_->ObserveLaunch(launch);
     const bool whole_predicted = whole_->predicted_launches() != whole_before;
+    if (!PerThread()) reordered_ += whole_->reordered_launches() - whole_moved;
     whole_held_ = whole_predicted ? whole_held_ + 1 : 0;
     const uint64_t period = whole_->step_length();
     if (!threads_.empty() && period != 0 && whole_held_ >= 2 * period) Retire();
@@ -77,8 +77,10 @@ class ThreadedLearnedPolicy final : public EvictionPolicy {
     if (current_ != kNoThread) {
       EvictionPolicy& thread = *threads_[current_];
       const uint64_t before = thread.predicted_launches();
+      const uint64_t moved = thread.reordered_launches();
       thread.ObserveLaunch(launch);
       thread_predicted = thread.predicted_launches() != before;
+      if (PerThread()) reordered_ += thread.reordered_launches() - moved;
     }
     if (whole_predicted || thread_predicted) ++predicted_;
   }
@@ -234,6 +236,7 @@ class ThreadedLearnedPolicy final : public EvictionPolicy {
   uint8_t current_ = kNoThread;                           // the thread of the launch observed last
   uint64_t previous_thread_ = 0;       // the last launch's thread while threads_ is empty
   uint64_t whole_held_ = 0;            // launches the whole sequence's step has predicted in a row
+  uint64_t reordered_ = 0;             // see reordered_launches()
   uint64_t predicted_ = 0;             // launches predicted by the whole sequence or their thread
   std::vector<uint8_t> recent_;        // the thread index of each of the last kShareWindow launches
   uint64_t counts_[kMaxThreads] = {};  // launches of each thread in recent_
