@@ -11,6 +11,8 @@
 #include "interpose/backing.h"
 #include "interpose/driver_device.h"
 #include "interpose/log.h"
+#include "interpose/record_hooks.h"
+#include "interpose/recorder.h"
 #include "interpose/runtime.h"
 #include "interpose/unhooked_function.h"
 #include "policy/access_set.h"
@@ -141,16 +143,20 @@ void PrepareGraphLaunch(CUgraphExec exec, CUstream stream, bool per_thread) {
   // A capture that this thread's unsafe calls would invalidate: no moves (demand paging).
   if (Captures().HoldsBack("the engine's moves for a graph launch")) return;
   policy::ResidencyEngine* engine = Engine();
-  if (engine == nullptr) return;
-  thread_local std::vector<uint64_t> words;  // keep their capacity: no allocation once warm
-  thread_local policy::AccessSet access;
+  // Record mode writes the access set in any case.
+  if (engine == nullptr && !Recording()) return;
+  // The recorder reads them after the launch; they keep their capacity (no allocation once warm).
+  std::vector<uint64_t>& words = record_hooks::LaunchWords();
+  policy::AccessSet& access = record_hooks::LaunchAccessSet();
+  words.clear();
+  access.clear();
   size_t kernel_nodes = 0;
   if (GraphAccess().Words(Key(exec), &words, &kernel_nodes) != GraphAccessTable::State::kKnown) {
     return;
   }
   // Resolved again now: an allocation freed since instantiation is not named.
-  access.clear();
   Allocations().FindAll(words.data(), words.size(), &access);
+  if (engine == nullptr) return;
   if (engine->OnLaunch(access, words, stream, Key(exec)) != 0) {
     static std::atomic<bool> said{false};
     if (!said.exchange(true, std::memory_order_relaxed)) {

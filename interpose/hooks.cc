@@ -568,6 +568,7 @@ struct ReplaceGraphLaunch {
   static constexpr bool kActive = true;
   static CUresult Run(CUresult (*real)(CUgraphExec, CUstream), CUgraphExec exec, CUstream stream) {
     PrepareGraphLaunch(exec, stream, kPerThread);
+    if (Recording()) StartKernelTiming();  // after the engine's waits: the graph alone
     return real(exec, stream);
   }
 };

@@ -22,7 +22,8 @@
 namespace spillway::interpose::record_hooks {
 
 // The access set the launch path resolved for this thread's current launch (filled by hooks.cc's
-// PrepareLaunch, read after the launch by the recorder). Keeps its capacity.
+// PrepareLaunch, or graph_hooks.cc's PrepareGraphLaunch for a graph launch; read after the launch
+// by the recorder). Keeps its capacity.
 inline policy::AccessSet& LaunchAccessSet() {
   thread_local policy::AccessSet access;
   return access;
@@ -177,10 +178,17 @@ struct RecordGraph {
   static constexpr bool kActive = true;
   template <typename Dispatch>
   static CUresult Run(Dispatch dispatch, CUgraphExec exec, CUstream stream) {
-    const CUresult result = dispatch();
-    if (result == CUDA_SUCCESS) {
-      RecordGraphLaunch(reinterpret_cast<uintptr_t>(exec), StreamOf<kPerThread>(stream));
+    const uint64_t on = StreamOf<kPerThread>(stream);
+    const uint64_t correlation = BeginLaunch(on);
+    LaunchAccessSet().clear();  // filled by graph_hooks.cc's PrepareGraphLaunch
+    LaunchWords().clear();
+    CUresult result;
+    {
+      CorrelationScope scope(correlation);
+      result = dispatch();
     }
+    EndGraphLaunch(correlation, result == CUDA_SUCCESS, reinterpret_cast<uintptr_t>(exec), on,
+                   LaunchAccessSet(), LaunchWords());
     return result;
   }
 };

@@ -528,37 +528,51 @@ void StartKernelTiming() {
   t_start_recorded = RecordEvent(t_launch_start, t_launch_stream);
 }
 
-void EndLaunch(uint64_t correlation_id, bool launched, const LaunchShape& shape,
-               const policy::AccessSet& accesses, const std::vector<uint64_t>& words) {
-  trace::TraceWriter* writer = g_writer.load(std::memory_order_acquire);
+namespace {
+
+// Ends the kernel timing BeginLaunch started: its events become a pending time, or go back.
+void EndTiming(uint64_t correlation_id, bool launched, uint64_t stream) {
   CUevent start = t_launch_start;
   const bool started = t_start_recorded;
   t_launch_start = nullptr;
   t_start_recorded = false;
-  if (start != nullptr) {
-    std::lock_guard lock(g_time_mutex);
-    TimeState& times = *g_times;
-    CUevent end = launched && started ? TakeEvent(times) : nullptr;
-    if (end != nullptr && RecordEvent(end, shape.stream)) {
-      times.pending.push_back(PendingTime{correlation_id, start, end, shape.stream});
-    } else {
-      times.free_events.push_back(start);
-      if (end != nullptr) times.free_events.push_back(end);
-    }
+  if (start == nullptr) return;
+  std::lock_guard lock(g_time_mutex);
+  TimeState& times = *g_times;
+  CUevent end = launched && started ? TakeEvent(times) : nullptr;
+  if (end != nullptr && RecordEvent(end, stream)) {
+    times.pending.push_back(PendingTime{correlation_id, start, end, stream});
+  } else {
+    times.free_events.push_back(start);
+    if (end != nullptr) times.free_events.push_back(end);
   }
-  if (!launched || writer == nullptr) return;
-  thread_local std::vector<trace::AccessRecord> access_records;  // keeps its capacity
-  access_records.clear();
+}
+
+// The access records of a launch: each allocation from the lowest of `words` pointing into it to
+// its end (the whole allocation without one). Valid until the thread's next call.
+absl::Span<const trace::AccessRecord> AccessRecords(const policy::AccessSet& accesses,
+                                                    const std::vector<uint64_t>& words) {
+  thread_local std::vector<trace::AccessRecord> records;  // keeps its capacity
+  records.clear();
   for (const policy::Allocation& allocation : accesses) {
     uint64_t offset = allocation.size;
     for (const uint64_t word : words) {
       if (allocation.Contains(word)) offset = std::min(offset, word - allocation.base);
     }
-    access_records.push_back(
-        offset < allocation.size
-            ? trace::AccessRecord{allocation.id, offset, allocation.size - offset}
-            : trace::AccessRecord{allocation.id, 0, 0});
+    records.push_back(offset < allocation.size
+                          ? trace::AccessRecord{allocation.id, offset, allocation.size - offset}
+                          : trace::AccessRecord{allocation.id, 0, 0});
   }
+  return absl::MakeConstSpan(records);
+}
+
+}  // namespace
+
+void EndLaunch(uint64_t correlation_id, bool launched, const LaunchShape& shape,
+               const policy::AccessSet& accesses, const std::vector<uint64_t>& words) {
+  trace::TraceWriter* writer = g_writer.load(std::memory_order_acquire);
+  EndTiming(correlation_id, launched, shape.stream);
+  if (!launched || writer == nullptr) return;
   trace::LaunchRecord record;
   record.time_ns = trace::TraceClockNs();
   record.thread = trace::TraceThreadId();
@@ -571,7 +585,22 @@ void EndLaunch(uint64_t correlation_id, bool launched, const LaunchShape& shape,
   }
   record.shared_memory_bytes = shape.shared_memory_bytes;
   record.correlation_id = correlation_id;
-  record.accesses = absl::MakeConstSpan(access_records);
+  record.accesses = AccessRecords(accesses, words);
+  writer->Write(record);
+}
+
+void EndGraphLaunch(uint64_t correlation_id, bool launched, uint64_t graph_exec, uint64_t stream,
+                    const policy::AccessSet& accesses, const std::vector<uint64_t>& words) {
+  trace::TraceWriter* writer = g_writer.load(std::memory_order_acquire);
+  EndTiming(correlation_id, launched, stream);
+  if (!launched || writer == nullptr) return;
+  trace::GraphLaunchRecord record;
+  record.time_ns = trace::TraceClockNs();
+  record.thread = trace::TraceThreadId();
+  record.graph_exec = graph_exec;
+  record.stream = stream;
+  record.correlation_id = correlation_id;
+  record.accesses = AccessRecords(accesses, words);
   writer->Write(record);
 }
 
@@ -620,17 +649,6 @@ void RecordSynchronize(trace::SyncWhat what, uint64_t handle, uint64_t start_ns)
   if (Captures().HoldsBack("the recorder's kernel timing")) return;  // queries would break it
   std::lock_guard lock(g_time_mutex);
   if (g_times != nullptr && !g_times->pending.empty()) CollectTimes(*g_times, writer);
-}
-
-void RecordGraphLaunch(uint64_t graph_exec, uint64_t stream) {
-  trace::TraceWriter* writer = Writer();
-  if (writer == nullptr) return;
-  trace::GraphLaunchRecord record;
-  record.time_ns = trace::TraceClockNs();
-  record.thread = trace::TraceThreadId();
-  record.graph_exec = graph_exec;
-  record.stream = stream;
-  writer->Write(record);
 }
 
 void RecordModuleLoad(uint64_t handle, const char* name) {

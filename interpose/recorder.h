@@ -68,7 +68,10 @@ void RecordMemset(bool async, uint64_t dst, uint64_t bytes, uint32_t value, uint
 // A synchronization that began at `start_ns` (trace clock) and just returned; also collects the
 // kernel times that are known now.
 void RecordSynchronize(trace::SyncWhat what, uint64_t handle, uint64_t start_ns);
-void RecordGraphLaunch(uint64_t graph_exec, uint64_t stream);
+// A graph launch, as EndLaunch for a kernel (BeginLaunch before it, StartKernelTiming after the
+// engine's moves): `accesses` what the graph's kernel nodes can touch (empty where unknown).
+void EndGraphLaunch(uint64_t correlation_id, bool launched, uint64_t graph_exec, uint64_t stream,
+                    const policy::AccessSet& accesses, const std::vector<uint64_t>& words);
 // A CUDA module or library loaded from `name` (a file path), with its handle.
 void RecordModuleLoad(uint64_t handle, const char* name);
 

@@ -47,6 +47,7 @@ struct Pending {
   std::vector<trace::KernelTimeRecord> times;
   std::vector<trace::UvmCounterRecord> uvm;
   std::vector<std::pair<uint64_t, uint64_t>> function_of_launch;  // (string id, handle)
+  std::vector<bool> graph_launch;  // parallel to function_of_launch: the handle is a graph exec
   absl::flat_hash_map<trace::ModuleId, uint32_t> module_index;
   absl::flat_hash_map<trace::CallSiteId, uint32_t> site_index;
   std::vector<trace::CallSiteId> alloc_site;  // parallel to model.allocations before sorting
@@ -88,17 +89,11 @@ class Builder {
   }
   void operator()(const trace::FreeRecord& r) { p_.frees.push_back(r); }
   void operator()(const trace::LaunchRecord& r) {
-    Launch l;
-    l.time_ns = r.time_ns;
-    l.stream = r.stream;
-    l.thread = r.thread;
-    for (const trace::AccessRecord& a : r.accesses) {
-      l.accesses.push_back({a.allocation_id, a.offset, a.bytes});
-    }
-    model_.launches.push_back(std::move(l));
-    p_.launch_correlation.push_back(r.correlation_id);
-    p_.function_of_launch.emplace_back(r.function_name, r.function);
+    AddLaunch(r, r.function_name, r.function, false);
   }
+  // A graph launch is one launch of "graph 0x<exec>" touching what its kernel nodes can (none in
+  // a 1.0 trace), as the engine sees it.
+  void operator()(const trace::GraphLaunchRecord& r) { AddLaunch(r, 0, r.graph_exec, true); }
   void operator()(const trace::MemcpyRecord& r) {
     Copy c;
     c.kind = Copy::Kind::kMemcpy;
@@ -119,7 +114,6 @@ class Builder {
     p_.copy_correlation.push_back(r.correlation_id);
   }
   void operator()(const trace::SynchronizeRecord&) { ++model_.synchronizations; }
-  void operator()(const trace::GraphLaunchRecord&) {}
   void operator()(const trace::ModuleLoadRecord&) {}
   void operator()(const trace::KernelTimeRecord& r) { p_.times.push_back(r); }
   void operator()(const trace::UvmCounterRecord& r) { p_.uvm.push_back(r); }
@@ -127,6 +121,22 @@ class Builder {
     model_.resident.push_back({r.time_ns, r.bytes});
   }
   void operator()(const trace::EndRecord&) {}
+
+  // A launch record or a graph launch record, named by string `name_id` or `handle`.
+  template <typename RecordT>
+  void AddLaunch(const RecordT& r, uint64_t name_id, uint64_t handle, bool graph) {
+    Launch l;
+    l.time_ns = r.time_ns;
+    l.stream = r.stream;
+    l.thread = r.thread;
+    for (const trace::AccessRecord& a : r.accesses) {
+      l.accesses.push_back({a.allocation_id, a.offset, a.bytes});
+    }
+    model_.launches.push_back(std::move(l));
+    p_.launch_correlation.push_back(r.correlation_id);
+    p_.function_of_launch.emplace_back(name_id, handle);
+    p_.graph_launch.push_back(graph);
+  }
 
   void Finish() {
     AssignSitesAndSortAllocations();
@@ -204,8 +214,10 @@ class Builder {
     for (size_t i = 0; i < model_.launches.size(); ++i) {
       const auto [name_id, handle] = p_.function_of_launch[i];
       std::string name;
-      if (auto it = p_.strings.find(static_cast<trace::StringId>(name_id));
-          name_id != 0 && it != p_.strings.end()) {
+      if (p_.graph_launch[i]) {
+        name = absl::StrCat("graph 0x", absl::Hex(handle));
+      } else if (auto it = p_.strings.find(static_cast<trace::StringId>(name_id));
+                 name_id != 0 && it != p_.strings.end()) {
         name = it->second;
       } else {
         name = absl::StrCat("function 0x", absl::Hex(handle));
@@ -235,8 +247,13 @@ class Builder {
       if (t.end_ns < t.start_ns) continue;
       if (t.activity == trace::Activity::kKernel) {
         if (auto it = launch_of.find(t.correlation_id); it != launch_of.end()) {
-          model_.launches[it->second].kernel_start_ns = t.start_ns;
-          model_.launches[it->second].kernel_end_ns = t.end_ns;
+          // Several records for one launch (a graph's kernel nodes, timed by CUPTI under the
+          // graph launch's correlation id): from the first start to the last end.
+          Launch& l = model_.launches[it->second];
+          if (l.kernel_start_ns == kNoTime || t.start_ns < l.kernel_start_ns) {
+            l.kernel_start_ns = t.start_ns;
+          }
+          if (l.kernel_end_ns == kNoTime || t.end_ns > l.kernel_end_ns) l.kernel_end_ns = t.end_ns;
         }
       } else if (auto it = copy_of.find(t.correlation_id); it != copy_of.end()) {
         model_.copies[it->second].end_ns = t.end_ns;

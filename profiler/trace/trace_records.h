@@ -17,7 +17,7 @@ namespace spillway::trace {
 // The file's format version. A reader reads every minor version of its major version: records of
 // unknown kinds are skipped, and fields appended to a known record by a newer minor are ignored.
 inline constexpr uint16_t kFormatMajor = 1;
-inline constexpr uint16_t kFormatMinor = 0;
+inline constexpr uint16_t kFormatMinor = 1;  // 1.1: a graph launch's access set
 
 // The record kinds, as stored in each record's frame. Values are never reused.
 enum class RecordKind : uint16_t {
@@ -187,6 +187,9 @@ struct GraphLaunchRecord {
   uint64_t graph_exec = 0;
   uint64_t stream = 0;
   uint64_t correlation_id = 0;
+  // Since 1.1: what the graph's kernel nodes can touch, merged in node order (empty in a 1.0
+  // trace, and where the graph's parameters could not be read: docs/engine.md, "Graphs").
+  absl::Span<const AccessRecord> accesses;
 };
 
 struct ModuleLoadRecord {

@@ -101,7 +101,7 @@ void FieldsOf(V& v, R& r) {
     v.Field(r.time_ns), v.Field(r.end_ns), v.Field(r.thread), v.Field(r.what), v.Field(r.handle);
   } else if constexpr (std::is_same_v<T, GraphLaunchRecord>) {
     v.Field(r.time_ns), v.Field(r.thread), v.Field(r.graph_exec), v.Field(r.stream),
-        v.Field(r.correlation_id);
+        v.Field(r.correlation_id), v.Trailing(r.accesses);
   } else if constexpr (std::is_same_v<T, ModuleLoadRecord>) {
     v.Field(r.time_ns), v.Field(r.thread), v.Field(r.module), v.Field(r.name);
   } else if constexpr (std::is_same_v<T, KernelTimeRecord>) {
@@ -134,6 +134,10 @@ struct SizeVisitor {
   void Field(absl::string_view s) { bytes += 4 + s.size(); }
   void Field(absl::Span<const Frame> f) { bytes += 4 + f.size() * kFrameWireBytes; }
   void Field(absl::Span<const AccessRecord> a) { bytes += 4 + a.size() * kAccessWireBytes; }
+  template <typename T>
+  void Trailing(const T& value) {
+    Field(value);
+  }
 };
 
 template <typename RecordT>
@@ -163,6 +167,10 @@ struct EncodeVisitor {
   void Field(absl::Span<const AccessRecord> accesses) {
     Field(static_cast<uint32_t>(accesses.size()));
     for (const AccessRecord& a : accesses) Field(a.allocation_id), Field(a.offset), Field(a.bytes);
+  }
+  template <typename T>
+  void Trailing(const T& value) {
+    Field(value);
   }
 };
 
@@ -236,6 +244,11 @@ struct DecodeVisitor {
     accesses->resize(n);
     for (AccessRecord& a : *accesses) Field(a.allocation_id), Field(a.offset), Field(a.bytes);
     out = absl::MakeConstSpan(*accesses);
+  }
+  // A field a later minor appended: absent (left as default) where the payload ends before it.
+  template <typename T>
+  void Trailing(T& value) {
+    if (error == nullptr && !in.empty()) Field(value);
   }
 };
 

@@ -3,15 +3,19 @@
 // MiB in all on a 32 MiB device, launched in turn. The results equal an unconstrained run; with
 // graph access sets the engine prefetches each graph's buffers before its launch and the kernels
 // demand-fault less than with SPILLWAY_GRAPH_ACCESS=0; an exec whose parameters changed gets none.
+// Record mode writes each graph launch with its access set and its time.
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <set>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "profiler/trace/trace_reader.h"
 #include "tests/integration/subprocess.h"
 
 namespace spillway::testing {
@@ -183,6 +187,56 @@ TEST(GraphTest, ABadSettingIsOneLineAndTheDefault) {
   EXPECT_NE(run.output.find("SPILLWAY_GRAPH_ACCESS: cannot use 'maybe'"), std::string::npos)
       << run.output;
   EXPECT_GT(JsonInt(run.summary, "prefetch_bytes"), 0) << run.summary;
+}
+
+// Record mode (the engine not started: the device holds the job): each graph launch is written
+// with what its kernel nodes touch, its group's four buffers, and is timed like a kernel, so
+// `spillway plan` can plan around it (a trace of format 1.0 had only the launch).
+TEST(GraphTest, RecordModeWritesEachGraphLaunchWithItsAccessSetAndTime) {
+  const std::string trace_path =
+      ::testing::TempDir() + "graph_" + std::to_string(::getpid()) + "_record.trace";
+  const Outcome run = RunJob("graph", {{"SPILLWAY_MODE", "record"}, {"SPILLWAY_TRACE", trace_path}},
+                             /*shim=*/true, "256MiB");
+  ASSERT_EQ(run.status, 0) << run.output;
+  auto reader = trace::TraceReader::Open(trace_path);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  EXPECT_EQ((*reader)->minor_version(), trace::kFormatMinor);
+  std::vector<uint64_t> allocations;  // in allocation order: group g's buffers are 4g..4g+3
+  std::map<uint64_t, std::set<uint64_t>> accessed_by_exec;
+  std::set<uint64_t> graph_correlations, timed;
+  int graph_launches = 0;
+  trace::Record record;
+  for (;;) {
+    absl::StatusOr<bool> more = (*reader)->Next(&record);
+    ASSERT_TRUE(more.ok()) << more.status();
+    if (!*more) break;
+    if (const auto* a = std::get_if<trace::AllocRecord>(&record)) {
+      allocations.push_back(a->allocation_id);
+    } else if (const auto* g = std::get_if<trace::GraphLaunchRecord>(&record)) {
+      ++graph_launches;
+      graph_correlations.insert(g->correlation_id);
+      std::set<uint64_t> ids;
+      for (const trace::AccessRecord& access : g->accesses) ids.insert(access.allocation_id);
+      auto [it, first] = accessed_by_exec.try_emplace(g->graph_exec, ids);
+      if (!first) {
+        EXPECT_EQ(it->second, ids) << "exec " << g->graph_exec;  // the same each time
+      }
+    } else if (const auto* k = std::get_if<trace::KernelTimeRecord>(&record)) {
+      if (k->end_ns > k->start_ns) timed.insert(k->correlation_id);
+    }
+  }
+  std::remove(trace_path.c_str());
+  EXPECT_EQ(graph_launches, 12);  // 3 graphs, 4 rounds
+  ASSERT_EQ(accessed_by_exec.size(), 3u);
+  ASSERT_GE(allocations.size(), 12u);
+  std::set<std::set<uint64_t>> groups;
+  for (size_t g = 0; g < 3; ++g) {
+    groups.insert(std::set<uint64_t>(allocations.begin() + 4 * g, allocations.begin() + 4 * g + 4));
+  }
+  for (const auto& [exec, ids] : accessed_by_exec) EXPECT_TRUE(groups.contains(ids)) << exec;
+  for (const uint64_t correlation : graph_correlations) {
+    EXPECT_TRUE(timed.contains(correlation)) << "graph launch " << correlation << " untimed";
+  }
 }
 
 }  // namespace

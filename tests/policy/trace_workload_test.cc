@@ -57,6 +57,38 @@ class TraceJob {
     }
     Free(act[0]);
   }
+  // One step whose backward is one CUDA graph (exec 0x9a) over every layer, as a 1.1 trace has it:
+  // the graph launch with what its kernel nodes touch, and its kernels' times.
+  void GraphStep() {
+    std::vector<uint64_t> act = {Alloc(2 * kMiB)};
+    for (int l = 0; l < layers_; ++l) {
+      act.push_back(Alloc(2 * kMiB));
+      Launch(fwd_, 2e-4, {{act[l], 0, 0}, {weights_[l], 2 * kMiB, 4096}, {act[l + 1], 0, 0}});
+    }
+    std::vector<trace::AccessRecord> touched;
+    for (int l = layers_; l-- > 0;) {
+      touched.push_back({act[l + 1], 0, 0});
+      touched.push_back({weights_[l], 0, 0});
+    }
+    trace::GraphLaunchRecord g;
+    g.graph_exec = 0x9a;
+    g.thread = thread_;
+    g.correlation_id = ++correlation_;
+    g.accesses = touched;
+    writer_->Write(g);
+    // Its two kernel nodes timed under its correlation id (as CUPTI times a graph's kernels):
+    // 1.2 ms from the first start to the last end.
+    for (const auto& [start, end] : {std::pair<uint64_t, uint64_t>{1000, 501000},
+                                     std::pair<uint64_t, uint64_t>{701000, 1201000}}) {
+      trace::KernelTimeRecord t;
+      t.correlation_id = correlation_;
+      t.start_ns = start;
+      t.end_ns = end;
+      writer_->Write(t);
+    }
+    for (int l = layers_; l-- > 0;) Free(act[l + 1]);
+    Free(act[0]);
+  }
   void set_thread(uint32_t thread) { thread_ = thread; }  // of the launches written next
   void Finish() {
     for (const uint64_t w : weights_) Free(w);
@@ -88,6 +120,9 @@ class TraceJob {
     r.correlation_id = ++correlation_;
     r.accesses = accesses;
     writer_->Write(r);
+    Time(seconds);
+  }
+  void Time(double seconds) {  // of the last launch
     trace::KernelTimeRecord t;
     t.correlation_id = correlation_;
     t.start_ns = 1000;
@@ -142,6 +177,30 @@ TEST(TraceWorkload, ReadsTheRepeatingStep) {
   const StepSignature sig = ComputeStepSignature(*w);
   EXPECT_NE(sig.signature, 0u);
   EXPECT_EQ(sig.persistent, 3u);
+}
+
+// A step whose backward runs as one CUDA graph: the graph launch is one launch of the step, named
+// after its exec, touching what its kernel nodes touch, with its recorded time.
+TEST(TraceWorkload, AGraphLaunchIsOneLaunchWithItsAccessSet) {
+  const std::string path = TracePath("graph");
+  {
+    TraceJob job(path, 3);
+    job.Init();
+    for (int i = 0; i < 3; ++i) job.GraphStep();
+    job.Finish();
+  }
+  absl::StatusOr<Workload> w = WorkloadFromTrace(path);
+  ASSERT_TRUE(w.ok()) << w.status();
+  std::remove(path.c_str());
+  EXPECT_EQ(w->num_launches(), 4u);  // 3 forward launches and the graph
+  EXPECT_NEAR(w->compute_seconds(), 3 * 2e-4 + 1.2e-3, 1e-9);
+  const StepEvent* graph = nullptr;
+  for (const StepEvent& e : w->step) {
+    if (e.kind == StepEvent::Kind::kLaunch && e.launch.kernel == "graph 0x9a") graph = &e;
+  }
+  ASSERT_NE(graph, nullptr);
+  EXPECT_EQ(graph->launch.accesses.size(), 6u);  // 3 activations and 3 weights
+  EXPECT_TRUE(ValidateWorkload(*w).ok());
 }
 
 // A job with a 32 MiB arena (persistent, like a caching allocator's segment) whose launches reach

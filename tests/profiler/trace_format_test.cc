@@ -73,6 +73,11 @@ TEST(TraceFormat, EveryRecordKindRoundTrips) {
       ASSERT_EQ(launch->accesses.size(), 3u);
       EXPECT_EQ(launch->accesses[1].offset, 512u);
     }
+    if (const auto* graph = std::get_if<GraphLaunchRecord>(&record);
+        graph != nullptr && !graph->accesses.empty()) {
+      ASSERT_EQ(graph->accesses.size(), 3u);
+      EXPECT_EQ(graph->accesses[0].bytes, 4096u);
+    }
     if (const auto* site = std::get_if<CallSiteRecord>(&record)) {
       ASSERT_EQ(site->frames.size(), 3u);
       EXPECT_EQ(site->frames[2].offset, ~0ull);
@@ -170,6 +175,37 @@ TEST(TraceFormat, NewerMinorVersionsUnknownKindsAreSkipped) {
       << more.status();
 }
 
+// A 1.0 trace's graph launch ends at its correlation id; read by this version, it has no accesses.
+TEST(TraceFormat, AGraphLaunchOfVersion10HasNoAccessSet) {
+  std::string bytes(wire::kPreambleBytes, '\0');
+  wire::EncodePreamble(bytes.data());
+  const uint16_t v10 = 0;
+  std::memcpy(bytes.data() + 10, &v10, 2);
+  const auto append = [&](const auto& record, size_t drop) {
+    const size_t payload = wire::PayloadBytes(record);
+    std::string frame(wire::kFrameBytes + payload, '\0');
+    wire::EncodeRecord(record, payload, frame.data());
+    const uint32_t length = static_cast<uint32_t>(payload - drop);
+    std::memcpy(frame.data() + 4, &length, 4);
+    bytes += frame.substr(0, wire::kFrameBytes + length);
+  };
+  append(TestHeader(), 0);
+  append(GraphLaunchRecord{5, 6, 0x9a, 3, 80, {}}, 4);  // without the list's count: 1.0's fields
+  append(EndRecord{9, 2, 0}, 0);
+  auto reader = TraceReader::FromBytes("graph-1.0.trace", bytes);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  EXPECT_EQ((*reader)->minor_version(), 0u);
+  Record record;
+  absl::StatusOr<bool> more = (*reader)->Next(&record);
+  ASSERT_TRUE(more.ok() && *more) << more.status();
+  ASSERT_TRUE(std::holds_alternative<GraphLaunchRecord>(record));
+  EXPECT_EQ(std::get<GraphLaunchRecord>(record).correlation_id, 80u);
+  EXPECT_TRUE(std::get<GraphLaunchRecord>(record).accesses.empty());
+  more = (*reader)->Next(&record);
+  ASSERT_TRUE(more.ok()) << more.status();
+  EXPECT_FALSE(*more);
+}
+
 TEST(TraceFormat, BadFilesGiveOneClearError) {
   TempPath path("bad.trace");
   auto missing = TraceReader::Open("/nonexistent/dir/x.trace");
@@ -188,8 +224,9 @@ TEST(TraceFormat, BadFilesGiveOneClearError) {
 
   std::string future(wire::kPreambleBytes, '\0');
   wire::EncodePreamble(future.data());
-  const uint16_t major = kFormatMajor + 1;
+  const uint16_t major = kFormatMajor + 1, minor = 0;
   std::memcpy(future.data() + 8, &major, 2);
+  std::memcpy(future.data() + 10, &minor, 2);
   auto newer = TraceReader::FromBytes("future.trace", future);
   ASSERT_FALSE(newer.ok());
   EXPECT_TRUE(absl::StrContains(newer.status().message(), "format 2.0 is not readable"))

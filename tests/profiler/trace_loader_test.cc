@@ -3,6 +3,7 @@
 // copies, UVM attributed to allocations, sites, modules) and analyzes the same; frees without an
 // id pair by address; odd values in a valid trace do not crash the analysis or the HTML; a
 // truncated trace is an error naming the file.
+#include <memory>
 #include <random>
 #include <string>
 
@@ -110,16 +111,23 @@ TEST(TraceLoader, SyntheticTraceLoadsBackAsTheSameModel) {
   EXPECT_EQ(a.faults.size(), b.faults.size());
 }
 
-TEST(TraceLoader, PairsFreesByAddressAndLeavesStraysAlone) {
-  TempPath path("pairing.trace");
+// A trace writer flushed by hand, its header starting at `t0`.
+std::unique_ptr<trace::TraceWriter> OpenWriter(const TempPath& path, uint64_t t0) {
   trace::WriterOptions options;
   options.flush = trace::WriterOptions::Flush::kManual;
-  const uint64_t t0 = trace::TraceClockNs() - 1'000'000;
   trace::HeaderRecord header = trace::testing::TestHeader();
   header.start_ns = t0;
   auto writer = trace::TraceWriter::Open(path.path(), header, options);
-  ASSERT_TRUE(writer.ok());
-  trace::TraceWriter& w = **writer;
+  EXPECT_TRUE(writer.ok()) << writer.status();
+  return writer.ok() ? std::move(*writer) : nullptr;
+}
+
+TEST(TraceLoader, PairsFreesByAddressAndLeavesStraysAlone) {
+  TempPath path("pairing.trace");
+  const uint64_t t0 = trace::TraceClockNs() - 1'000'000;
+  std::unique_ptr<trace::TraceWriter> writer = OpenWriter(path, t0);
+  ASSERT_NE(writer, nullptr);
+  trace::TraceWriter& w = *writer;
   // Two allocations at the same address one after the other; frees carry no id.
   w.Write(trace::AllocRecord{t0 + 10, 1, trace::AllocKind::kDevice, 0x1000, 64, 0, 0, 1});
   w.Write(trace::FreeRecord{t0 + 20, 1, 0x1000, 0, 0});
@@ -144,6 +152,33 @@ TEST(TraceLoader, PairsFreesByAddressAndLeavesStraysAlone) {
   ASSERT_EQ(m->functions.size(), 1u);
   EXPECT_EQ(m->functions[0], "function 0xf00");
   EXPECT_EQ(m->launches[0].kernel_start_ns, kNoTime);
+}
+
+// A graph launch is one launch of "graph 0x<exec>" with its access set, its kernel time from its
+// first kernel's start to its last kernel's end.
+TEST(TraceLoader, AGraphLaunchIsOneLaunchWithItsAccessSet) {
+  TempPath path("graph.trace");
+  const uint64_t t0 = trace::TraceClockNs() - 1'000'000;
+  std::unique_ptr<trace::TraceWriter> writer = OpenWriter(path, t0);
+  ASSERT_NE(writer, nullptr);
+  trace::TraceWriter& w = *writer;
+  w.Write(trace::AllocRecord{t0 + 10, 1, trace::AllocKind::kManaged, 0x1000, 64, 0, 0, 1});
+  const trace::AccessRecord touched[] = {{1, 0, 0}};
+  w.Write(trace::GraphLaunchRecord{t0 + 20, 1, 0x9a, 3, 7, touched});
+  // Two kernel nodes timed under the graph launch's correlation id, as CUPTI times them.
+  w.Write(trace::KernelTimeRecord{7, t0 + 30, t0 + 60, 0, 3, trace::Activity::kKernel,
+                                  trace::KernelTimeRecord::kCupti});
+  w.Write(trace::KernelTimeRecord{7, t0 + 70, t0 + 90, 0, 3, trace::Activity::kKernel,
+                                  trace::KernelTimeRecord::kCupti});
+  ASSERT_TRUE(w.Close().ok());
+  absl::StatusOr<TraceModel> m = LoadTraceModel(path.path());
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_EQ(m->launches.size(), 1u);
+  ASSERT_EQ(m->functions.size(), 1u);
+  EXPECT_EQ(m->functions[0], "graph 0x9a");
+  ASSERT_EQ(m->launches[0].accesses.size(), 1u);
+  EXPECT_EQ(m->launches[0].accesses[0].alloc_id, 1u);
+  EXPECT_EQ(m->launches[0].kernel_end_ns - m->launches[0].kernel_start_ns, 60u);
 }
 
 TEST(TraceLoader, OddValuesInAValidTraceNeverCrashTheAnalysis) {

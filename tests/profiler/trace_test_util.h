@@ -112,7 +112,8 @@ inline std::vector<Record> OneOfEachKind(StringId function, CallSiteId site) {
       MemcpyRecord{1003, 11, CopyDirection::kDeviceToHost, true, 0x1000, 0x7f00, 4096, 3, 78});
   records.push_back(MemsetRecord{1004, 11, false, 0x2000, 8192, 0xab, 4, 0, 79});
   records.push_back(SynchronizeRecord{1005, 1500, 11, SyncWhat::kEvent, 0xe7});
-  records.push_back(GraphLaunchRecord{1006, 13, 0x9a, 3, 80});
+  records.push_back(GraphLaunchRecord{1006, 13, 0x9a, 3, 80, kAccesses});
+  records.push_back(GraphLaunchRecord{1009, 13, 0x9b, 3, 81, {}});  // no accesses
   records.push_back(ModuleLoadRecord{1007, 11, 0x5c, "/opt/kernels/attention.cubin"});
   records.push_back(ModuleLoadRecord{1008, 11, 0x5d, ""});
   records.push_back(
