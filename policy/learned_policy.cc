@@ -51,10 +51,6 @@ constexpr size_t kMaxTokens = 4 * kHistory;  // distinct tokens remembered befor
 constexpr size_t kMaxTranslations = 1 << 16;
 constexpr uint64_t kNever = EvictionPolicy::kNoPrediction;
 
-// The slack for a step of `period` launches: less for short steps, so that a short loop's
-// launches are not matched within one step.
-uint64_t SlackFor(uint64_t period) { return std::min(kSlack, period / 4); }
-
 uint64_t Mix(uint64_t hash, uint64_t value) {
   hash ^= value + 0x9e3779b97f4a7c15ull + (hash << 6) + (hash >> 2);
   return hash * 0xff51afd7ed558ccdull;
@@ -78,6 +74,13 @@ class LearnedPolicy final : public EvictionPolicy {
   uint64_t predicted_launches() const override { return predicted_; }
   uint64_t step_length() const override { return period_; }
   uint64_t reordered_launches() const override { return reordered_; }
+
+  // See SetSequenceSlack (learned_sequence.h).
+  void set_tolerant(bool tolerant) {
+    if (tolerant == tolerant_) return;
+    tolerant_ = tolerant;
+    window_period_ = 0;  // the window's extent changes with the slack: built anew
+  }
 
   void ObserveLaunch(const LaunchView& launch) override {
     const uint64_t n = launches_++;
@@ -172,9 +175,13 @@ class LearnedPolicy final : public EvictionPolicy {
  private:
   bool Live(uint64_t id) const { return order_.Contains(id); }
 
+  // The slack for a step of `period` launches: less for short steps, so that a short loop's
+  // launches are not matched within one step; none while not tolerant.
+  uint64_t Slack(uint64_t period) const { return tolerant_ ? std::min(kSlack, period / 4) : 0; }
+
   // The oldest launch that can still predict one: the window holds (n - P - slack, n].
   uint64_t WindowStart() const {
-    const uint64_t back = period_ + SlackFor(period_);
+    const uint64_t back = period_ + Slack(period_);
     return launches_ > back ? launches_ - back : 0;
   }
 
@@ -202,7 +209,7 @@ class LearnedPolicy final : public EvictionPolicy {
   // slack that no launch of this step has matched yet; kNever if none.
   uint64_t Counterpart(uint64_t n) const {
     const uint64_t center = n - period_;  // n > P while a period is locked
-    const uint64_t slack = SlackFor(period_);
+    const uint64_t slack = Slack(period_);
     for (uint64_t d = 0; d <= slack; ++d) {
       if (d <= center && Unpaired(n, center - d)) return center - d;
       if (d != 0 && center + d < n && Unpaired(n, center + d)) return center + d;
@@ -220,7 +227,7 @@ class LearnedPolicy final : public EvictionPolicy {
   // for those that have one. The number of launches whose counterpart is exactly `period` earlier.
   uint64_t PairSteps(uint64_t n, uint64_t period, uint64_t count,
                      std::vector<std::pair<uint64_t, uint64_t>>* pairs) {
-    const uint64_t slack = SlackFor(period);
+    const uint64_t slack = Slack(period);
     const uint64_t lowest = n + 1 - count - period;          // callers keep it >= 0
     const uint64_t base = lowest - std::min(lowest, slack);  // the earliest launch paired
     std::vector<char>& taken = taken_;
@@ -330,7 +337,7 @@ class LearnedPolicy final : public EvictionPolicy {
   // as repeated.
   void Lock(uint64_t n, uint64_t period) {
     period_ = period;
-    const uint64_t slack = SlackFor(period);
+    const uint64_t slack = Slack(period);
     for (uint64_t m = n + 1 - std::min(n + 1, period + slack); m <= n; ++m) {
       history_[m % kHistory].matched = false;
     }
@@ -360,7 +367,7 @@ class LearnedPolicy final : public EvictionPolicy {
       window_period_ = 0;
       return;
     }
-    const uint64_t back = period_ + SlackFor(period_);
+    const uint64_t back = period_ + Slack(period_);
     if (window_period_ != period_ || window_end_ + 1 != n) {
       window_.clear();
       for (uint64_t m = WindowStart(); m <= n; ++m) AddToWindow(m);
@@ -444,6 +451,7 @@ class LearnedPolicy final : public EvictionPolicy {
   uint64_t launches_ = 0;
   uint64_t period_ = 0;  // 0: no step locked
   uint64_t predicted_ = 0;
+  bool tolerant_ = true;     // pairs launches within the slack (set_tolerant)
   uint64_t reordered_ = 0;   // launches paired with one of the previous step at another place
   RecentMap recent_strong_;  // token -> its last positions, newest first (kNever: none)
   RecentMap recent_weak_;
@@ -471,6 +479,10 @@ std::unique_ptr<EvictionPolicy> MakeSequenceLearnedPolicy() {
 
 uint64_t SequenceNextUseByScan(const EvictionPolicy& sequence, uint64_t id) {
   return static_cast<const LearnedPolicy&>(sequence).NextUseByScan(id);
+}
+
+void SetSequenceSlack(EvictionPolicy& sequence, bool tolerant) {
+  static_cast<LearnedPolicy&>(sequence).set_tolerant(tolerant);
 }
 
 std::unique_ptr<EvictionPolicy> MakePolicy(std::string_view name) {

@@ -19,6 +19,10 @@ std::unique_ptr<EvictionPolicy> MakeSequenceLearnedPolicy();
 // last step's launches.
 uint64_t SequenceNextUseByScan(const EvictionPolicy& sequence, uint64_t id);
 
+// Whether `sequence` pairs a launch with one of the previous step within a few places of its own
+// (a launch order that changes from step to step; the default) or only exactly one step earlier.
+void SetSequenceSlack(EvictionPolicy& sequence, bool tolerant);
+
 }  // namespace spillway::policy
 
 #endif  // SPILLWAY_POLICY_LEARNED_SEQUENCE_H_

@@ -42,8 +42,8 @@ class ThreadedLearnedPolicy final : public EvictionPolicy {
   std::string_view name() const override { return "learned"; }
   uint64_t predicted_launches() const override { return predicted_; }
   uint64_t step_length() const override { return whole_->step_length(); }
-  // Those of the sequence that decided: the whole sequence's paired within its slack while threads
-  // interleave are the interleaving's, not a launch order that changes.
+  // Those of the sequence that decided: the whole sequence's, or the threads' own while their
+  // steps decide.
   uint64_t reordered_launches() const override { return reordered_; }
 
   uint64_t prediction_horizon() const override {
@@ -63,6 +63,9 @@ class ThreadedLearnedPolicy final : public EvictionPolicy {
   }
 
   void ObserveLaunch(const LaunchView& launch) override {
+    // While a thread's own step predicts, the whole sequence's interleaving of the threads is
+    // explained: it gets no slack, so it does not hold a step within the interleaving's drift.
+    SetSequenceSlack(*whole_, !AnyThreadStep());
     const uint64_t whole_before = whole_->predicted_launches();
     const uint64_t whole_moved = whole_->reordered_launches();
     whole_->ObserveLaunch(launch);
@@ -151,6 +154,10 @@ class ThreadedLearnedPolicy final : public EvictionPolicy {
  private:
   // The threads decide: the whole sequence has no step and some thread has one.
   bool PerThread() const { return thread_steps() != 0; }
+  bool AnyThreadStep() const {
+    return std::any_of(threads_.begin(), threads_.end(),
+                       [](const auto& t) { return t->step_length() != 0; });
+  }
 
   // The index in threads_ of launching thread `thread`, made on its first launch; kNoThread for a
   // thread not learned on its own (unknown, too many, or no second thread launched yet while the

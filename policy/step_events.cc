@@ -98,6 +98,39 @@ double KernelSeconds(const RecordedEvents& read, size_t i, size_t period, size_t
   return best;
 }
 
+// Equal tokens compare sizes only. A step also uses the same allocations again each time, or ones
+// made anew in place of those freed since (the learned policy's rule, policy/learned_policy.cc):
+// checked over the last repetition against the one before. Otherwise (groups of alike buffers
+// worked on in turn, each a graph or a run of alike kernels) the period is only part of the step.
+absl::Status SameAllocationsEachRepetition(const std::string& source,
+                                           const std::vector<RecordedEvent>& ev, size_t period,
+                                           size_t b) {
+  std::unordered_map<uint64_t, size_t> freed_at;  // allocation -> the index of its free
+  for (size_t i = 0; i < b; ++i) {
+    if (ev[i].kind == StepEvent::Kind::kFree) freed_at.try_emplace(ev[i].alloc, i);
+  }
+  const auto freed_before = [&](uint64_t alloc, size_t i) {
+    const auto it = freed_at.find(alloc);
+    return it != freed_at.end() && it->second < i;
+  };
+  for (size_t i = b - period; i < b && i >= period; ++i) {
+    const RecordedEvent& now = ev[i];
+    const RecordedEvent& then = ev[i - period];
+    if (now.kind != StepEvent::Kind::kLaunch) continue;
+    const size_t slots = std::min(now.accesses.size(), then.accesses.size());
+    for (size_t s = 0; s < slots; ++s) {
+      const uint64_t was = then.accesses[s].alloc;
+      if (now.accesses[s].alloc != was && !freed_before(was, i)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            source, ": a repetition of ", period, " events uses another live allocation at event ",
+            i, " than one repetition earlier (allocation ", now.accesses[s].alloc, " for ", was,
+            "): not a whole step"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 // The workload of the step with `period` events whose repetitions end at event `b` (the run
 // of repeats starts at `a`); an error when that step does not pair its allocations and frees.
 absl::StatusOr<Workload> BuildStep(const std::string& source, const RecordedEvents& read,
@@ -121,6 +154,9 @@ absl::StatusOr<Workload> BuildStep(const std::string& source, const RecordedEven
       }
     }
     live_at[n] = live;
+  }
+  if (absl::Status roles = SameAllocationsEachRepetition(source, ev, period, b); !roles.ok()) {
+    return roles;
   }
   const size_t last_start = b - period;
   const size_t first_start = std::max(a - period, b >= 2 * period ? b - 2 * period : 0);

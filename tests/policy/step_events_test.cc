@@ -170,6 +170,26 @@ TEST(StepEvents, AStepWhoseOrderChangesIsNotMistakenForARunOfAlikeLayers) {
   }
 }
 
+// Three groups of alike buffers, each worked on by one launch (a CUDA graph) in turn: the events
+// repeat by size every launch, but a step uses the same buffers again, so the step is all three.
+TEST(StepEvents, AStepThatWorksOnAlikeGroupsInTurnIsAllTheGroups) {
+  RecordedEvents r;
+  for (uint64_t id = 1; id <= 12; ++id) r.Allocated(id, 4 * kMiB, 0);
+  uint64_t correlation = 0;
+  for (int round = 0; round < 6; ++round) {
+    for (uint64_t group = 0; group < 3; ++group) {
+      std::vector<RecordedAccess> accesses;
+      for (uint64_t b = 1; b <= 4; ++b) accesses.push_back({4 * group + b, 0, 0});
+      r.Launched("graph", ++correlation, accesses);
+      r.kernel_seconds[correlation] = 1e-4;
+    }
+  }
+  const absl::StatusOr<Workload> w = WorkloadFromEvents(r, "the recording");
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_EQ(w->num_launches(), 3u);
+  EXPECT_EQ(w->description, "the recording: a step of 3 events");
+}
+
 TEST(StepEvents, FreesAndAccessesOfUnknownAllocationsAreDropped) {
   RecordedEvents r;
   r.Allocated(1, 2 * kMiB, 0);
