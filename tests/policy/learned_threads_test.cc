@@ -1,7 +1,7 @@
 // The learned policy where several threads launch: replicas whose launches interleave differently
 // every step (however little) are predicted from each thread's own step, with next uses scaled by
-// each thread's share of the launches; threads that take turns repeat as a whole and are decided as
-// one sequence.
+// each thread's share of the launches; threads that take turns, or a pool of threads running
+// whichever op is ready, repeat as a whole and are decided as one sequence.
 #include <algorithm>
 #include <memory>
 #include <random>
@@ -196,6 +196,43 @@ TEST(LearnedThreads, ThreadsThatTakeTurnsAreLearnedAsOneSequence) {
   EXPECT_EQ(policy->prediction_horizon(), 2u * kLayers);
   EXPECT_EQ(policy->NextUse(1), 1u);  // the next step's first launch
   EXPECT_EQ(policy->NextUse(4), 4u);
+}
+
+// An executor that runs the ops that are ready at once from a pool of threads (TensorFlow in graph
+// mode): each launch of one step comes from whichever thread is free, and independent launches
+// swap places from step to step. No thread's own launches repeat; the whole sequence holds its
+// step within the slack and decides, and counts the launches that moved.
+TEST(LearnedThreads, AnExecutorsPoolOfThreadsIsLearnedAsOneSequenceThatChangesOrder) {
+  std::unique_ptr<EvictionPolicy> policy = MakeLearnedPolicy();
+  std::mt19937 random(5);
+  std::bernoulli_distribution second_thread(0.5), swap(0.2);
+  constexpr int kWeights = 8;
+  uint64_t next_activation = 1000;
+  uint64_t predicted_before = 0;
+  for (int step = 0; step < 24; ++step) {
+    std::vector<int> order;  // weight layers: forward, then backward
+    for (int l = 0; l < kWeights; ++l) order.push_back(l);
+    for (int l = kWeights; l-- > 0;) order.push_back(kWeights + l);
+    for (size_t i = 0; i + 1 < order.size(); ++i) {
+      if (swap(random)) std::swap(order[i], order[i + 1]), ++i;
+    }
+    const uint64_t activation = next_activation++;
+    for (const int position : order) {
+      const uint64_t layer = static_cast<uint64_t>(position % kWeights);
+      const uint64_t ids[] = {layer + 1, activation};
+      const uint64_t sizes[] = {1 << 20, 2 << 20};
+      LaunchView view{static_cast<uint64_t>(position), ids, sizes, 2};
+      view.thread = second_thread(random) ? 2 : 1;
+      policy->ObserveLaunch(view);
+      for (const uint64_t id : ids) policy->Touch(id);
+    }
+    policy->Forget(activation);
+    if (step == 19) predicted_before = policy->predicted_launches();
+  }
+  EXPECT_EQ(policy->step_length(), 2u * kWeights);
+  EXPECT_EQ(policy->thread_steps(), 0u);
+  EXPECT_EQ(policy->predicted_launches(), predicted_before + 4 * 2 * kWeights);
+  EXPECT_GT(policy->reordered_launches(), 0u);
 }
 
 }  // namespace
