@@ -15,11 +15,11 @@
 // threads (TensorFlow in graph mode) launches independent kernels in an order that changes from
 // step to step, while the step as a whole, and its length, stay the same. So a launch's
 // counterpart in the previous step is the launch P earlier, or else the nearest within a slack
-// (kSlack launches, a quarter of the step for short ones) that repeats it and that no launch of
-// this step has matched yet; only a launch with none unlocks the period. A candidate period must
-// still repeat exactly for at least half its verified launches, this launch's own included, so a
-// moved launch does not lock a period off by its move. The previous step's launches that no
-// launch of this step has matched yet are what comes next: those whose place has passed are
+// (common/step_slack.h: 8 launches, a quarter of the step for short ones) that repeats it and that
+// no launch of this step has matched yet; only a launch with none unlocks the period. A candidate
+// period must still repeat exactly for at least half its verified launches, this launch's own
+// included, so a moved launch does not lock a period off by its move. The previous step's launches
+// that no launch of this step has matched yet are what comes next: those whose place has passed are
 // predicted for the very next launch, those matched early (moved earlier in this step) not again.
 //
 // Next use. A freed allocation of the previous step is matched with the allocation that took its
@@ -35,6 +35,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/step_slack.h"
 #include "policy/eviction_policy.h"
 #include "policy/learned_sequence.h"
 #include "policy/recency_order.h"
@@ -44,8 +45,7 @@ namespace {
 
 constexpr uint64_t kMaxPeriod = 32768;  // longest step, in launches, that can be detected
 constexpr uint64_t kVerifyWindow = 32;
-constexpr uint64_t kSlack = 8;  // how far a launch may move from its place in the previous step
-constexpr uint64_t kHistory = kMaxPeriod + kVerifyWindow + kSlack + 1;
+constexpr uint64_t kHistory = kMaxPeriod + kVerifyWindow + kStepSlack + 1;
 constexpr size_t kRecentOccurrences = 4;     // earlier positions kept per strong token
 constexpr size_t kMaxTokens = 4 * kHistory;  // distinct tokens remembered before a reset
 constexpr size_t kMaxTranslations = 1 << 16;
@@ -177,7 +177,7 @@ class LearnedPolicy final : public EvictionPolicy {
 
   // The slack for a step of `period` launches: less for short steps, so that a short loop's
   // launches are not matched within one step; none while not tolerant.
-  uint64_t Slack(uint64_t period) const { return tolerant_ ? std::min(kSlack, period / 4) : 0; }
+  uint64_t Slack(uint64_t period) const { return tolerant_ ? StepSlack(period) : 0; }
 
   // The oldest launch that can still predict one: the window holds (n - P - slack, n].
   uint64_t WindowStart() const {

@@ -42,8 +42,10 @@ class ThreadedLearnedPolicy final : public EvictionPolicy {
   std::string_view name() const override { return "learned"; }
   uint64_t predicted_launches() const override { return predicted_; }
   uint64_t step_length() const override { return whole_->step_length(); }
-  // Those of the sequence that decided: the whole sequence's, or the threads' own while their
-  // steps decide.
+  // The whole sequence's while no thread is learned on its own (none launched at once yet, or the
+  // whole sequence's step has held for two periods since), and the threads' own while their steps
+  // decide: what the whole sequence pairs within its slack while threads interleave before their
+  // own steps are found is the interleaving, not a launch order that changes.
   uint64_t reordered_launches() const override { return reordered_; }
 
   uint64_t prediction_horizon() const override {
@@ -70,7 +72,7 @@ class ThreadedLearnedPolicy final : public EvictionPolicy {
     const uint64_t whole_moved = whole_->reordered_launches();
     whole_->ObserveLaunch(launch);
     const bool whole_predicted = whole_->predicted_launches() != whole_before;
-    if (!PerThread()) reordered_ += whole_->reordered_launches() - whole_moved;
+    if (threads_.empty()) reordered_ += whole_->reordered_launches() - whole_moved;
     whole_held_ = whole_predicted ? whole_held_ + 1 : 0;
     const uint64_t period = whole_->step_length();
     if (!threads_.empty() && period != 0 && whole_held_ >= 2 * period) Retire();

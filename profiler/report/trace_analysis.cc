@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/cost_model.h"
+#include "common/step_slack.h"
 #include "profiler/report/report_svg.h"
 
 namespace spillway::report {
@@ -137,10 +138,6 @@ double MatchFraction(const std::vector<uint32_t>& seq, size_t period, size_t fro
   for (size_t i = from; i + period < n; ++i) matches += seq[i] == seq[i + period] ? 1 : 0;
   return static_cast<double>(matches) / static_cast<double>(n - period - from);
 }
-
-// How far a launch may move from its place one step earlier and still repeat it: as the learned
-// policy has it (policy/learned_policy.cc), 8 launches, a quarter of short steps.
-size_t SlackFor(size_t period) { return std::min<size_t>(8, period / 4); }
 
 // The fraction of launches from `from` on that repeat within `slack` places of one period later,
 // each later launch paired once (the nearest first).
@@ -310,11 +307,11 @@ Step FindStepIn(const TraceModel& model, const std::vector<Launch>& launches) {
     for (const size_t candidate : CandidatePeriods(seq, (n - from) / 2)) {
       const size_t check_from = std::max(from, n > 16 * candidate ? n - 16 * candidate : from);
       const double exact = MatchFraction(seq, candidate, check_from);
-      if (exact < 0.5 || SlackFor(candidate) == 0) continue;
-      const double near = NearMatchFraction(seq, candidate, check_from, SlackFor(candidate));
+      if (exact < 0.5 || StepSlack(candidate) == 0) continue;
+      const double near = NearMatchFraction(seq, candidate, check_from, StepSlack(candidate));
       if (near >= kMinMatch) {
         period = candidate;
-        slack = SlackFor(candidate);
+        slack = StepSlack(candidate);
         step.moved_fraction = near - exact;
         break;
       }
