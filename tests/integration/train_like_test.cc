@@ -204,7 +204,8 @@ TEST(TrainLike, ReplicasOnTheirOwnThreadsAreLearnedThreadByThread) {
 // executor launches the ops that are ready at once): the results are those of the job in its
 // usual order, and the learned policy still finds its step: it predicts every step's launches
 // within their moves (the summary's reordered_launches), and the online plan, which a step in a
-// changing order cannot be followed by, says so on an info line, not as a warning.
+// changing order cannot be followed by, says so on an info line, not as a warning. Two such
+// replicas on their own threads give their results too, each thread's own step learned.
 TEST(TrainLike, LaunchesInAnOrderThatChangesEveryStepKeepTheLearnedStep) {
   const std::vector<std::string> reorder = {"--reorder"};
   EXPECT_EQ(UnconstrainedChecksum(2.0, 8, reorder), UnconstrainedChecksum(2.0, 8, {}));
@@ -226,6 +227,15 @@ TEST(TrainLike, LaunchesInAnOrderThatChangesEveryStepKeepTheLearnedStep) {
   EXPECT_NE(summary.find("\"fallback_reason\":\"no plan: the job launches its kernels in an order"),
             std::string::npos)
       << summary;
+
+  // Two such replicas on their own threads: each thread's own step, through its changing order.
+  const std::vector<std::string> both = {"--reorder", "--threads", "2"};
+  const ShimRun replicas = RunLearned(Job(2.0, 8, both), {});
+  ASSERT_EQ(replicas.result.exit_code, 0) << replicas.result.output;
+  EXPECT_EQ(Checksum(replicas.result.output), UnconstrainedChecksum(2.0, 8, both))
+      << replicas.result.output;
+  EXPECT_NE(replicas.summary.find("\"errors\":[]"), std::string::npos) << replicas.summary;
+  EXPECT_EQ(JsonInt(replicas.summary, "thread_steps"), 2) << replicas.summary;
 }
 
 // After init and a step the job forks; the child does host-only work and exits, the parent goes
