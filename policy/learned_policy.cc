@@ -208,11 +208,18 @@ class LearnedPolicy final : public EvictionPolicy {
   // The launch of the previous step that launch `n` repeats: n - P, else the nearest within the
   // slack that no launch of this step has matched yet; kNever if none.
   uint64_t Counterpart(uint64_t n) const {
-    const uint64_t center = n - period_;  // n > P while a period is locked
-    const uint64_t slack = Slack(period_);
+    return Nearest(n, period_, [this, n](uint64_t m) { return Unpaired(n, m); });
+  }
+
+  // The launch nearest to `now` - `period` within the slack (the earlier one first at equal
+  // distance) and before `now` for which `pairable` holds; kNever if none.
+  template <typename Pairable>
+  uint64_t Nearest(uint64_t now, uint64_t period, Pairable pairable) const {
+    const uint64_t center = now - period;  // now >= period: callers keep it so
+    const uint64_t slack = Slack(period);
     for (uint64_t d = 0; d <= slack; ++d) {
-      if (d <= center && Unpaired(n, center - d)) return center - d;
-      if (d != 0 && center + d < n && Unpaired(n, center + d)) return center + d;
+      if (d <= center && pairable(center - d)) return center - d;
+      if (d != 0 && center + d < now && pairable(center + d)) return center + d;
     }
     return kNever;
   }
@@ -235,20 +242,13 @@ class LearnedPolicy final : public EvictionPolicy {
     pairs->clear();
     uint64_t exact = 0;
     for (uint64_t k = 0; k < count; ++k) {
-      const uint64_t now = n - k, center = now - period;
-      for (uint64_t d = 0; d <= slack; ++d) {
-        uint64_t then = center - d;
-        bool found = d <= center && !taken[then - base] && Matches(now, then);
-        if (!found && d != 0) {
-          then = center + d;
-          found = then < now && !taken[then - base] && Matches(now, then);
-        }
-        if (!found) continue;
-        taken[then - base] = 1;
-        pairs->emplace_back(now, then);
-        if (d == 0) ++exact;
-        break;
-      }
+      const uint64_t now = n - k;
+      const uint64_t then =
+          Nearest(now, period, [&](uint64_t m) { return !taken[m - base] && Matches(now, m); });
+      if (then == kNever) continue;
+      taken[then - base] = 1;
+      pairs->emplace_back(now, then);
+      if (then + period == now) ++exact;
     }
     return exact;
   }

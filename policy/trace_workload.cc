@@ -31,6 +31,15 @@ absl::StatusOr<RecordedEvents> ReadEvents(const std::string& path, size_t* launc
   std::unordered_map<uint64_t, std::pair<uint64_t, uint64_t>> spans;  // correlation -> kernel time
   trace::Record record;
   std::vector<RecordedAccess> accesses;
+  // A launch record or a graph launch record, as one launch named `kernel`.
+  const auto launched = [&](std::string kernel, const auto& r) {
+    threads.insert(r.thread);
+    accesses.clear();
+    for (const trace::AccessRecord& a : r.accesses) {
+      accesses.push_back(RecordedAccess{a.allocation_id, a.offset, a.bytes});
+    }
+    out.Launched(std::move(kernel), r.correlation_id, accesses);
+  };
   for (;;) {
     absl::StatusOr<bool> more = (*reader)->Next(&record);
     if (!more.ok()) return more.status();
@@ -59,23 +68,12 @@ absl::StatusOr<RecordedEvents> ReadEvents(const std::string& path, size_t* launc
       if (by_address != live_by_address.end()) live_by_address.erase(by_address);
       out.Freed(id);
     } else if (const auto* l = std::get_if<trace::LaunchRecord>(&record)) {
-      threads.insert(l->thread);
       const auto name = strings.find(l->function_name);
-      accesses.clear();
-      for (const trace::AccessRecord& r : l->accesses) {
-        accesses.push_back(RecordedAccess{r.allocation_id, r.offset, r.bytes});
-      }
-      out.Launched(name != strings.end() ? name->second : absl::StrFormat("0x%x", l->function),
-                   l->correlation_id, accesses);
+      launched(name != strings.end() ? name->second : absl::StrFormat("0x%x", l->function), *l);
     } else if (const auto* g = std::get_if<trace::GraphLaunchRecord>(&record)) {
       // One launch touching what the graph's kernel nodes can (none in a 1.0 trace), as the
       // engine decides for it.
-      threads.insert(g->thread);
-      accesses.clear();
-      for (const trace::AccessRecord& r : g->accesses) {
-        accesses.push_back(RecordedAccess{r.allocation_id, r.offset, r.bytes});
-      }
-      out.Launched(absl::StrFormat("graph 0x%x", g->graph_exec), g->correlation_id, accesses);
+      launched(absl::StrFormat("graph 0x%x", g->graph_exec), *g);
     } else if (const auto* k = std::get_if<trace::KernelTimeRecord>(&record)) {
       if (k->activity == trace::Activity::kKernel && k->end_ns > k->start_ns) {
         // Several records for one launch (a graph's kernel nodes, timed by CUPTI under the graph

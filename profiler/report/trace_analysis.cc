@@ -291,30 +291,32 @@ Step FindStepIn(const TraceModel& model, const std::vector<Launch>& launches) {
   const std::vector<uint32_t> seq = LaunchTokens(model, launches);
 
   const size_t from = n > kTail ? n - kTail : 0;
+  const std::vector<size_t> candidates = CandidatePeriods(seq, (n - from) / 2);
+  // Checked over the last 16 periods, so one stray launch among them costs only a few percent.
+  const auto check_from = [&](size_t candidate) {
+    return std::max(from, n > 16 * candidate ? n - 16 * candidate : from);
+  };
   size_t period = 0;
-  for (const size_t candidate : CandidatePeriods(seq, (n - from) / 2)) {
-    // Over the last 16 periods, so one stray launch among them costs only a few percent.
-    const size_t check_from = std::max(from, n > 16 * candidate ? n - 16 * candidate : from);
-    if (MatchFraction(seq, candidate, check_from) >= kMinMatch) {
-      period = candidate;
+  std::vector<double> exact(candidates.size());
+  for (size_t c = 0; c < candidates.size(); ++c) {
+    exact[c] = MatchFraction(seq, candidates[c], check_from(candidates[c]));
+    if (exact[c] >= kMinMatch) {
+      period = candidates[c];
       break;
     }
   }
   // Else a step whose launches repeat one step later within a few places, at least half of them
   // at the same place (so a period off by a launch's move is not taken).
   size_t slack = 0;
-  if (period == 0) {
-    for (const size_t candidate : CandidatePeriods(seq, (n - from) / 2)) {
-      const size_t check_from = std::max(from, n > 16 * candidate ? n - 16 * candidate : from);
-      const double exact = MatchFraction(seq, candidate, check_from);
-      if (exact < 0.5 || StepSlack(candidate) == 0) continue;
-      const double near = NearMatchFraction(seq, candidate, check_from, StepSlack(candidate));
-      if (near >= kMinMatch) {
-        period = candidate;
-        slack = StepSlack(candidate);
-        step.moved_fraction = near - exact;
-        break;
-      }
+  for (size_t c = 0; period == 0 && c < candidates.size(); ++c) {
+    const size_t candidate = candidates[c];
+    if (exact[c] < 0.5 || StepSlack(candidate) == 0) continue;
+    const double near =
+        NearMatchFraction(seq, candidate, check_from(candidate), StepSlack(candidate));
+    if (near >= kMinMatch) {
+      period = candidate;
+      slack = StepSlack(candidate);
+      step.moved_fraction = near - exact[c];
     }
   }
   if (period == 0) return step;
