@@ -735,8 +735,8 @@ void* SubstituteHook(const char* name, void* answer) {
 }  // namespace
 
 // Uninstrumented, like the resolver: sanitizer runtimes look symbols up while they initialize.
-__attribute__((no_sanitize("address", "undefined"))) void* spillway_dlsym_impl(void* handle,
-                                                                               const char* name) {
+__attribute__((no_sanitize("address", "undefined", "thread"))) void* spillway_dlsym_impl(
+    void* handle, const char* name) {
   using DlsymFn = spillway::interpose::DlsymFn;
   void* real = __atomic_load_n(&spillway_real_dlsym, __ATOMIC_ACQUIRE);
   if (real == nullptr) real = spillway_resolve_real_dlsym();

@@ -12,14 +12,14 @@
 
 // Read by the dlsym entry stub (hooks.cc), hence C linkage and a plain pointer accessed with
 // __atomic builtins. The resolver runs uninstrumented: a sanitizer runtime calls
-// dlsym(RTLD_NEXT, ...) while it initializes, before its shadow memory exists, and that call
-// comes through our stub.
+// dlsym(RTLD_NEXT, ...) while it initializes, before its shadow memory (ThreadSanitizer: its
+// thread state) exists, and that call comes through our stub.
 extern "C" {
 __attribute__((visibility("hidden"))) constinit void* spillway_real_dlsym = nullptr;
 __attribute__((visibility("hidden"))) void* spillway_resolve_real_dlsym();
 }
 
-__attribute__((no_sanitize("address", "undefined"))) void* spillway_resolve_real_dlsym() {
+__attribute__((no_sanitize("address", "undefined", "thread"))) void* spillway_resolve_real_dlsym() {
   void* found = __atomic_load_n(&spillway_real_dlsym, __ATOMIC_ACQUIRE);
   if (found != nullptr) return found;
   found = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");

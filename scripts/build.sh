@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Configures and builds spillway into a build folder: build/ (default) or build-sanitize/ with
-# --sanitize (AddressSanitizer + UndefinedBehaviorSanitizer). Prints the folder on its last line.
+# --sanitize (AddressSanitizer + UndefinedBehaviorSanitizer) or build-tsan/ with --tsan
+# (ThreadSanitizer). Prints the folder on its last line.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
@@ -10,6 +11,9 @@ if [[ "${1:-}" == "--sanitize" ]]; then
   dir="$root/build-sanitize"
   # The sanitizers cover host code; the CUDA kernels are built (and timed) by the plain leg.
   args+=(-DSPILLWAY_SANITIZE=ON -DSPILLWAY_ENABLE_CUDA=OFF)
+elif [[ "${1:-}" == "--tsan" ]]; then
+  dir="$root/build-tsan"
+  args+=(-DSPILLWAY_TSAN=ON -DSPILLWAY_ENABLE_CUDA=OFF -DSPILLWAY_BUILD_BENCHMARKS=OFF)
 fi
 "$root/scripts/setup.sh" >&2
 generator=()

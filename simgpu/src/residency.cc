@@ -32,7 +32,11 @@
 namespace simgpu {
 namespace {
 
-constexpr uint64_t kArenaBytes = uint64_t{1} << 40;  // 1 TiB of address space, reserved only
+// The device address arena: 1 TiB of address space, reserved only. Where that much cannot be
+// reserved (a ThreadSanitizer build, whose shadow takes most of the address space; a `ulimit -v`),
+// a quarter as much is tried, down to kMinArenaBytes.
+constexpr uint64_t kMaxArenaBytes = uint64_t{1} << 40;
+constexpr uint64_t kMinArenaBytes = uint64_t{16} << 30;
 constexpr uint64_t kDeviceAllocGranule = 256;
 
 enum ChunkState : uint8_t { kUnused = 0, kDevice, kArmed, kHostOpen, kResident };
@@ -51,6 +55,7 @@ struct Chunk {
 // memory, a lock, an allocation or a call out of this file).
 std::atomic_flag g_spin = ATOMIC_FLAG_INIT;
 char* g_arena = nullptr;
+uint64_t g_arena_bytes = 0;  // set once by ResidencyInit, before any other use
 uint32_t g_num_chunks = 0;
 Chunk* g_chunks = nullptr;
 int32_t* g_open_list = nullptr;
@@ -210,7 +215,7 @@ void OpenForHostLocked(int32_t idx) {
 // The SIGSEGV path. Returns true when the access may be retried.
 bool HandleFault(uintptr_t addr) {
   uintptr_t base = reinterpret_cast<uintptr_t>(g_arena);
-  if (g_arena == nullptr || addr < base || addr >= base + kArenaBytes) return false;
+  if (g_arena == nullptr || addr < base || addr >= base + g_arena_bytes) return false;
   int32_t idx = static_cast<int32_t>((addr - base) / kChunkBytes);
   DeviceAccount* account = tls_account;
   SpinGuard guard;
@@ -370,8 +375,8 @@ CUresult Allocate(size_t bytes, bool managed, CUmemoryPool pool, CUdeviceptr* ou
 // Chunk index range [first, last] overlapping [ptr, ptr+bytes), clipped to the arena.
 bool ChunkSpan(CUdeviceptr ptr, size_t bytes, int32_t* first, int32_t* last) {
   uintptr_t base = reinterpret_cast<uintptr_t>(g_arena);
-  if (bytes == 0 || ptr < base || ptr >= base + kArenaBytes) return false;
-  uint64_t end = std::min<uint64_t>(ptr + bytes, base + kArenaBytes);
+  if (bytes == 0 || ptr < base || ptr >= base + g_arena_bytes) return false;
+  uint64_t end = std::min<uint64_t>(ptr + bytes, base + g_arena_bytes);
   *first = static_cast<int32_t>((ptr - base) / kChunkBytes);
   *last = static_cast<int32_t>((end - 1 - base) / kChunkBytes);
   return true;
@@ -382,13 +387,17 @@ bool IsManagedState(uint8_t s) { return s == kArmed || s == kHostOpen || s == kR
 }  // namespace
 
 bool ResidencyInit() {
-  void* arena =
-      mmap(nullptr, kArenaBytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  void* arena = MAP_FAILED;
+  for (g_arena_bytes = kMaxArenaBytes; g_arena_bytes >= kMinArenaBytes; g_arena_bytes /= 4) {
+    arena =
+        mmap(nullptr, g_arena_bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (arena != MAP_FAILED) break;
+  }
   if (arena == MAP_FAILED) {
-    WriteStderr("simgpu: cannot reserve the device address arena\n");
+    WriteStderr("simgpu: cannot reserve the device address arena (16 GiB of address space)\n");
     return false;
   }
-  g_num_chunks = static_cast<uint32_t>(kArenaBytes / kChunkBytes);
+  g_num_chunks = static_cast<uint32_t>(g_arena_bytes / kChunkBytes);
   g_chunks = static_cast<Chunk*>(MapZeroed(sizeof(Chunk) * g_num_chunks));
   g_open_list = static_cast<int32_t*>(MapZeroed(sizeof(int32_t) * g_num_chunks));
   if (g_chunks == nullptr || g_open_list == nullptr) return false;
@@ -432,7 +441,7 @@ CUresult AllocateManaged(size_t bytes, CUmemoryPool pool, CUdeviceptr* out) {
 
 CUresult FreeAllocation(CUdeviceptr ptr) {
   uintptr_t base = reinterpret_cast<uintptr_t>(g_arena);
-  if (ptr < base || ptr >= base + kArenaBytes || (ptr - base) % kChunkBytes != 0) {
+  if (ptr < base || ptr >= base + g_arena_bytes || (ptr - base) % kChunkBytes != 0) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   uint32_t first = static_cast<uint32_t>((ptr - base) / kChunkBytes);
@@ -467,7 +476,7 @@ CUresult FreeAllocation(CUdeviceptr ptr) {
 
 bool FindAllocation(CUdeviceptr ptr, AllocInfo* info) {
   uintptr_t base = reinterpret_cast<uintptr_t>(g_arena);
-  if (g_arena == nullptr || ptr < base || ptr >= base + kArenaBytes) return false;
+  if (g_arena == nullptr || ptr < base || ptr >= base + g_arena_bytes) return false;
   uint32_t idx = static_cast<uint32_t>((ptr - base) / kChunkBytes);
   std::lock_guard<std::mutex> lock(*g_alloc_mu);
   auto it = g_allocs->upper_bound(idx);

@@ -18,13 +18,17 @@ grep -q "trace written to $tmp/demo.trace" "$tmp/log" || { cat "$tmp/log"; fail 
 head -c 8 "$tmp/demo.trace" | grep -q . || fail "empty trace"
 ls "$tmp"/demo.trace.* >/dev/null 2>&1 && fail "a per-pid trace was left behind"
 
-# (Under ASan the child exits holding the run-mode engine it dropped at fork: no leak check.)
-ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" SIMGPU_MEMORY=64MiB \
-  "$out/spillway" profile --simgpu -o "$tmp/fork.trace" \
-  "$out/record_fork_program" >"$tmp/log" 2>&1 || { cat "$tmp/log"; fail "profile of the forking job failed"; }
-count=$(find "$tmp" -name 'fork.trace.*' | wc -l)
-[[ $count -eq 2 ]] || { cat "$tmp/log"; ls "$tmp"; fail "expected 2 traces, found $count"; }
-grep -q "2 traces written, one per process" "$tmp/log" || { cat "$tmp/log"; fail "traces not listed"; }
+# (Under ASan the child exits holding the run-mode engine it dropped at fork: no leak check.
+# ThreadSanitizer cannot follow a child that starts threads after a fork of a process with
+# threads, as the recording child does: the TSan leg sets SPILLWAY_TEST_TSAN and skips this part.)
+if [[ -z "${SPILLWAY_TEST_TSAN:-}" ]]; then
+  ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" SIMGPU_MEMORY=64MiB \
+    "$out/spillway" profile --simgpu -o "$tmp/fork.trace" \
+    "$out/record_fork_program" >"$tmp/log" 2>&1 || { cat "$tmp/log"; fail "profile of the forking job failed"; }
+  count=$(find "$tmp" -name 'fork.trace.*' | wc -l)
+  [[ $count -eq 2 ]] || { cat "$tmp/log"; ls "$tmp"; fail "expected 2 traces, found $count"; }
+  grep -q "2 traces written, one per process" "$tmp/log" || { cat "$tmp/log"; fail "traces not listed"; }
+fi
 
 # --progress: a line every 2 s; the job records, then outlives its trace by more than 2 s, so one
 # line counts the whole trace.
