@@ -59,15 +59,13 @@ class ThreadedLearnedPolicy final : public EvictionPolicy {
   }
 
   uint64_t thread_steps() const override {
-    if (whole_->step_length() != 0) return 0;
-    return static_cast<uint64_t>(std::count_if(
-        threads_.begin(), threads_.end(), [](const auto& t) { return t->step_length() != 0; }));
+    return whole_->step_length() != 0 ? 0 : ThreadsWithAStep();
   }
 
   void ObserveLaunch(const LaunchView& launch) override {
     // While a thread's own step predicts, the whole sequence's interleaving of the threads is
     // explained: it gets no slack, so it does not hold a step within the interleaving's drift.
-    SetSequenceSlack(*whole_, !AnyThreadStep());
+    SetSequenceSlack(*whole_, ThreadsWithAStep() == 0);
     const uint64_t whole_before = whole_->predicted_launches();
     const uint64_t whole_moved = whole_->reordered_launches();
     whole_->ObserveLaunch(launch);
@@ -156,9 +154,10 @@ class ThreadedLearnedPolicy final : public EvictionPolicy {
  private:
   // The threads decide: the whole sequence has no step and some thread has one.
   bool PerThread() const { return thread_steps() != 0; }
-  bool AnyThreadStep() const {
-    return std::any_of(threads_.begin(), threads_.end(),
-                       [](const auto& t) { return t->step_length() != 0; });
+  // The threads learned on their own whose own step is locked, whether or not they decide.
+  uint64_t ThreadsWithAStep() const {
+    return static_cast<uint64_t>(std::count_if(
+        threads_.begin(), threads_.end(), [](const auto& t) { return t->step_length() != 0; }));
   }
 
   // The index in threads_ of launching thread `thread`, made on its first launch; kNoThread for a
