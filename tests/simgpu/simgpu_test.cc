@@ -41,10 +41,10 @@ std::string SelfPath() {
 ChildResult RunChild(const std::string& scenario, const std::string& env,
                      const std::string& shell_prefix = "") {
   ChildResult r;
-  char tmpl[] = "/tmp/simgpu_stats_XXXXXX";
-  int fd = mkstemp(tmpl);
+  std::string tmpl = ::testing::TempDir() + "/simgpu_stats_XXXXXX";
+  int fd = mkstemp(tmpl.data());
   if (fd >= 0) close(fd);
-  std::string cmd = shell_prefix + "env SIMGPU_STATS=" + std::string(tmpl) + " " + env + " " +
+  std::string cmd = shell_prefix + "env SIMGPU_STATS=" + tmpl + " " + env + " " +
                     SelfPath() + " --scenario " + scenario + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   if (p == nullptr) return r;
@@ -57,7 +57,7 @@ ChildResult RunChild(const std::string& scenario, const std::string& env,
   std::stringstream ss;
   ss << in.rdbuf();
   r.stats = ss.str();
-  unlink(tmpl);
+  unlink(tmpl.c_str());
   return r;
 }
 
