@@ -1,11 +1,13 @@
-// CUDA graphs and stream capture: kernel (and empty) nodes, built by cuGraphAdd*Node or by
-// capturing kernel launches on a stream; instantiated into an executable graph that runs its
-// kernel nodes on a stream, one after another in an order that respects the dependencies, on the
-// virtual clock like ordinary launches. Other node types are refused with
-// CUDA_ERROR_NOT_SUPPORTED (said once on stderr), so a job never believes simgpu ran them.
+// CUDA graphs and stream capture: kernel, empty and child-graph nodes, built by cuGraphAdd*Node or
+// by capturing kernel launches on a stream; instantiated into an executable graph that runs its
+// kernel nodes (a child graph's in its place) on a stream, one after another in an order that
+// respects the dependencies, on the virtual clock like ordinary launches. Other node types are
+// refused with CUDA_ERROR_NOT_SUPPORTED (said once on stderr), so a job never believes simgpu ran
+// them.
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <set>
 #include <thread>
 #include <unordered_map>
@@ -27,25 +29,34 @@ struct Node {
   LaunchDims dims{};
   std::vector<char> buffer;
   std::vector<void*> args;  // parameter i's address in `buffer` (what GetParams hands out)
+  // Child-graph nodes: the embedded graph, owned by the node (destroyed with it).
+  Graph* child = nullptr;
 };
 
 // Nodes can only depend on nodes that exist already (no cuGraphAddDependencies), so creation
 // order is a topological order.
 struct Graph {
   std::vector<std::unique_ptr<Node>> nodes;
+  // Set when the graph is embedded in a child-graph node: the job may read and change it through
+  // cuGraphChildGraphNodeGetGraph, not destroy it. `moved`: it was the job's own graph, handed
+  // over with CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE (not instantiated on its own either).
+  const Node* owner = nullptr;
+  bool moved = false;
 };
 
 struct ExecNode {
   const Node* origin = nullptr;  // the node of the graph it was instantiated from (a handle only)
   CUgraphNodeType type = CU_GRAPH_NODE_TYPE_EMPTY;
   std::vector<size_t> deps;  // indices into Exec::nodes
+  size_t span = 0;           // child-graph nodes: how many exec nodes of the child follow this one
   const SimgpuKernel* kernel = nullptr;
   LaunchDims dims{};
   std::shared_ptr<const std::vector<char>> buffer;
 };
 
 struct Exec {
-  std::vector<ExecNode> nodes;  // in creation order of the source graph
+  // In creation order of the source graph; a child graph's nodes follow its node, flattened.
+  std::vector<ExecNode> nodes;
   MarkerPtr last;               // the previous launch's last kernel: launches do not overlap
 };
 
@@ -136,9 +147,35 @@ CUresult SetKernel(Node* n, const KernelSpec& spec) {
   return CUDA_SUCCESS;
 }
 
-// Adds a node of `type` (kernel: from `spec`) to graph `h` after `deps`.
+bool BeingCaptured(const Graph* g) {  // REQUIRES: g_mu held
+  for (const auto& c : *g_captures) {
+    if (c.second.graph == g) return true;
+  }
+  return false;
+}
+
+Graph* CloneGraphLocked(const Graph& source);
+
+// The graph a new child-graph node of `parent` embeds: a clone of `source`, or `source` itself
+// when moved. Null when `source` cannot be embedded there.
+Graph* EmbeddedGraph(Graph* parent, CUgraph source_handle, bool move) {  // REQUIRES: g_mu held
+  Graph* source = LiveGraph(source_handle);
+  if (source == nullptr || source->moved || BeingCaptured(source)) return nullptr;
+  if (!move) return CloneGraphLocked(*source);
+  // A moved graph must be the job's own, and not `parent` or a graph `parent` is embedded in.
+  if (source->owner != nullptr) return nullptr;
+  for (const Graph* g = parent; g != nullptr; g = g->owner != nullptr ? g->owner->graph : nullptr) {
+    if (g == source) return nullptr;
+  }
+  source->moved = true;
+  return source;
+}
+
+// Adds a node of `type` (kernel: from `spec`; child graph: embedding `child`, cloned or moved)
+// to graph `h` after `deps`.
 CUresult AddNode(CUgraphNode* out, CUgraph h, const CUgraphNode* deps, size_t count,
-                 CUgraphNodeType type, const KernelSpec* spec) {
+                 CUgraphNodeType type, const KernelSpec* spec, CUgraph child = nullptr,
+                 bool move = false) {
   SIMGPU_REQUIRE_CTX();
   if (out == nullptr || (count > 0 && deps == nullptr)) return CUDA_ERROR_INVALID_VALUE;
   std::lock_guard<std::mutex> lock(*g_mu);
@@ -158,37 +195,109 @@ CUresult AddNode(CUgraphNode* out, CUgraph h, const CUgraphNode* deps, size_t co
   if (spec != nullptr) {
     if (CUresult r = SetKernel(node.get(), *spec)) return r;
   }
+  if (type == CU_GRAPH_NODE_TYPE_GRAPH) {
+    node->child = EmbeddedGraph(g, child, move);
+    if (node->child == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    node->child->owner = node.get();
+  }
   *out = reinterpret_cast<CUgraphNode>(node.get());
   g_nodes->insert(node.get());
   g->nodes.push_back(std::move(node));
   return CUDA_SUCCESS;
 }
 
+// A new graph with `source`'s nodes, dependencies and parameters (child graphs cloned too).
+Graph* CloneGraphLocked(const Graph& source) {  // REQUIRES: g_mu held
+  Graph* g = new Graph();
+  g_graphs->insert(g);
+  std::unordered_map<const Node*, Node*> copies;
+  for (const auto& n : source.nodes) {
+    auto node = std::make_unique<Node>();
+    node->graph = g;
+    node->type = n->type;
+    for (const Node* d : n->deps) node->deps.push_back(copies.at(d));
+    node->fn = n->fn;
+    node->dims = n->dims;
+    node->buffer = n->buffer;
+    node->args.assign(n->args.size(), nullptr);
+    for (size_t i = 0; i < n->args.size(); ++i) {
+      node->args[i] = node->buffer.data() + (static_cast<const char*>(n->args[i]) - n->buffer.data());
+    }
+    if (n->child != nullptr) {
+      node->child = CloneGraphLocked(*n->child);
+      node->child->owner = node.get();
+    }
+    copies.emplace(n.get(), node.get());
+    g_nodes->insert(node.get());
+    g->nodes.push_back(std::move(node));
+  }
+  return g;
+}
+
 void DestroyGraphLocked(Graph* g) {  // REQUIRES: g_mu held
-  for (auto& n : g->nodes) g_nodes->erase(n.get());
+  for (auto& n : g->nodes) {
+    if (n->child != nullptr) DestroyGraphLocked(n->child);
+    g_nodes->erase(n.get());
+  }
   g_graphs->erase(g);
   delete g;
 }
 
-// The executable copy of `g`'s nodes.
-std::vector<ExecNode> Snapshot(const Graph& g) {
+// Appends the executable copy of `g`'s nodes to `nodes`; `root_dep`, when set, is the index every
+// node without dependencies waits for (the child-graph node `g` is embedded in).
+void SnapshotInto(const Graph& g, std::optional<size_t> root_dep, std::vector<ExecNode>* nodes) {
   std::unordered_map<const Node*, size_t> index;
-  std::vector<ExecNode> nodes;
-  nodes.reserve(g.nodes.size());
   for (const auto& n : g.nodes) {
     ExecNode e;
     e.origin = n.get();
     e.type = n->type;
     for (const Node* d : n->deps) e.deps.push_back(index.at(d));
+    if (e.deps.empty() && root_dep.has_value()) e.deps.push_back(*root_dep);
     if (n->type == CU_GRAPH_NODE_TYPE_KERNEL) {
       e.kernel = n->fn->kernel;
       e.dims = n->dims;
       e.buffer = std::make_shared<const std::vector<char>>(n->buffer);
     }
-    index.emplace(n.get(), nodes.size());
-    nodes.push_back(std::move(e));
+    const size_t at = nodes->size();
+    index.emplace(n.get(), at);
+    nodes->push_back(std::move(e));
+    if (n->child != nullptr) {
+      SnapshotInto(*n->child, at, nodes);
+      (*nodes)[at].span = nodes->size() - at - 1;
+    }
   }
+}
+
+// The executable copy of `g`'s nodes, child graphs flattened in place.
+std::vector<ExecNode> Snapshot(const Graph& g) {
+  std::vector<ExecNode> nodes;
+  nodes.reserve(g.nodes.size());
+  SnapshotInto(g, std::nullopt, &nodes);
   return nodes;
+}
+
+// Whether `fresh` has the topology of `current` (types and dependencies by position); sets
+// `*result` and `*error_node` as cuGraphExecUpdate reports a mismatch.
+bool SameTopology(const std::vector<ExecNode>& fresh, const std::vector<ExecNode>& current,
+                  CUgraphExecUpdateResult* result, CUgraphNode* error_node) {
+  if (fresh.size() != current.size()) {
+    *result = CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED;
+    return false;
+  }
+  for (size_t i = 0; i < fresh.size(); ++i) {
+    const CUgraphNode at = reinterpret_cast<CUgraphNode>(const_cast<Node*>(fresh[i].origin));
+    if (fresh[i].type != current[i].type) {
+      *result = CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED;
+      *error_node = at;
+      return false;
+    }
+    if (fresh[i].deps != current[i].deps) {
+      *result = CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED;
+      *error_node = at;
+      return false;
+    }
+  }
+  return true;
 }
 
 constexpr unsigned long long kKnownInstantiateFlags =
@@ -203,10 +312,8 @@ CUresult Instantiate(CUgraphExec* out, CUgraph h, unsigned long long flags) {
   }
   std::lock_guard<std::mutex> lock(*g_mu);
   Graph* g = LiveGraph(h);
-  if (g == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  for (const auto& c : *g_captures) {
-    if (c.second.graph == g) return CUDA_ERROR_INVALID_VALUE;  // still being captured
-  }
+  if (g == nullptr || g->moved) return CUDA_ERROR_INVALID_VALUE;
+  if (BeingCaptured(g)) return CUDA_ERROR_INVALID_VALUE;
   Exec* e = new Exec();
   e->nodes = Snapshot(*g);
   g_execs->insert(e);
@@ -273,24 +380,10 @@ CUresult ExecUpdate(CUgraphExec h, CUgraph graph, CUgraphExecUpdateResult* resul
   std::lock_guard<std::mutex> lock(*g_mu);
   Exec* e = LiveExec(h);
   Graph* g = LiveGraph(graph);
-  if (e == nullptr || g == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (e == nullptr || g == nullptr || g->moved) return CUDA_ERROR_INVALID_VALUE;
   std::vector<ExecNode> fresh = Snapshot(*g);
-  if (fresh.size() != e->nodes.size()) {
-    *result = CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED;
+  if (!SameTopology(fresh, e->nodes, result, error_node)) {
     return CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
-  }
-  for (size_t i = 0; i < fresh.size(); ++i) {
-    const CUgraphNode at = reinterpret_cast<CUgraphNode>(const_cast<Node*>(fresh[i].origin));
-    if (fresh[i].type != e->nodes[i].type) {
-      *result = CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED;
-      *error_node = at;
-      return CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
-    }
-    if (fresh[i].deps != e->nodes[i].deps) {
-      *result = CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED;
-      *error_node = at;
-      return CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
-    }
   }
   for (size_t i = 0; i < fresh.size(); ++i) {
     fresh[i].origin = e->nodes[i].origin;  // the exec keeps answering to its own nodes' handles
@@ -298,6 +391,35 @@ CUresult ExecUpdate(CUgraphExec h, CUgraph graph, CUgraphExecUpdateResult* resul
   e->nodes = std::move(fresh);
   *result = CU_GRAPH_EXEC_UPDATE_SUCCESS;
   return CUDA_SUCCESS;
+}
+
+// cuGraphExecChildGraphNodeSetParams: the exec's copy of child-graph node `node` takes the kernel
+// parameters of `graph`, which must have the same topology as the graph the node embeds.
+CUresult ExecSetChild(CUgraphExec h, CUgraphNode node, CUgraph graph) {
+  SIMGPU_REQUIRE_CTX();
+  std::lock_guard<std::mutex> lock(*g_mu);
+  Exec* e = LiveExec(h);
+  Graph* g = LiveGraph(graph);
+  if (e == nullptr || g == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  for (size_t at = 0; at < e->nodes.size(); ++at) {
+    if (e->nodes[at].origin != reinterpret_cast<const Node*>(node)) continue;
+    if (e->nodes[at].type != CU_GRAPH_NODE_TYPE_GRAPH) return CUDA_ERROR_INVALID_VALUE;
+    // Snapshotted after the exec's nodes up to this one, so its dependencies index the exec's.
+    std::vector<ExecNode> fresh(e->nodes.begin(), e->nodes.begin() + at + 1);
+    SnapshotInto(*g, at, &fresh);
+    fresh.erase(fresh.begin(), fresh.begin() + at + 1);
+    const size_t end = at + 1 + e->nodes[at].span;
+    const std::vector<ExecNode> current(e->nodes.begin() + at + 1, e->nodes.begin() + end);
+    CUgraphExecUpdateResult result;
+    CUgraphNode error_node = nullptr;
+    if (!SameTopology(fresh, current, &result, &error_node)) return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < fresh.size(); ++i) {
+      fresh[i].origin = current[i].origin;  // the exec keeps answering to its own nodes' handles
+      e->nodes[at + 1 + i] = std::move(fresh[i]);
+    }
+    return CUDA_SUCCESS;
+  }
+  return CUDA_ERROR_INVALID_VALUE;  // not a node of the graph this exec came from
 }
 
 CUresult KernelParamsOf(CUgraphNode h, Node** out) {
@@ -483,10 +605,8 @@ CUresult cuGraphDestroy(CUgraph hGraph) {
   SIMGPU_REQUIRE_CTX();
   std::lock_guard<std::mutex> lock(*g_mu);
   Graph* g = LiveGraph(hGraph);
-  if (g == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  for (const auto& c : *g_captures) {
-    if (c.second.graph == g) return CUDA_ERROR_INVALID_VALUE;  // still being captured
-  }
+  // An embedded graph goes with its node; a graph being captured, with the capture.
+  if (g == nullptr || g->owner != nullptr || BeingCaptured(g)) return CUDA_ERROR_INVALID_VALUE;
   DestroyGraphLocked(g);
   return CUDA_SUCCESS;
 }
@@ -513,7 +633,15 @@ CUresult cuGraphAddEmptyNode(CUgraphNode* phGraphNode, CUgraph hGraph,
                  nullptr);
 }
 
-// The generic form: kernel and empty nodes; edge data must be the default (all zero).
+// The node embeds a clone of `childGraph`.
+CUresult cuGraphAddChildGraphNode(CUgraphNode* phGraphNode, CUgraph hGraph,
+                                  const CUgraphNode* dependencies, size_t numDependencies,
+                                  CUgraph childGraph) {
+  return AddNode(phGraphNode, hGraph, dependencies, numDependencies, CU_GRAPH_NODE_TYPE_GRAPH,
+                 nullptr, childGraph);
+}
+
+// The generic form: kernel, empty and child-graph nodes; edge data must be the default (zero).
 static CUresult AddGenericNode(CUgraphNode* out, CUgraph graph, const CUgraphNode* deps,
                                const CUgraphEdgeData* edges, size_t count,
                                CUgraphNodeParams* params) {
@@ -527,8 +655,17 @@ static CUresult AddGenericNode(CUgraphNode* out, CUgraph graph, const CUgraphNod
   if (params->type == CU_GRAPH_NODE_TYPE_EMPTY) {
     return AddNode(out, graph, deps, count, CU_GRAPH_NODE_TYPE_EMPTY, nullptr);
   }
+  if (params->type == CU_GRAPH_NODE_TYPE_GRAPH) {
+    const CUgraphChildGraphNodeOwnership ownership = params->graph.ownership;
+    if (ownership != CU_GRAPH_CHILD_GRAPH_OWNERSHIP_CLONE &&
+        ownership != CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    return AddNode(out, graph, deps, count, CU_GRAPH_NODE_TYPE_GRAPH, nullptr, params->graph.graph,
+                   ownership == CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE);
+  }
   if (params->type != CU_GRAPH_NODE_TYPE_KERNEL) {
-    SIMGPU_GRAPH_UNSUPPORTED("graph nodes other than kernel and empty nodes");
+    SIMGPU_GRAPH_UNSUPPORTED("graph nodes other than kernel, empty and child graph nodes");
   }
   const KernelSpec spec = SpecWithKernel(params->kernel);
   return AddNode(out, graph, deps, count, CU_GRAPH_NODE_TYPE_KERNEL, &spec);
@@ -556,9 +693,6 @@ CUresult cuGraphAddMemsetNode(CUgraphNode*, CUgraph, const CUgraphNode*, size_t,
 CUresult cuGraphAddHostNode(CUgraphNode*, CUgraph, const CUgraphNode*, size_t,
                             const CUDA_HOST_NODE_PARAMS*) {
   SIMGPU_GRAPH_UNSUPPORTED("host nodes");
-}
-CUresult cuGraphAddChildGraphNode(CUgraphNode*, CUgraph, const CUgraphNode*, size_t, CUgraph) {
-  SIMGPU_GRAPH_UNSUPPORTED("child graph nodes");
 }
 CUresult cuGraphAddEventRecordNode(CUgraphNode*, CUgraph, const CUgraphNode*, size_t, CUevent) {
   SIMGPU_GRAPH_UNSUPPORTED("event record nodes");
@@ -596,6 +730,17 @@ CUresult cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType* type) {
   Node* n = LiveNode(hNode);
   if (n == nullptr) return CUDA_ERROR_INVALID_VALUE;
   *type = n->type;
+  return CUDA_SUCCESS;
+}
+
+// The graph a child-graph node embeds (not a copy: changes to it change the node).
+CUresult cuGraphChildGraphNodeGetGraph(CUgraphNode hNode, CUgraph* phGraph) {
+  SIMGPU_REQUIRE_CTX();
+  if (phGraph == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard<std::mutex> lock(*g_mu);
+  Node* n = LiveNode(hNode);
+  if (n == nullptr || n->type != CU_GRAPH_NODE_TYPE_GRAPH) return CUDA_ERROR_INVALID_VALUE;
+  *phGraph = reinterpret_cast<CUgraph>(n->child);
   return CUDA_SUCCESS;
 }
 
@@ -701,11 +846,18 @@ CUresult cuGraphExecKernelNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNod
   if (nodeParams == nullptr) return CUDA_ERROR_INVALID_VALUE;
   return ExecSetKernel(hGraphExec, hNode, SpecOf(*nodeParams));
 }
+CUresult cuGraphExecChildGraphNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
+                                            CUgraph childGraph) {
+  return ExecSetChild(hGraphExec, hNode, childGraph);
+}
 CUresult cuGraphExecNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
                                   CUgraphNodeParams* nodeParams) {
   if (nodeParams == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (nodeParams->type == CU_GRAPH_NODE_TYPE_GRAPH) {
+    return ExecSetChild(hGraphExec, hNode, nodeParams->graph.graph);
+  }
   if (nodeParams->type != CU_GRAPH_NODE_TYPE_KERNEL) {
-    SIMGPU_GRAPH_UNSUPPORTED("graph nodes other than kernel nodes");
+    SIMGPU_GRAPH_UNSUPPORTED("graph nodes other than kernel and child graph nodes");
   }
   return ExecSetKernel(hGraphExec, hNode, SpecWithKernel(nodeParams->kernel));
 }

@@ -49,17 +49,40 @@ class SimgpuGraph : public ::testing::Test {
     for (int b = 0; b < 3; ++b) all.insert(all.end(), Words(b), Words(b) + kWords);
     return all;
   }
-  // The step: four scale-adds whose order matters. On a capturing stream they become nodes.
-  void Step() {
+  // The step: four scale-adds whose order matters, the first by `first_a`. On a capturing stream
+  // they become nodes.
+  void Step(uint32_t first_a = 3) {
     const int order[4][2] = {{0, 1}, {1, 2}, {2, 0}, {0, 2}};
     for (int k = 0; k < 4; ++k) {
       CUdeviceptr dst = buffers_[order[k][0]], src = buffers_[order[k][1]];
-      uint32_t a = 3 + k;
+      uint32_t a = k == 0 ? first_a : 3 + k;
       uint64_t n = kWords;
       void* params[] = {&dst, &src, &a, &n};
       ASSERT_EQ(cuLaunchKernel(scale_add_, 4, 1, 1, 128, 1, 1, 0, stream_, params, nullptr),
                 CUDA_SUCCESS);
     }
+  }
+  // One scale-add, dst = dst * a + src, launched or (with `graph`) added after `dep`.
+  void ScaleAdd(int dst, int src, uint32_t a, CUgraph graph = nullptr, CUgraphNode dep = nullptr,
+                CUgraphNode* node = nullptr) {
+    CUdeviceptr d = buffers_[dst], s = buffers_[src];
+    uint64_t n = kWords;
+    void* params[] = {&d, &s, &a, &n};
+    if (graph == nullptr) {
+      ASSERT_EQ(cuLaunchKernel(scale_add_, 4, 1, 1, 128, 1, 1, 0, stream_, params, nullptr),
+                CUDA_SUCCESS);
+      return;
+    }
+    CUDA_KERNEL_NODE_PARAMS p = KernelParams(scale_add_, params);
+    ASSERT_EQ(cuGraphAddKernelNode_v2(node, graph, &dep, dep != nullptr ? 1 : 0, &p),
+              CUDA_SUCCESS);
+  }
+  CUgraph CapturedStep(uint32_t first_a = 3) {
+    CUgraph graph = nullptr;
+    EXPECT_EQ(cuStreamBeginCapture_v2(stream_, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    Step(first_a);
+    EXPECT_EQ(cuStreamEndCapture(stream_, &graph), CUDA_SUCCESS);
+    return graph;
   }
   CUDA_KERNEL_NODE_PARAMS KernelParams(CUfunction f, void** params) {
     CUDA_KERNEL_NODE_PARAMS p{};
@@ -250,6 +273,108 @@ TEST_F(SimgpuGraph, UnsupportedNodesAndCapturedWorkAreRefused) {
   EXPECT_EQ(cuStreamEndCapture(stream_, &captured), CUDA_ERROR_ILLEGAL_STATE);
   EXPECT_EQ(cuStreamBeginCapture_v2(nullptr, CU_STREAM_CAPTURE_MODE_GLOBAL),
             CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);  // the legacy stream
+}
+
+// A child-graph node runs a clone of its graph in its place: nested two deep, between two kernel
+// nodes, with the graph it was cloned from destroyed before the launch. The embedded graph is
+// the node's: readable, not destroyable apart from it.
+TEST_F(SimgpuGraph, ChildGraphNodesRunTheirGraphInPlace) {
+  for (int i = 0; i < 2; ++i) {
+    ScaleAdd(1, 2, 7);
+    Step();
+    ScaleAdd(2, 0, 11);
+  }
+  const std::vector<uint32_t> direct = Contents();
+  Fill();
+
+  CUgraph step = CapturedStep();
+  CUgraph middle = nullptr;  // holds the step as a child
+  ASSERT_EQ(cuGraphCreate(&middle, 0), CUDA_SUCCESS);
+  CUgraphNode inner = nullptr;
+  ASSERT_EQ(cuGraphAddChildGraphNode(&inner, middle, nullptr, 0, step), CUDA_SUCCESS);
+  ASSERT_EQ(cuGraphDestroy(step), CUDA_SUCCESS);  // the node has its own copy
+
+  CUgraph graph = nullptr;
+  ASSERT_EQ(cuGraphCreate(&graph, 0), CUDA_SUCCESS);
+  CUgraphNode first = nullptr, child = nullptr, last = nullptr;
+  ScaleAdd(1, 2, 7, graph, nullptr, &first);
+  ASSERT_EQ(cuGraphAddChildGraphNode(&child, graph, &first, 1, middle), CUDA_SUCCESS);
+  ScaleAdd(2, 0, 11, graph, child, &last);
+  ASSERT_EQ(cuGraphDestroy(middle), CUDA_SUCCESS);
+
+  CUgraphNodeType type = CU_GRAPH_NODE_TYPE_EMPTY;
+  ASSERT_EQ(cuGraphNodeGetType(child, &type), CUDA_SUCCESS);
+  EXPECT_EQ(type, CU_GRAPH_NODE_TYPE_GRAPH);
+  CUgraph embedded = nullptr;
+  ASSERT_EQ(cuGraphChildGraphNodeGetGraph(child, &embedded), CUDA_SUCCESS);
+  size_t count = 0;
+  ASSERT_EQ(cuGraphGetNodes(embedded, nullptr, &count), CUDA_SUCCESS);
+  ASSERT_EQ(count, 1u);
+  CUgraphNode nested = nullptr;
+  ASSERT_EQ(cuGraphGetNodes(embedded, &nested, &count), CUDA_SUCCESS);
+  CUgraph innermost = nullptr;
+  ASSERT_EQ(cuGraphChildGraphNodeGetGraph(nested, &innermost), CUDA_SUCCESS);
+  ASSERT_EQ(cuGraphGetNodes(innermost, nullptr, &count), CUDA_SUCCESS);
+  EXPECT_EQ(count, 4u);
+  EXPECT_EQ(cuGraphDestroy(embedded), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuGraphChildGraphNodeGetGraph(first, &embedded), CUDA_ERROR_INVALID_VALUE);
+
+  CUgraphExec exec = nullptr;
+  ASSERT_EQ(cuGraphInstantiateWithFlags(&exec, graph, 0), CUDA_SUCCESS);
+  for (int i = 0; i < 2; ++i) ASSERT_EQ(cuGraphLaunch(exec, stream_), CUDA_SUCCESS);
+  EXPECT_EQ(Contents(), direct);
+  EXPECT_EQ(cuGraphExecDestroy(exec), CUDA_SUCCESS);
+  EXPECT_EQ(cuGraphDestroy(graph), CUDA_SUCCESS);  // and the graphs its nodes embed
+  EXPECT_EQ(cuGraphGetNodes(innermost, nullptr, &count), CUDA_ERROR_INVALID_VALUE);
+}
+
+// cuGraphExecChildGraphNodeSetParams gives an exec's child graph the parameters of a graph of the
+// same shape (changing the embedded graph changes only later instantiations); a graph moved into
+// its node (cuGraphAddNode, CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE) belongs to the parent.
+TEST_F(SimgpuGraph, ChildGraphParametersAreSetOnTheExecAndMovedGraphsBelongToTheParent) {
+  Step(9);
+  const std::vector<uint32_t> with_nine = Contents();
+  Fill();
+  Step();
+  const std::vector<uint32_t> with_three = Contents();
+  Fill();
+
+  CUgraph graph = nullptr;
+  ASSERT_EQ(cuGraphCreate(&graph, 0), CUDA_SUCCESS);
+  CUgraph step = CapturedStep();
+  CUgraphNodeParams moved{};
+  moved.type = CU_GRAPH_NODE_TYPE_GRAPH;
+  moved.graph.graph = step;
+  moved.graph.ownership = CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE;
+  CUgraphNode child = nullptr;
+  ASSERT_EQ(cuGraphAddNode_v2(&child, graph, nullptr, nullptr, 0, &moved), CUDA_SUCCESS);
+  CUgraphExec exec = nullptr;
+  EXPECT_EQ(cuGraphInstantiateWithFlags(&exec, step, 0), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuGraphDestroy(step), CUDA_ERROR_INVALID_VALUE);
+  CUgraphNode again = nullptr;
+  EXPECT_EQ(cuGraphAddChildGraphNode(&again, graph, nullptr, 0, step), CUDA_ERROR_INVALID_VALUE);
+  moved.graph.graph = graph;  // a graph cannot be moved into itself
+  EXPECT_EQ(cuGraphAddNode_v2(&again, graph, nullptr, nullptr, 0, &moved), CUDA_ERROR_INVALID_VALUE);
+
+  ASSERT_EQ(cuGraphInstantiateWithFlags(&exec, graph, 0), CUDA_SUCCESS);
+  CUgraph nine = CapturedStep(9);
+  ASSERT_EQ(cuGraphExecChildGraphNodeSetParams(exec, child, nine), CUDA_SUCCESS);
+  ASSERT_EQ(cuGraphLaunch(exec, stream_), CUDA_SUCCESS);
+  EXPECT_EQ(Contents(), with_nine);
+  Fill();
+  ASSERT_EQ(cuGraphExecChildGraphNodeSetParams(exec, child, step), CUDA_SUCCESS);
+  ASSERT_EQ(cuGraphLaunch(exec, stream_), CUDA_SUCCESS);
+  EXPECT_EQ(Contents(), with_three);
+
+  CUgraph other_shape = nullptr;
+  ASSERT_EQ(cuGraphCreate(&other_shape, 0), CUDA_SUCCESS);
+  CUgraphNode lone = nullptr;
+  ScaleAdd(0, 1, 9, other_shape, nullptr, &lone);
+  EXPECT_EQ(cuGraphExecChildGraphNodeSetParams(exec, child, other_shape), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuGraphExecChildGraphNodeSetParams(exec, lone, nine), CUDA_ERROR_INVALID_VALUE);
+
+  EXPECT_EQ(cuGraphExecDestroy(exec), CUDA_SUCCESS);
+  for (CUgraph g : {other_shape, nine, graph}) EXPECT_EQ(cuGraphDestroy(g), CUDA_SUCCESS);
 }
 
 // Stream-ordered allocation on a capturing stream is a memory node of the graph, as on the
