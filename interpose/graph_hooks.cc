@@ -23,11 +23,17 @@ namespace {
 using GetNodesFn = CUresult (*)(CUgraph, CUgraphNode*, size_t*);
 using NodeTypeFn = CUresult (*)(CUgraphNode, CUgraphNodeType*);
 using KernelParamsFn = CUresult (*)(CUgraphNode, CUDA_KERNEL_NODE_PARAMS*);
+using ChildGraphFn = CUresult (*)(CUgraphNode, CUgraph*);
 
 constinit UnhookedFunction g_get_nodes{"cuGraphGetNodes"};
 constinit UnhookedFunction g_node_type{"cuGraphNodeGetType"};
 // At the CUDA 13.0 ABI: cuGraphKernelNodeGetParams_v2 (CUDA_KERNEL_NODE_PARAMS_v2).
 constinit UnhookedFunction g_kernel_params{"cuGraphKernelNodeGetParams"};
+constinit UnhookedFunction g_child_graph{"cuGraphChildGraphNodeGetGraph"};
+
+// How deep child graphs are followed. The driver's own nesting is finite (a child node embeds a
+// clone); the limit only guards against a driver that answers with a graph already being read.
+constexpr int kMaxChildDepth = 16;
 
 // SPILLWAY_GRAPH_ACCESS: 1 (default) or 0. Read once.
 bool Enabled() {
@@ -68,27 +74,39 @@ std::vector<uint64_t> NodeWords(const CUDA_KERNEL_NODE_PARAMS& params) {
   return kept;
 }
 
-// The kernel nodes of `graph` in the driver's node order, or nullopt when they cannot be read.
-std::optional<std::vector<GraphKernelNode>> ReadKernelNodes(CUgraph graph) {
+// Appends the kernel nodes of `graph` to `kernels` in the driver's node order, a child graph's
+// kernels in place of its node, `depth` levels down. False when they cannot be read.
+bool ReadKernelNodes(CUgraph graph, int depth, std::vector<GraphKernelNode>* kernels) {
   const auto get_nodes = Lookup<GetNodesFn>(g_get_nodes);
   const auto node_type = Lookup<NodeTypeFn>(g_node_type);
   const auto kernel_params = Lookup<KernelParamsFn>(g_kernel_params);
-  if (get_nodes == nullptr || node_type == nullptr || kernel_params == nullptr) return std::nullopt;
+  if (get_nodes == nullptr || node_type == nullptr || kernel_params == nullptr) return false;
   size_t count = 0;
-  if (get_nodes(graph, nullptr, &count) != CUDA_SUCCESS) return std::nullopt;
+  if (get_nodes(graph, nullptr, &count) != CUDA_SUCCESS) return false;
   std::vector<CUgraphNode> nodes(count);
-  if (count > 0 && get_nodes(graph, nodes.data(), &count) != CUDA_SUCCESS) return std::nullopt;
+  if (count > 0 && get_nodes(graph, nodes.data(), &count) != CUDA_SUCCESS) return false;
   nodes.resize(std::min(count, nodes.size()));
-  std::vector<GraphKernelNode> kernels;
   for (CUgraphNode node : nodes) {
     CUgraphNodeType type = CU_GRAPH_NODE_TYPE_EMPTY;
-    if (node_type(node, &type) != CUDA_SUCCESS) return std::nullopt;
-    if (type != CU_GRAPH_NODE_TYPE_KERNEL) continue;  // child graphs are not descended into
+    if (node_type(node, &type) != CUDA_SUCCESS) return false;
+    if (type == CU_GRAPH_NODE_TYPE_GRAPH) {
+      // A driver without the query, or nesting past the limit: the child's kernels are left out
+      // of the access set and demand-paged.
+      const auto child_graph = Lookup<ChildGraphFn>(g_child_graph);
+      CUgraph child = nullptr;
+      if (child_graph == nullptr || depth >= kMaxChildDepth) continue;
+      if (child_graph(node, &child) != CUDA_SUCCESS || child == nullptr) return false;
+      if (!ReadKernelNodes(child, depth + 1, kernels)) return false;
+      continue;
+    }
+    // Conditional nodes' bodies may or may not run: not part of the access set.
+    if (type != CU_GRAPH_NODE_TYPE_KERNEL) continue;
     CUDA_KERNEL_NODE_PARAMS params{};
-    if (kernel_params(node, &params) != CUDA_SUCCESS) return std::nullopt;
-    kernels.push_back(GraphKernelNode{reinterpret_cast<uintptr_t>(params.func), NodeWords(params)});
+    if (kernel_params(node, &params) != CUDA_SUCCESS) return false;
+    kernels->push_back(
+        GraphKernelNode{reinterpret_cast<uintptr_t>(params.func), NodeWords(params)});
   }
-  return kernels;
+  return true;
 }
 
 }  // namespace
@@ -100,8 +118,8 @@ GraphAccessTable& GraphAccess() {
 
 void OnGraphInstantiated(CUgraphExec exec, CUgraph graph) {
   if (exec == nullptr || !Enabled()) return;
-  std::optional<std::vector<GraphKernelNode>> nodes = ReadKernelNodes(graph);
-  if (!nodes.has_value()) {
+  std::vector<GraphKernelNode> nodes;
+  if (!ReadKernelNodes(graph, 0, &nodes)) {
     static std::atomic<bool> said{false};
     if (!said.exchange(true, std::memory_order_relaxed)) {
       Log(LogLevel::kWarn,
@@ -111,7 +129,7 @@ void OnGraphInstantiated(CUgraphExec exec, CUgraph graph) {
     GraphAccess().Forget(Key(exec));
     return;
   }
-  GraphAccess().Remember(Key(exec), *std::move(nodes));
+  GraphAccess().Remember(Key(exec), std::move(nodes));
 }
 
 void OnGraphExecUpdated(CUgraphExec exec, CUgraph graph, bool succeeded) {

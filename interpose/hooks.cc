@@ -205,6 +205,9 @@ struct After<HookId::k_cuGraphExecKernelNodeSetParams>
 template <>
 struct After<HookId::k_cuGraphExecNodeSetParams>
     : AfterExecSetParams<HookId::k_cuGraphExecNodeSetParams> {};
+template <>
+struct After<HookId::k_cuGraphExecChildGraphNodeSetParams>
+    : AfterExecSetParams<HookId::k_cuGraphExecChildGraphNodeSetParams> {};
 
 // What a hook does instead of the plain forward in run/record mode, per function. Default: none.
 // Run(real, args...) makes the real call(s) itself and returns the result.

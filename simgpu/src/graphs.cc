@@ -57,7 +57,7 @@ struct ExecNode {
 struct Exec {
   // In creation order of the source graph; a child graph's nodes follow its node, flattened.
   std::vector<ExecNode> nodes;
-  MarkerPtr last;               // the previous launch's last kernel: launches do not overlap
+  MarkerPtr last;  // the previous launch's last kernel: launches do not overlap
 };
 
 struct Capture {
@@ -221,7 +221,8 @@ Graph* CloneGraphLocked(const Graph& source) {  // REQUIRES: g_mu held
     node->buffer = n->buffer;
     node->args.assign(n->args.size(), nullptr);
     for (size_t i = 0; i < n->args.size(); ++i) {
-      node->args[i] = node->buffer.data() + (static_cast<const char*>(n->args[i]) - n->buffer.data());
+      node->args[i] =
+          node->buffer.data() + (static_cast<const char*>(n->args[i]) - n->buffer.data());
     }
     if (n->child != nullptr) {
       node->child = CloneGraphLocked(*n->child);

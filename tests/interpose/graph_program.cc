@@ -12,7 +12,11 @@
 //         group 0's graph launched ROUNDS times) | scratch (as graph, each capture also
 //         allocating and freeing a scratch buffer stream-ordered, a memory node in the graph, as
 //         PyTorch's CUDA graphs do with its cudaMallocAsync backend; the job's first call that
-//         starts spillway's engine is then inside a global-mode capture)
+//         starts spillway's engine is then inside a global-mode capture) | child (as graph, each
+//         captured graph embedded in a child-graph node of a graph of its own, behind an empty
+//         node, and destroyed; the outer graph instantiated and launched, as XLA's nested command
+//         buffers are) | childset (as child, each exec's child node re-set with
+//         cuGraphExecChildGraphNodeSetParams from its own embedded graph)
 #include <cuda.h>
 
 #include <atomic>
@@ -46,6 +50,18 @@ void LaunchChain(const std::vector<CUdeviceptr>& group, uint64_t words, CUstream
     void* params[] = {&dst, &src, &a, &n};
     CHECK_CU(cuLaunchKernel(g_scale_add, 8, 1, 1, 128, 1, 1, 0, stream, params, nullptr));
   }
+}
+
+// A graph whose only work is a child-graph node embedding `inner` behind an empty node; `inner`
+// is destroyed (the node holds a copy). `*child` is the child-graph node.
+CUgraph Nest(CUgraph inner, CUgraphNode* child) {
+  CUgraph outer = nullptr;
+  CHECK_CU(cuGraphCreate(&outer, 0));
+  CUgraphNode root = nullptr;
+  CHECK_CU(cuGraphAddEmptyNode(&root, outer, nullptr, 0));
+  CHECK_CU(cuGraphAddChildGraphNode(child, outer, &root, 1, inner));
+  CHECK_CU(cuGraphDestroy(inner));
+  return outer;
 }
 
 // Sets the first kernel node of `exec` to the values it already has (the exec may have changed,
@@ -142,7 +158,14 @@ int main(int argc, char** argv) {
       LaunchChain(buffers[g], words, stream);
       if (mode == "scratch") CHECK_CU(cuMemFreeAsync(scratch, stream));
       CHECK_CU(cuStreamEndCapture(stream, &graphs[g]));
+      CUgraphNode child = nullptr;
+      if (mode == "child" || mode == "childset") graphs[g] = Nest(graphs[g], &child);
       CHECK_CU(instantiate(&execs[g], graphs[g], 0));
+      if (mode == "childset") {
+        CUgraph embedded = nullptr;
+        CHECK_CU(cuGraphChildGraphNodeGetGraph(child, &embedded));
+        CHECK_CU(cuGraphExecChildGraphNodeSetParams(execs[g], child, embedded));
+      }
       if (mode == "setparams" || mode == "update") ResetFirstNode(execs[g], graphs[g]);
       if (mode == "update") {
         CUgraphExecUpdateResultInfo info{};

@@ -2,7 +2,8 @@
 // three captured graphs of three kernels each over managed buffers allocated before capture, 48
 // MiB in all on a 32 MiB device, launched in turn. The results equal an unconstrained run; with
 // graph access sets the engine prefetches each graph's buffers before its launch and the kernels
-// demand-fault less than with SPILLWAY_GRAPH_ACCESS=0; an exec whose parameters changed gets none.
+// demand-fault less than with SPILLWAY_GRAPH_ACCESS=0, also when each graph is nested in a
+// child-graph node of another; an exec whose parameters changed gets none.
 // Record mode writes each graph launch with its access set and its time.
 #include <unistd.h>
 
@@ -99,6 +100,33 @@ TEST(GraphTest, GraphLaunchesGetAccessSetsAndFaultLess) {
   EXPECT_LT(Faults(with) * 2, Faults(without)) << with.stats << "\n" << without.stats;
   std::printf("demand faults: %lld without graph access sets, %lld with; prefetched %lld bytes\n",
               Faults(without), Faults(with), JsonInt(with.stats, "prefetched_bytes"));
+}
+
+// The chains captured, then each embedded in a child-graph node of another graph: the access set
+// of the outer graph's launch holds the child's kernels' buffers.
+TEST(GraphTest, ChildGraphsKernelsAreInTheAccessSet) {
+  const Outcome reference = RunJob("direct", {}, /*shim=*/false, "256MiB");
+  ASSERT_EQ(reference.status, 0) << reference.output;
+  const Outcome without = RunJob("child", {{"SPILLWAY_GRAPH_ACCESS", "0"}});
+  ASSERT_EQ(without.status, 0) << without.output;
+  EXPECT_EQ(Checksum(without.output), Checksum(reference.output));
+
+  const Outcome with = RunJob("child", {});
+  ASSERT_EQ(with.status, 0) << with.output;
+  EXPECT_EQ(Checksum(with.output), Checksum(reference.output));
+  const std::string& s = with.summary;
+  EXPECT_EQ(JsonInt(s, "cuGraphLaunch"), 12) << s;
+  EXPECT_GT(JsonInt(s, "prefetch_bytes"), 0) << s;
+  EXPECT_NE(s.find("\"errors\":[]"), std::string::npos) << s;
+  EXPECT_LT(Faults(with) * 2, Faults(without)) << with.stats << "\n" << without.stats;
+
+  // New parameters for a child graph: the exec's access set is no longer known.
+  const Outcome stale = RunJob("childset", {{"SPILLWAY_LOG", "info"}});
+  ASSERT_EQ(stale.status, 0) << stale.output;
+  EXPECT_EQ(Checksum(stale.output), Checksum(reference.output));
+  EXPECT_EQ(JsonInt(stale.summary, "prefetch_bytes"), 0) << stale.summary;
+  EXPECT_NE(stale.output.find("changed by cuGraphExecChildGraphNodeSetParams"), std::string::npos)
+      << stale.output;
 }
 
 TEST(GraphTest, ChangedExecsGetNoAccessSetUntilUpdated) {

@@ -74,8 +74,7 @@ class SimgpuGraph : public ::testing::Test {
       return;
     }
     CUDA_KERNEL_NODE_PARAMS p = KernelParams(scale_add_, params);
-    ASSERT_EQ(cuGraphAddKernelNode_v2(node, graph, &dep, dep != nullptr ? 1 : 0, &p),
-              CUDA_SUCCESS);
+    ASSERT_EQ(cuGraphAddKernelNode_v2(node, graph, &dep, dep != nullptr ? 1 : 0, &p), CUDA_SUCCESS);
   }
   CUgraph CapturedStep(uint32_t first_a = 3) {
     CUgraph graph = nullptr;
@@ -354,7 +353,8 @@ TEST_F(SimgpuGraph, ChildGraphParametersAreSetOnTheExecAndMovedGraphsBelongToThe
   CUgraphNode again = nullptr;
   EXPECT_EQ(cuGraphAddChildGraphNode(&again, graph, nullptr, 0, step), CUDA_ERROR_INVALID_VALUE);
   moved.graph.graph = graph;  // a graph cannot be moved into itself
-  EXPECT_EQ(cuGraphAddNode_v2(&again, graph, nullptr, nullptr, 0, &moved), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuGraphAddNode_v2(&again, graph, nullptr, nullptr, 0, &moved),
+            CUDA_ERROR_INVALID_VALUE);
 
   ASSERT_EQ(cuGraphInstantiateWithFlags(&exec, graph, 0), CUDA_SUCCESS);
   CUgraph nine = CapturedStep(9);

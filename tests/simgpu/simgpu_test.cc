@@ -44,8 +44,8 @@ ChildResult RunChild(const std::string& scenario, const std::string& env,
   std::string tmpl = ::testing::TempDir() + "/simgpu_stats_XXXXXX";
   int fd = mkstemp(tmpl.data());
   if (fd >= 0) close(fd);
-  std::string cmd = shell_prefix + "env SIMGPU_STATS=" + tmpl + " " + env + " " +
-                    SelfPath() + " --scenario " + scenario + " 2>&1";
+  std::string cmd = shell_prefix + "env SIMGPU_STATS=" + tmpl + " " + env + " " + SelfPath() +
+                    " --scenario " + scenario + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   if (p == nullptr) return r;
   char buf[4096];
