@@ -1,8 +1,10 @@
 // The demo workload: allocates several times the device memory with cuMemAlloc, runs a few passes
 // of kernels over all of it, and checks the checksum against one computed on the host. Without
-// spillway it stops with out-of-memory; under `spillway run` it is meant to finish.
+// spillway it stops with out-of-memory; under `spillway run` it is meant to finish. With
+// --overwrite, once every buffer is filled, each is overwritten from its second MiB on by a memset
+// (as frameworks zero-initialize a buffer) before the passes.
 //
-//   oversubscribe [--factor F] [--bytes SIZE] [--buffer SIZE] [--passes N]
+//   oversubscribe [--factor F] [--bytes SIZE] [--buffer SIZE] [--passes N] [--overwrite]
 #include <cuda.h>
 
 #include <cinttypes>
@@ -24,13 +26,20 @@ struct Options {
   uint64_t bytes = 0;  // 0: factor × the device memory cuMemGetInfo reports
   uint64_t buffer = 64ull << 20;
   int passes = 3;
+  bool overwrite = false;
 };
+
+// --overwrite: the words from here on are set to OverwriteValue(buffer) by cuMemsetD32.
+constexpr uint64_t kOverwriteFromWord = (1ull << 20) / sizeof(uint32_t);
+uint32_t OverwriteValue(size_t buffer) { return 0x5eed0000u + static_cast<uint32_t>(buffer); }
 
 void Usage(FILE* out) {
   std::fprintf(out,
                "usage: oversubscribe [--factor F] [--bytes SIZE] [--buffer SIZE] [--passes N]\n"
+               "                     [--overwrite]\n"
                "  Allocates F times the device memory (default 3) in buffers of SIZE (64MiB),\n"
-               "  runs N passes of kernels over it (3) and verifies a checksum.\n");
+               "  runs N passes of kernels over it (3) and verifies a checksum. --overwrite:\n"
+               "  once filled, each buffer is set from its second MiB on by a memset.\n");
 }
 
 uint64_t SizeArg(const char* flag, const char* text) {
@@ -50,6 +59,10 @@ Options ParseOptions(int argc, char** argv) {
     if (arg == "-h" || arg == "--help") {
       Usage(stdout);
       std::exit(kExitOk);
+    }
+    if (arg == "--overwrite") {
+      options.overwrite = true;
+      continue;
     }
     if (i + 1 >= argc) {
       std::fprintf(stderr, "oversubscribe: unknown option or missing value: '%s'\n", arg.c_str());
@@ -82,14 +95,15 @@ uint32_t PassMul(int pass) { return 1664525u + 2u * static_cast<uint32_t>(pass);
 uint32_t PassAdd(int pass) { return 1013904223u + static_cast<uint32_t>(pass); }
 
 // The checksum the device must produce, computed on the host (two threads).
-uint64_t ExpectedChecksum(size_t buffers, uint64_t words_per_buffer, int passes) {
+uint64_t ExpectedChecksum(size_t buffers, uint64_t words_per_buffer, int passes, bool overwrite) {
   std::vector<uint64_t> partial(2, 0);
   std::vector<std::thread> threads;
   for (size_t t = 0; t < partial.size(); ++t) {
     threads.emplace_back([&, t] {
       for (size_t b = t; b < buffers; b += partial.size()) {
         for (uint64_t i = 0; i < words_per_buffer; ++i) {
-          uint32_t v = Mix(i, static_cast<uint32_t>(b));
+          uint32_t v = overwrite && i >= kOverwriteFromWord ? OverwriteValue(b)
+                                                            : Mix(i, static_cast<uint32_t>(b));
           for (int p = 0; p < passes; ++p) v = v * PassMul(p) + PassAdd(p);
           partial[t] += v;
         }
@@ -146,6 +160,11 @@ int Run(const Options& options) {
     void* params[] = {&words, &count, &seed, &unused};
     Launch(fill, params);
   }
+  for (size_t b = 0; options.overwrite && b < buffers; ++b) {
+    if (words_per_buffer <= kOverwriteFromWord) continue;
+    DEMO_CHECK(cuMemsetD32(data[b] + kOverwriteFromWord * sizeof(uint32_t), OverwriteValue(b),
+                           words_per_buffer - kOverwriteFromWord));
+  }
   for (int p = 0; p < options.passes; ++p) {
     for (size_t b = 0; b < buffers; ++b) {
       uint64_t words = data[b], count = words_per_buffer;
@@ -166,7 +185,8 @@ int Run(const Options& options) {
   DEMO_CHECK(cuMemcpyDtoH(&sum, sum_device, sizeof(sum)));
   DEMO_CHECK(cuCtxSynchronize());
 
-  const uint64_t expected = ExpectedChecksum(buffers, words_per_buffer, options.passes);
+  const uint64_t expected =
+      ExpectedChecksum(buffers, words_per_buffer, options.passes, options.overwrite);
   for (const CUdeviceptr buffer : data) DEMO_CHECK(cuMemFree(buffer));
   DEMO_CHECK(cuMemFree(sum_device));
   DEMO_CHECK(cuModuleUnload(module));

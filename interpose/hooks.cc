@@ -15,6 +15,7 @@
 #include <dlfcn.h>
 
 #include <atomic>
+#include <cstdint>
 #include <cstring>
 #include <optional>
 
@@ -564,6 +565,70 @@ template <>
 struct Replace<HookId::k_cuLaunchCooperativeKernel> : ReplaceLaunch<false> {};
 template <>
 struct Replace<HookId::k_cuLaunchCooperativeKernel_ptsz> : ReplaceLaunch<true> {};
+
+// Before a memset: the whole chunks it overwrites that are not on the device are discarded on its
+// stream, so its faults populate them without copying dead data in (ResidencyEngine::
+// OnOverwrite). Only where the driver would accept the call as it is: a range inside one managed
+// allocation, aligned to the element size; nothing during a capture.
+template <typename T>
+void PrepareMemset(CUdeviceptr dst, size_t count, policy::Stream stream) {
+  if (count == 0 || count > SIZE_MAX / sizeof(T) || dst % sizeof(T) != 0) return;
+  if (Captures().AnyInProgress()) return;
+  const std::optional<policy::Allocation> found = Allocations().Find(dst);
+  if (!found.has_value() || found->backing != policy::Backing::kManaged) return;
+  policy::ResidencyEngine* engine = EngineOf(found->device);
+  if (engine == nullptr) return;
+  if (engine->OnOverwrite(*found, dst, count * sizeof(T), stream) != 0) {
+    SPILLWAY_REPORT_ONCE(reported,
+                         "a discard before a memset failed; the memset copies the old "
+                         "contents in");
+  }
+}
+
+// cuMemsetD*_v2 (`kPerThread`: _ptds) on the null stream.
+template <typename T, bool kPerThread>
+struct ReplaceMemset {
+  static constexpr bool kActive = true;
+  static CUresult Run(CUresult (*real)(CUdeviceptr, T, size_t), CUdeviceptr dst, T value,
+                      size_t count) {
+    PrepareMemset<T>(dst, count, kPerThread ? CU_STREAM_PER_THREAD : nullptr);
+    return real(dst, value, count);
+  }
+};
+// cuMemsetD*Async (`kPerThread`: _ptsz).
+template <typename T, bool kPerThread>
+struct ReplaceMemsetAsync {
+  static constexpr bool kActive = true;
+  static CUresult Run(CUresult (*real)(CUdeviceptr, T, size_t, CUstream), CUdeviceptr dst, T value,
+                      size_t count, CUstream stream) {
+    PrepareMemset<T>(dst, count, kPerThread && stream == nullptr ? CU_STREAM_PER_THREAD : stream);
+    return real(dst, value, count, stream);
+  }
+};
+template <>
+struct Replace<HookId::k_cuMemsetD8_v2> : ReplaceMemset<unsigned char, false> {};
+template <>
+struct Replace<HookId::k_cuMemsetD8_v2_ptds> : ReplaceMemset<unsigned char, true> {};
+template <>
+struct Replace<HookId::k_cuMemsetD16_v2> : ReplaceMemset<unsigned short, false> {};
+template <>
+struct Replace<HookId::k_cuMemsetD16_v2_ptds> : ReplaceMemset<unsigned short, true> {};
+template <>
+struct Replace<HookId::k_cuMemsetD32_v2> : ReplaceMemset<unsigned int, false> {};
+template <>
+struct Replace<HookId::k_cuMemsetD32_v2_ptds> : ReplaceMemset<unsigned int, true> {};
+template <>
+struct Replace<HookId::k_cuMemsetD8Async> : ReplaceMemsetAsync<unsigned char, false> {};
+template <>
+struct Replace<HookId::k_cuMemsetD8Async_ptsz> : ReplaceMemsetAsync<unsigned char, true> {};
+template <>
+struct Replace<HookId::k_cuMemsetD16Async> : ReplaceMemsetAsync<unsigned short, false> {};
+template <>
+struct Replace<HookId::k_cuMemsetD16Async_ptsz> : ReplaceMemsetAsync<unsigned short, true> {};
+template <>
+struct Replace<HookId::k_cuMemsetD32Async> : ReplaceMemsetAsync<unsigned int, false> {};
+template <>
+struct Replace<HookId::k_cuMemsetD32Async_ptsz> : ReplaceMemsetAsync<unsigned int, true> {};
 
 // Before a graph launch: the engine moves its kernel nodes' data (graph_hooks.cc).
 template <bool kPerThread>

@@ -192,6 +192,7 @@ SummaryData CollectSummary() {
     data.prefetch_bytes += engine->prefetch_bytes();
     data.evict_bytes += engine->evict_bytes();
     data.discard_bytes += engine->discard_bytes();
+    data.overwrite_discard_bytes += engine->overwrite_discard_bytes();
     data.predicted_launches += engine->predicted_launches();
     data.step_length = std::max(data.step_length, engine->step_length());
     data.thread_steps = std::max(data.thread_steps, engine->thread_steps());

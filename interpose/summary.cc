@@ -33,6 +33,7 @@ std::string FormatSummary(const SummaryData& data) {
   json.Key("prefetch_bytes").Uint(data.prefetch_bytes);
   json.Key("evict_bytes").Uint(data.evict_bytes);
   json.Key("discard_bytes").Uint(data.discard_bytes);
+  json.Key("overwrite_discard_bytes").Uint(data.overwrite_discard_bytes);
   json.Key("predicted_launches").Uint(data.predicted_launches);
   json.Key("step_length").Uint(data.step_length);
   json.Key("thread_steps").Uint(data.thread_steps);

@@ -35,6 +35,7 @@ struct SummaryData {
   uint64_t prefetch_bytes = 0;
   uint64_t evict_bytes = 0;
   uint64_t discard_bytes = 0;
+  uint64_t overwrite_discard_bytes = 0;
   uint64_t predicted_launches = 0;  // launches the learned policy predicted correctly, summed
   uint64_t step_length = 0;         // the detected step in launches (largest over devices); 0: none
   uint64_t thread_steps = 0;  // threads whose own step the policy follows (largest over devices)

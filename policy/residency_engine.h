@@ -93,6 +93,14 @@ class ResidencyEngine {
   static constexpr uint64_t kArenaChunkBytes = uint64_t{2} << 20;
   static constexpr uint64_t kArenaMinBytes = 8 * kArenaChunkBytes;
 
+  // @brief A memset on `stream` is about to write every byte of [address, address + bytes) of
+  // `allocation`. The whole 2 MiB chunks of that range the engine has not made resident hold dead
+  // data from then on: they are discarded on `stream`, so the memset's faults populate them
+  // without copying the old contents in. Nothing is done for a range not inside a managed
+  // allocation, with the `none` policy, or for chunks on the device or placed on the host.
+  // residency_engine_overwrite.cc. Returns the number of device calls that failed.
+  int OnOverwrite(const Allocation& allocation, uint64_t address, uint64_t bytes, Stream stream);
+
   std::string_view policy_name() const { return policy_->name(); }
   uint64_t budget_bytes() const { return budget_bytes_; }
   uint64_t prefetch_bytes() const { return prefetch_bytes_.load(std::memory_order_relaxed); }
@@ -102,6 +110,10 @@ class ResidencyEngine {
   }
   uint64_t evict_bytes() const { return evict_bytes_.load(std::memory_order_relaxed); }
   uint64_t discard_bytes() const { return discard_bytes_.load(std::memory_order_relaxed); }
+  // Bytes discarded by OnOverwrite (not in discard_bytes).
+  uint64_t overwrite_discard_bytes() const {
+    return overwrite_discard_bytes_.load(std::memory_order_relaxed);
+  }
   // The lookahead window chosen at the latest planned batch, in launches (the fixed count when the
   // lookahead is not sized from time), and the bandwidth the sizing uses (bytes per second).
   uint64_t lookahead_window() const { return lookahead_window_.load(std::memory_order_relaxed); }
@@ -150,6 +162,9 @@ class ResidencyEngine {
   static bool ForEachNamedChunk(const Allocation& allocation, const std::vector<uint64_t>& words,
                                 std::vector<uint64_t>* offsets,
                                 absl::FunctionRef<void(uint64_t)> chunk);
+  // REQUIRES: mutex_ held; [from, to) inside `allocation`. Whether the engine tracks every byte
+  // of it as not on the device (not resident, not placed on the host).
+  bool NotOnDevice(const Allocation& allocation, uint64_t from, uint64_t to) const;
   // REQUIRES: mutex_ held; `id` tracked. Replaces it by its chunks (same residency).
   Arena& MakeArena(uint64_t id);
   // REQUIRES: mutex_ held. Forgets the chunks of arena `id`, if it is one; false when it is not.
@@ -297,6 +312,7 @@ class ResidencyEngine {
   std::atomic<uint64_t> lookahead_bytes_{0};
   std::atomic<uint64_t> evict_bytes_{0};
   std::atomic<uint64_t> discard_bytes_{0};
+  std::atomic<uint64_t> overwrite_discard_bytes_{0};
   std::atomic<uint64_t> lookahead_window_{0};
   std::atomic<bool> step_seen_{false};     // the policy has predicted a step: time the launches
   std::atomic<bool> policy_times_{false};  // the policy wants kernel and step times (WantsTimes)

@@ -1,6 +1,7 @@
 // The residency engine end to end on simgpu: the demo job that stops with out-of-memory on its
 // own finishes under the shim in run mode, with the verified checksum, and the simulator's stats
-// show the engine moved the data ahead of the kernels instead of leaving it to demand faults.
+// show the engine moved the data ahead of the kernels instead of leaving it to demand faults; a
+// memset over evicted data has the chunks it overwrites discarded rather than copied back in.
 #include <unistd.h>
 
 #include <cstdio>
@@ -62,6 +63,36 @@ TEST(Engine, OversubscribedDemoFinishesUnderRunMode) {
   const long long faults = JsonInt(stats, "count");  // demand_faults.count, the first "count"
   EXPECT_GE(faults, 0) << stats;
   EXPECT_LT(faults, 48) << stats;
+  std::remove(summary_path.c_str());
+  std::remove(stats_path.c_str());
+}
+
+// The demo with --overwrite: once 32 MiB of buffers are filled on a 16 MiB device, each is set
+// from its second MiB on by a memset. The whole chunks a memset covers that the engine had
+// evicted (4 buffers at least, 2 MiB each) are discarded first, so they are zero-filled on the
+// device instead of copied back in, and the words before them keep the filled values.
+TEST(Engine, AMemsetOverEvictedBuffersDiscardsTheChunksItOverwrites) {
+  const std::string summary_path = TempPath("engine_overwrite_summary");
+  const std::string stats_path = TempPath("engine_overwrite_stats");
+  const ProcessResult shimmed = RunProcess({kOut + "/oversubscribe", "--factor", "2", "--buffer",
+                                            "4MiB", "--passes", "1", "--overwrite"},
+                                           {{"LD_LIBRARY_PATH", kOut + "/simgpu"},
+                                            {"SIMGPU_MEMORY", "16MiB"},
+                                            {"SIMGPU_STATS", stats_path},
+                                            {"LD_PRELOAD", kOut + "/libspillway.so"},
+                                            {"SPILLWAY_DEVICE_MEMORY", "16MiB"},
+                                            {"SPILLWAY_SUMMARY", summary_path}});
+  ASSERT_EQ(shimmed.exit_code, 0) << shimmed.output;
+  EXPECT_NE(shimmed.output.find("matches the host's: 1 passes over 32.00 MiB done"),
+            std::string::npos)
+      << shimmed.output;
+  const std::string summary = ReadFile(summary_path);
+  const long long overwritten = JsonInt(summary, "overwrite_discard_bytes");
+  EXPECT_GE(overwritten, 8ll << 20) << summary;
+  EXPECT_NE(summary.find("\"errors\":[]"), std::string::npos) << summary;
+  // Every buffer's first touch (32 MiB) and every chunk discarded before a memset is zero-filled.
+  const std::string stats = ReadFile(stats_path);
+  EXPECT_GE(JsonInt(stats, "zero_filled_bytes"), (32ll << 20) + overwritten) << stats;
   std::remove(summary_path.c_str());
   std::remove(stats_path.c_str());
 }

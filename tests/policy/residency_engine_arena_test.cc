@@ -1,7 +1,8 @@
 // The residency engine's finer-grained accounting: arenas (large allocations reached through
 // interior pointers) move per 2 MiB chunk, allocations count as the granules they span, and the
 // learned policy predicts the sizes of the allocations the next launches will make. A policy that
-// needs arenas whole gets a split arena back as one allocation.
+// needs arenas whole gets a split arena back as one allocation. A memset discards, per chunk, what
+// it overwrites that is not on the device.
 #include <algorithm>
 #include <memory>
 #include <string_view>
@@ -134,6 +135,66 @@ class WholeArenasFromSomeLaunch final : public EvictionPolicy {
  private:
   std::unique_ptr<EvictionPolicy> lru_ = MakeLruPolicy();
 };
+
+// Before a memset: the whole 2 MiB chunks of its range that are not on the device are discarded
+// on its stream (their data is dead: the memset writes every byte), merged into ranges; partial
+// chunks, resident chunks and anything outside a managed allocation are left alone.
+TEST_F(ArenaTest, AMemsetDiscardsTheWholeChunksItOverwritesThatAreNotOnTheDevice) {
+  const Allocation small = Managed(8 * kMiB);  // tracked whole
+  ASSERT_EQ(small.base % (2 * kMiB), 0u);
+  EXPECT_EQ(engine_.OnOverwrite(small, small.base + kMiB, 6 * kMiB, kStream), 0);
+  ASSERT_EQ(device_.Calls("discard").size(), 1u);
+  EXPECT_EQ(device_.Calls("discard")[0].address, small.base + 2 * kMiB);
+  EXPECT_EQ(device_.Calls("discard")[0].bytes, 4 * kMiB);
+  EXPECT_EQ(device_.Calls("discard")[0].stream, kStream);
+  EXPECT_EQ(engine_.overwrite_discard_bytes(), 4 * kMiB);
+  EXPECT_EQ(engine_.discard_bytes(), 0u);
+  // Past the allocation's end (the driver refuses such a memset), or no whole chunk: nothing.
+  EXPECT_EQ(engine_.OnOverwrite(small, small.base + 4 * kMiB, 6 * kMiB, kStream), 0);
+  EXPECT_EQ(engine_.OnOverwrite(small, small.base + kMiB, 2 * kMiB, kStream), 0);
+  EXPECT_EQ(device_.Calls("discard").size(), 1u);
+  // On the device: the memset writes it there, nothing to discard.
+  Launch({small.base});
+  EXPECT_EQ(engine_.OnOverwrite(small, small.base, 8 * kMiB, kStream), 0);
+  EXPECT_EQ(device_.Calls("discard").size(), 1u);
+
+  // An arena: only its chunks that are not resident (chunks 12..15 are), in one range.
+  const Allocation arena = Managed(32 * kMiB);
+  Launch({arena.base + 24 * kMiB});
+  EXPECT_EQ(engine_.OnOverwrite(arena, arena.base, 32 * kMiB, kStream), 0);
+  ASSERT_EQ(device_.Calls("discard").size(), 2u);
+  EXPECT_EQ(device_.Calls("discard")[1].address, arena.base);
+  EXPECT_EQ(device_.Calls("discard")[1].bytes, 24 * kMiB);
+  EXPECT_EQ(engine_.overwrite_discard_bytes(), 28 * kMiB);
+  EXPECT_EQ(engine_.resident_estimate(), 16 * kMiB);  // residency is the engine's as before
+
+  // Device memory is not the engine's to discard.
+  uint64_t address = 0;
+  device_.AllocateDevice(&address, 4 * kMiB);
+  const Allocation plain = registry_.Insert(address, 4 * kMiB, Backing::kDevice, false, true);
+  engine_.OnAllocated(plain);
+  EXPECT_EQ(engine_.OnOverwrite(plain, plain.base, 4 * kMiB, kStream), 0);
+  EXPECT_EQ(device_.Calls("discard").size(), 2u);
+
+  // A failed discard is counted as a failure and not as bytes discarded.
+  device_.fail_discard = true;
+  const Allocation other = Managed(4 * kMiB);
+  EXPECT_EQ(engine_.OnOverwrite(other, other.base, 4 * kMiB, kStream), 1);
+  EXPECT_EQ(engine_.overwrite_discard_bytes(), 28 * kMiB);
+}
+
+// `none` issues no device call of its own: a memset pages as it would without spillway.
+TEST(OverwriteTest, TheNonePolicyDiscardsNothing) {
+  FakeDevice device;
+  AllocationRegistry registry;
+  ResidencyEngine engine(&device, MakeNoMovePolicy(), 64 * kMiB, EngineOptions{0});
+  uint64_t address = 0;
+  device.AllocateManaged(&address, 8 * kMiB);
+  const Allocation allocation = registry.Insert(address, 8 * kMiB, Backing::kManaged, false, true);
+  engine.OnAllocated(allocation);
+  EXPECT_EQ(engine.OnOverwrite(allocation, allocation.base, 8 * kMiB, kStream), 0);
+  EXPECT_TRUE(device.Calls("discard").empty());
+}
 
 TEST(ArenaMergeTest, APolicyThatNeedsArenasWholeGetsTheSplitArenaBackWhole) {
   FakeDevice device;
