@@ -15,7 +15,8 @@ using Event = void*;   // a CUevent
 // The result of a device call: a CUresult value, 0 = success.
 using DeviceResult = int;
 inline constexpr DeviceResult kDeviceOk = 0;
-inline constexpr DeviceResult kDeviceNotReady = 600;  // CUDA_ERROR_NOT_READY
+inline constexpr DeviceResult kDeviceNotReady = 600;      // CUDA_ERROR_NOT_READY
+inline constexpr DeviceResult kDeviceNotSupported = 801;  // CUDA_ERROR_NOT_SUPPORTED
 
 class Device {
  public:

@@ -97,7 +97,8 @@ class ResidencyEngine {
   // `allocation`. The whole 2 MiB chunks of that range the engine has not made resident hold dead
   // data from then on: they are discarded on `stream`, so the memset's faults populate them
   // without copying the old contents in. Nothing is done for a range not inside a managed
-  // allocation, with the `none` policy, or for chunks on the device or placed on the host.
+  // allocation, with the `none` policy, or for chunks on the device or placed on the host; nor
+  // ever again once the device said it cannot discard (not counted as a failure).
   // residency_engine_overwrite.cc. Returns the number of device calls that failed.
   int OnOverwrite(const Allocation& allocation, uint64_t address, uint64_t bytes, Stream stream);
 
@@ -313,6 +314,7 @@ class ResidencyEngine {
   std::atomic<uint64_t> evict_bytes_{0};
   std::atomic<uint64_t> discard_bytes_{0};
   std::atomic<uint64_t> overwrite_discard_bytes_{0};
+  std::atomic<bool> overwrite_unsupported_{false};  // the device cannot discard: OnOverwrite off
   std::atomic<uint64_t> lookahead_window_{0};
   std::atomic<bool> step_seen_{false};     // the policy has predicted a step: time the launches
   std::atomic<bool> policy_times_{false};  // the policy wants kernel and step times (WantsTimes)

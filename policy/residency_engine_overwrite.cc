@@ -28,6 +28,7 @@ bool ResidencyEngine::NotOnDevice(const Allocation& allocation, uint64_t from, u
 int ResidencyEngine::OnOverwrite(const Allocation& allocation, uint64_t address, uint64_t bytes,
                                  Stream stream) {
   if (allocation.backing != Backing::kManaged || bytes == 0) return 0;
+  if (overwrite_unsupported_.load(std::memory_order_relaxed)) return 0;
   const uint64_t allocation_end = allocation.base + allocation.size;
   if (address < allocation.base || bytes > allocation_end - address) return 0;
   // The whole chunks (aligned as the device's) inside [address, address + bytes).
@@ -52,7 +53,15 @@ int ResidencyEngine::OnOverwrite(const Allocation& allocation, uint64_t address,
   // byte of them.
   int failures = 0;
   for (const auto& [begin, end] : ranges) {
-    if (device_->Discard(begin, end - begin, stream) != kDeviceOk) {
+    const DeviceResult result = device_->Discard(begin, end - begin, stream);
+    if (result == kDeviceNotSupported) {
+      // A driver without cuMemDiscardBatchAsync (before CUDA 13.0): not tried again, and not an
+      // error of its own (OnFree's failed discard says it once). The memset copies the old
+      // contents in, as without spillway.
+      overwrite_unsupported_.store(true, std::memory_order_relaxed);
+      return failures;
+    }
+    if (result != kDeviceOk) {
       ++failures;  // the old contents are copied in by the memset's faults, as without this
       continue;
     }

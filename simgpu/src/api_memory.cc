@@ -314,8 +314,11 @@ CUresult AllocFromPool(CUdeviceptr* dptr, size_t bytes, Pool* pool, CUstream h, 
   // the rest of the process (the driver maps it at each launch of the graph and may reuse it
   // between launches; simgpu keeps it).
   if (r == CUDA_SUCCESS && captured) {
-    std::lock_guard<std::mutex> lock(*g_pool_mu);
-    g_graph_allocations->insert(*dptr);
+    {
+      std::lock_guard<std::mutex> lock(*g_pool_mu);
+      g_graph_allocations->insert(*dptr);
+    }
+    NoteCapturedMemoryNode(s);
   }
   return r;
 }

@@ -42,6 +42,9 @@ struct Graph {
   // over with CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE (not instantiated on its own either).
   const Node* owner = nullptr;
   bool moved = false;
+  // A capture made a memory node in it (cuMemAllocAsync): it can be moved into a child-graph
+  // node, not cloned.
+  bool memory_nodes = false;
 };
 
 struct ExecNode {
@@ -161,7 +164,7 @@ Graph* CloneGraphLocked(const Graph& source);
 Graph* EmbeddedGraph(Graph* parent, CUgraph source_handle, bool move) {  // REQUIRES: g_mu held
   Graph* source = LiveGraph(source_handle);
   if (source == nullptr || source->moved || BeingCaptured(source)) return nullptr;
-  if (!move) return CloneGraphLocked(*source);
+  if (!move) return source->memory_nodes ? nullptr : CloneGraphLocked(*source);
   // A moved graph must be the job's own, and not `parent` or a graph `parent` is embedded in.
   if (source->owner != nullptr) return nullptr;
   for (const Graph* g = parent; g != nullptr; g = g->owner != nullptr ? g->owner->graph : nullptr) {
@@ -292,7 +295,8 @@ bool SameTopology(const std::vector<ExecNode>& fresh, const std::vector<ExecNode
       *error_node = at;
       return false;
     }
-    if (fresh[i].deps != current[i].deps) {
+    // Dependencies by position, and the same nesting: a child graph spans the same nodes.
+    if (fresh[i].deps != current[i].deps || fresh[i].span != current[i].span) {
       *result = CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED;
       *error_node = at;
       return false;
@@ -516,6 +520,12 @@ CUresult RefuseIfCaptureForbids() {
     }
   }
   return refused ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS;
+}
+
+void NoteCapturedMemoryNode(Stream* s) {
+  std::lock_guard<std::mutex> lock(*g_mu);
+  const auto it = g_captures->find(s);
+  if (it != g_captures->end()) it->second.graph->memory_nodes = true;
 }
 
 CUresult CaptureKernel(Stream* s, Function* fn, const LaunchDims& dims, std::vector<char> buffer) {

@@ -261,6 +261,9 @@ MarkerPtr EnqueueKernel(Stream* s, const SimgpuKernel* k, const LaunchDims& dims
                         std::vector<MarkerPtr> extra_deps = {});
 // Records a launch on capturing stream `s` as a kernel node of the capture's graph.
 CUresult CaptureKernel(Stream* s, Function* fn, const LaunchDims& dims, std::vector<char> buffer);
+// Notes that the capture on `s` made a memory node (a stream-ordered allocation): its graph cannot
+// be cloned into a child-graph node, only moved, as on the driver.
+void NoteCapturedMemoryNode(Stream* s);
 // For a "potentially unsafe" call (allocation, free, prefetch, query, synchronization, synchronous
 // copy) by the calling thread: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, and the captures that forbid
 // it invalidated, while a global-mode capture is in progress in any thread (unless this thread's

@@ -177,9 +177,17 @@ TEST_F(ArenaTest, AMemsetDiscardsTheWholeChunksItOverwritesThatAreNotOnTheDevice
   EXPECT_EQ(device_.Calls("discard").size(), 2u);
 
   // A failed discard is counted as a failure and not as bytes discarded.
-  device_.fail_discard = true;
+  device_.discard_result = 1;  // CUDA_ERROR_INVALID_VALUE
   const Allocation other = Managed(4 * kMiB);
   EXPECT_EQ(engine_.OnOverwrite(other, other.base, 4 * kMiB, kStream), 1);
+  EXPECT_EQ(engine_.overwrite_discard_bytes(), 28 * kMiB);
+  // A device that cannot discard at all (a driver before CUDA 13.0): no failure, and not asked
+  // again.
+  device_.discard_result = kDeviceNotSupported;
+  const size_t calls = device_.Calls("discard").size();
+  EXPECT_EQ(engine_.OnOverwrite(other, other.base, 4 * kMiB, kStream), 0);
+  EXPECT_EQ(engine_.OnOverwrite(other, other.base, 4 * kMiB, kStream), 0);
+  EXPECT_EQ(device_.Calls("discard").size(), calls + 1);
   EXPECT_EQ(engine_.overwrite_discard_bytes(), 28 * kMiB);
 }
 

@@ -366,6 +366,29 @@ TEST_F(SimgpuGraph, ChildGraphParametersAreSetOnTheExecAndMovedGraphsBelongToThe
   ASSERT_EQ(cuGraphLaunch(exec, stream_), CUDA_SUCCESS);
   EXPECT_EQ(Contents(), with_three);
 
+  // The same nodes nested differently are another topology: the parent's child holds the step
+  // and nothing follows it; in `flat`, an empty child graph node precedes the step's kernels.
+  CUgraph flat = nullptr, empty = nullptr;
+  ASSERT_EQ(cuGraphCreate(&flat, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuGraphCreate(&empty, 0), CUDA_SUCCESS);
+  CUgraphNode empty_child = nullptr;
+  ASSERT_EQ(cuGraphAddChildGraphNode(&empty_child, flat, nullptr, 0, empty), CUDA_SUCCESS);
+  CUgraph flat_step = CapturedStep();
+  size_t count = 0;
+  ASSERT_EQ(cuGraphGetNodes(flat_step, nullptr, &count), CUDA_SUCCESS);
+  std::vector<CUgraphNode> step_nodes(count);
+  ASSERT_EQ(cuGraphGetNodes(flat_step, step_nodes.data(), &count), CUDA_SUCCESS);
+  CUgraphNode previous = empty_child;
+  for (CUgraphNode node : step_nodes) {
+    CUDA_KERNEL_NODE_PARAMS p{};
+    ASSERT_EQ(cuGraphKernelNodeGetParams_v2(node, &p), CUDA_SUCCESS);
+    ASSERT_EQ(cuGraphAddKernelNode_v2(&previous, flat, &previous, 1, &p), CUDA_SUCCESS);
+  }
+  CUgraphExecUpdateResultInfo info{};
+  EXPECT_EQ(cuGraphExecUpdate_v2(exec, flat, &info), CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE);
+  EXPECT_EQ(info.result, CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED);
+  for (CUgraph g : {flat, empty, flat_step}) EXPECT_EQ(cuGraphDestroy(g), CUDA_SUCCESS);
+
   CUgraph other_shape = nullptr;
   ASSERT_EQ(cuGraphCreate(&other_shape, 0), CUDA_SUCCESS);
   CUgraphNode lone = nullptr;
@@ -396,7 +419,17 @@ TEST_F(SimgpuGraph, StreamOrderedAllocationInACaptureIsAMemoryNode) {
   ASSERT_EQ(cuGraphLaunch(exec, stream_), CUDA_SUCCESS);
   ASSERT_EQ(cuStreamSynchronize(stream_), CUDA_SUCCESS);
   EXPECT_EQ(cuGraphExecDestroy(exec), CUDA_SUCCESS);
-  EXPECT_EQ(cuGraphDestroy(graph), CUDA_SUCCESS);
+  // A graph with memory nodes can become a child graph only by moving it there, as on the driver.
+  CUgraph parent = nullptr;
+  ASSERT_EQ(cuGraphCreate(&parent, 0), CUDA_SUCCESS);
+  CUgraphNode child = nullptr;
+  EXPECT_EQ(cuGraphAddChildGraphNode(&child, parent, nullptr, 0, graph), CUDA_ERROR_INVALID_VALUE);
+  CUgraphNodeParams moved{};
+  moved.type = CU_GRAPH_NODE_TYPE_GRAPH;
+  moved.graph.graph = graph;
+  moved.graph.ownership = CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE;
+  EXPECT_EQ(cuGraphAddNode_v2(&child, parent, nullptr, nullptr, 0, &moved), CUDA_SUCCESS);
+  EXPECT_EQ(cuGraphDestroy(parent), CUDA_SUCCESS);  // and the graph moved into it
 
   CUdeviceptr outside = 0;
   ASSERT_EQ(cuMemAllocAsync(&outside, kWords * 4, stream_), CUDA_SUCCESS);
