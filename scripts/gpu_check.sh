@@ -11,7 +11,8 @@ set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 prog=gpu_check.sh
 
-all_steps=(info bundle doctor gpu-tests bandwidth overhead oversubscription capacity attention)
+all_steps=(info bundle doctor gpu-tests bandwidth overhead oversubscription memsets capacity
+           attention)
 
 usage() {
   cat <<EOF
@@ -665,6 +666,38 @@ step_oversubscription() {
 }
 
 # Capacity: the largest batch that trains without spillway, then with it on the same GPU.
+# The demo with --overwrite at 2x the budget: once every buffer is filled, memsets overwrite each
+# from its second MiB on. The whole 2 MiB chunks a memset covers that the engine had evicted are
+# discarded first (cuMemDiscardBatchAsync), so the memset populates them without copying the old
+# contents in; the demo's checksum says whether any data the job kept was lost.
+step_memsets() {
+  local opts=(--summary "$work/memsets.summary.json") bytes buffer=64MiB
+  if [[ $simgpu -eq 1 ]]; then
+    opts+=(--simgpu --device-memory "$SIMGPU_MEMORY")
+    bytes=$(calc "int(2 * $sim_bytes)")
+    buffer=4MiB
+  else
+    local budget_gib=${GPU_CHECK_MEMSET_BUDGET_GIB:-8}
+    opts+=(--ballast --device-memory "${budget_gib}GiB")
+    bytes=$((2 * budget_gib * 1024 * 1024 * 1024))
+  fi
+  rm -f "$work/memsets.summary.json"
+  runc memsets "${spillway[@]}" run "${opts[@]}" -- "$bundle/oversubscribe" --bytes "$bytes" \
+    --buffer "$buffer" --passes 1 --overwrite
+  local rc=$?
+  [[ $dry -eq 1 ]] && return 0
+  local line discarded
+  line=$(grep -m1 '^checksum' "$work/memsets.out")
+  discarded=$("$python" -c 'import json,sys
+print(json.load(open(sys.argv[1]))["engine"].get("overwrite_discard_bytes", ""))' \
+    "$work/memsets.summary.json" 2>/dev/null)
+  md "- \`oversubscribe --bytes $bytes --buffer $buffer --passes 1 --overwrite\` under spillway"
+  md "- ${line:-no checksum line (exit $rc)}"
+  md "- discarded before the memsets: ${discarded:-n/a} bytes (\`engine.overwrite_discard_bytes\`)"
+  step_summary="${line:-exit $rc}; ${discarded:-?} bytes discarded before memsets"
+  [[ $rc -eq 0 && "$line" == *"matches the host's"* ]]
+}
+
 step_capacity() {
   local kind=resnet start=32 limit=8
   [[ $quick -eq 1 ]] && limit=4
@@ -793,6 +826,7 @@ run_step gpu-tests "the gpu-labelled tests"
 run_step bandwidth "host<->device bandwidth"
 run_step overhead "hook overhead on a job that fits (goal < 1%)"
 run_step oversubscription "oversubscription at 1.25x, 1.5x, 2x the budget, per policy"
+run_step memsets "memsets over evicted data: discarded first, nothing the job kept lost"
 run_step capacity "largest trainable batch without and with spillway"
 run_step attention "the attention benchmark"
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Tests of scripts/gpu_check.sh without a GPU: usage errors, --dry-run (every step listed with the
-# commands of the GPU flow), and a short --simgpu run of the doctor and oversubscription steps
-# against the build output (results file, table printed last, exit status).
+# commands of the GPU flow), and a short --simgpu run of the doctor, oversubscription and memsets
+# steps# against the build output (results file, table printed last, exit status).
 # usage: gpu_check_test.sh SOURCE_DIR OUT_DIR
 set -uo pipefail
 src=$(cd "$1" && pwd)
@@ -18,7 +18,8 @@ expect 1 "no libspillway.so in $tmp" -- "$check" --prepare --from "$tmp" --bundl
 # --dry-run: the GPU flow's steps and commands, nothing run, no results file.
 expect 0 '^== summary' -- "$check" --dry-run --bundle "$out"
 for pattern in '^== info' '^== bundle' '^== doctor' '^== gpu-tests' '^== bandwidth' \
-               '^== overhead' '^== oversubscription' '^== capacity' '^== attention' \
+               '^== overhead' '^== oversubscription' '^== memsets' '^== capacity' '^== attention' \
+               'spillway run --summary [^ ]+ --ballast --device-memory 8GiB -- [^ ]*/oversubscribe --bytes 17179869184 --buffer 64MiB --passes 1 --overwrite' \
                'spillway run --summary [^ ]+ --ballast --device-memory PEAK/1.25 --eviction lru -- [^ ]*python[0-9]* [^ ]*/examples/pytorch/train_resnet.py' \
                'spillway run --summary [^ ]+ --ballast --device-memory PEAK/2 --eviction none -- [^ ]*python[0-9]* [^ ]*/examples/pytorch/train_gpt.py' \
                'examples/pytorch/train_gpt.py --quiet --batch-size 8' \
@@ -34,10 +35,12 @@ for pattern in '^== info' '^== bundle' '^== doctor' '^== gpu-tests' '^== bandwid
 done
 [[ $(tail -n 1 "$tmp/out") == attention* ]] || fail "--dry-run: the table is not last"
 
-# --simgpu: the same flow on the simulated GPU, two steps, one size.
+# --simgpu: the same flow on the simulated GPU, three steps, one size.
 GPU_CHECK_JOBS=oversubscribe GPU_CHECK_FACTORS=2 SIMGPU_MEMORY=32MiB expect 0 '^oversubscription +passed' -- \
-  "$check" --simgpu --quick --bundle "$out" --only doctor,oversubscription --results-dir "$tmp/r"
-[[ $(tail -n 1 "$tmp/out") == oversubscription* ]] || fail "--simgpu: the table is not last"
+  "$check" --simgpu --quick --bundle "$out" --only doctor,oversubscription,memsets --results-dir "$tmp/r"
+grep -Eq '^memsets +passed +checksum 0x[0-9a-f]+ matches the host.s: .*; [1-9][0-9]* bytes discarded' \
+  "$tmp/out" || fail "--simgpu: no passed memsets step with bytes discarded"
+[[ $(tail -n 1 "$tmp/out") == memsets* ]] || fail "--simgpu: the table is not last"
 results=$(ls "$tmp"/r/gpu-check-simgpu-*.md 2>/dev/null | head -n 1)
 if [[ -z "$results" ]]; then
   fail "--simgpu wrote no results file"
