@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Tests of scripts/gpu_check.sh without a GPU: usage errors, --dry-run (every step listed with the
 # commands of the GPU flow), and a short --simgpu run of the doctor, oversubscription and memsets
-# steps# against the build output (results file, table printed last, exit status).
+# steps against the build output (results file, table printed last, exit status).
 # usage: gpu_check_test.sh SOURCE_DIR OUT_DIR
 set -uo pipefail
 src=$(cd "$1" && pwd)
