@@ -4,29 +4,9 @@
 #include <algorithm>
 #include <vector>
 
+#include "policy/residency_engine_moves.h"
+
 namespace spillway::policy {
-
-// A migration the engine decided on, issued once its lock is released.
-struct PlannedMove {
-  bool to_device;
-  uint64_t id;  // the allocation's, to tell a failed move from one whose allocation was freed
-  uint64_t base;
-  uint64_t size;
-  uint64_t seq = 0;  // an eviction: the order event recorded after it (0: none)
-};
-
-// An order event a stream waits for before a move (the `before`-th of the moves issued there).
-struct OrderWait {
-  size_t before;
-  uint64_t seq;
-};
-
-// An order event recorded on `stream` (a victim's last use there), that the evicting stream then
-// waits for before its evictions.
-struct LastUse {
-  Stream stream;
-  uint64_t seq;
-};
 
 namespace {
 
@@ -485,6 +465,48 @@ int ResidencyEngine::Issue(const std::vector<PlannedMove>& moves, Stream stream,
   return failures;
 }
 
+void ResidencyEngine::PlanOwnMoves(const std::vector<uint64_t>& ids, uint64_t needed,
+                                   uint64_t stamp, Stream stream, std::vector<PlannedMove>* moves,
+                                   std::vector<LastUse>* last_uses, std::vector<OrderWait>* waits) {
+  // Evict until `ids` fit beside what stays, or nothing else can go: on this stream, after the
+  // victims' last uses elsewhere; one order event after the evictions.
+  const EvictableContext context{&tracked_, stamp, 0};
+  const size_t first = moves->size();
+  uint64_t own_seq = 0, own_room = 0;
+  while (fixed_bytes_ + resident_bytes_ + needed > budget_bytes_) {
+    const uint64_t victim = policy_->PickVictim(&Evictable, &context);
+    if (victim == 0) break;
+    Tracked& tracked = tracked_.at(victim);
+    NoteLastUse(tracked, stream, last_uses);
+    if (own_seq == 0) own_seq = NextOrderEvent();
+    // Its room is this launch's own until the prefetches below have taken what they need.
+    own_room += tracked.footprint;
+    PlanEviction(&tracked, 0, stream);
+    if (own_seq != 0) {
+      tracked.evict_seq = own_seq;
+      tracked.evicted_on = stream;
+    }
+    moves->push_back(PlannedMove{false, victim, tracked.base, tracked.size});
+  }
+  if (own_seq != 0 && moves->size() > first) moves->back().seq = own_seq;
+  // Prefetch what fits (each after the events of the room it takes); what does not is left to
+  // demand paging.
+  for (const uint64_t id : ids) {
+    const auto it = tracked_.find(id);
+    if (it == tracked_.end() || it->second.resident) continue;
+    if (!policy_->MayPrefetch(it->first)) continue;
+    if (fixed_bytes_ + resident_bytes_ + it->second.footprint > budget_bytes_) continue;
+    t_room_waits.clear();
+    TakeRoom(it->second, stream, &own_room, &t_room_waits);
+    for (const uint64_t seq : t_room_waits) waits->push_back(OrderWait{moves->size(), seq});
+    it->second.resident = true;
+    resident_bytes_ += it->second.footprint;
+    moves->push_back(PlannedMove{true, it->first, it->second.base, it->second.size});
+  }
+  // The own evictions' room left over is free for others once this stream has run them.
+  if (own_seq != 0) room_.Add(own_seq, stream, own_room);
+}
+
 int ResidencyEngine::OnLaunch(const AccessSet& access, Stream stream, uint64_t function) {
   static const std::vector<uint64_t> kNoWords;
   return OnLaunch(access, kNoWords, stream, function);
@@ -558,47 +580,13 @@ int ResidencyEngine::OnLaunch(const AccessSet& access, const std::vector<uint64_
     }
     // A policy file's schedule decides this launch's moves (residency_engine_schedule.cc).
     scheduled = PlanScheduled(ids, side, stream);
-    // Evict until the access set fits beside what stays, or nothing else can go: on this stream,
-    // after the victims' last uses elsewhere; one order event after the evictions.
     t_own_last_uses.clear();
     t_own_waits.clear();
     t_evict_last_uses.clear();
     t_side_waits.clear();
     t_launch_waited.clear();
-    const EvictableContext context{&tracked_, stamp, 0};
-    uint64_t own_seq = 0, own_room = 0;
-    while (!scheduled && fixed_bytes_ + resident_bytes_ + needed > budget_bytes_) {
-      const uint64_t victim = policy_->PickVictim(&Evictable, &context);
-      if (victim == 0) break;
-      Tracked& tracked = tracked_.at(victim);
-      NoteLastUse(tracked, stream, &t_own_last_uses);
-      if (own_seq == 0) own_seq = NextOrderEvent();
-      // Its room is this launch's own until the prefetches below have taken what they need.
-      own_room += tracked.footprint;
-      PlanEviction(&tracked, 0, stream);
-      if (own_seq != 0) {
-        tracked.evict_seq = own_seq;
-        tracked.evicted_on = stream;
-      }
-      moves.push_back(PlannedMove{false, victim, tracked.base, tracked.size});
-    }
-    if (own_seq != 0 && !moves.empty()) moves.back().seq = own_seq;
-    // Prefetch what fits (each after the events of the room it takes); what does not is left to
-    // demand paging.
-    for (const uint64_t id : ids) {
-      const auto it = tracked_.find(id);
-      if (scheduled || it == tracked_.end() || it->second.resident) continue;
-      if (!policy_->MayPrefetch(it->first)) continue;
-      if (fixed_bytes_ + resident_bytes_ + it->second.footprint > budget_bytes_) continue;
-      t_room_waits.clear();
-      TakeRoom(it->second, stream, &own_room, &t_room_waits);
-      for (const uint64_t seq : t_room_waits) t_own_waits.push_back(OrderWait{moves.size(), seq});
-      it->second.resident = true;
-      resident_bytes_ += it->second.footprint;
-      moves.push_back(PlannedMove{true, it->first, it->second.base, it->second.size});
-    }
-    // The own evictions' room left over is free for others once this stream has run them.
-    if (own_seq != 0) room_.Add(own_seq, stream, own_room);
+    if (!scheduled)
+      PlanOwnMoves(ids, needed, stamp, stream, &moves, &t_own_last_uses, &t_own_waits);
     if (side && !scheduled) batch = PlanLookahead(stamp, stream, access_bytes, &side_moves);
     if (policy_->prediction_horizon() != 0) step_seen_.store(true, std::memory_order_relaxed);
     if (scheduled) moving_.store(true, std::memory_order_relaxed);

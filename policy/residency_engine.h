@@ -95,10 +95,13 @@ class ResidencyEngine {
 
   // @brief A memset on `stream` is about to write every byte of [address, address + bytes) of
   // `allocation`. The whole 2 MiB chunks of that range the engine has not made resident hold dead
-  // data from then on: they are discarded on `stream`, so the memset's faults populate them
-  // without copying the old contents in. Nothing is done for a range not inside a managed
-  // allocation, with the `none` policy, or for chunks on the device or placed on the host; nor
-  // ever again once the device said it cannot discard (not counted as a failure).
+  // data from then on: they are discarded on `stream`, so they come in zeroed, without the old
+  // contents copied. What the engine tracks and the memset would fault in whole (the allocation,
+  // or an arena's chunks, every 2 MiB chunk of it touched by the range) is then brought in on
+  // `stream` as for a launch, room made by eviction first, so the memset faults nothing in behind
+  // the engine's back (not while a schedule is followed). Nothing is done for a range not inside a
+  // managed allocation, with the `none` policy, or for chunks on the device or placed on the host;
+  // no discard once the device said it cannot discard (not counted as a failure).
   // residency_engine_overwrite.cc. Returns the number of device calls that failed.
   int OnOverwrite(const Allocation& allocation, uint64_t address, uint64_t bytes, Stream stream);
 
@@ -166,6 +169,12 @@ class ResidencyEngine {
   // REQUIRES: mutex_ held; [from, to) inside `allocation`. Whether the engine tracks every byte
   // of it as not on the device (not resident, not placed on the host).
   bool NotOnDevice(const Allocation& allocation, uint64_t from, uint64_t to) const;
+  // REQUIRES: mutex_ held. Appends to `ids` the tracked entries of `allocation` (it whole, or its
+  // chunks if an arena) not on the device (not resident, not placed on the host) whose every
+  // 2 MiB chunk [from, to) touches, the ones a memset of that range faults in whole, and adds
+  // their footprints to `bytes`.
+  void TouchedOffDevice(const Allocation& allocation, uint64_t from, uint64_t to,
+                        std::vector<uint64_t>* ids, uint64_t* bytes) const;
   // REQUIRES: mutex_ held; `id` tracked. Replaces it by its chunks (same residency).
   Arena& MakeArena(uint64_t id);
   // REQUIRES: mutex_ held. Forgets the chunks of arena `id`, if it is one; false when it is not.
@@ -200,6 +209,14 @@ class ResidencyEngine {
   // the side stream, each after the order events of the room it takes (both planned by
   // PlanLookahead into thread-local lists). Returns the failures.
   int IssueLookahead(const std::vector<PlannedMove>& moves, uint64_t batch);
+  // REQUIRES: mutex_ held. The moves a launch (or a memset) on `stream` makes itself: evicts on
+  // `stream`, after the victims' last uses elsewhere, until `needed` more bytes fit beside what
+  // stays (victims as the policy picks them, none that launch `stamp` used), then brings in each
+  // of `ids` not on the device that the policy lets in and the budget has room for, after the
+  // events of the room it takes. Appends to `moves`, `last_uses` and `waits` (for Issue).
+  void PlanOwnMoves(const std::vector<uint64_t>& ids, uint64_t needed, uint64_t stamp,
+                    Stream stream, std::vector<PlannedMove>* moves, std::vector<LastUse>* last_uses,
+                    std::vector<OrderWait>* waits);
   // REQUIRES: mutex_ held. Frees `tracked` (to be written back on `on`, order event `seq`
   // recorded after it; 0: none): its room goes into the ledger.
   void PlanEviction(Tracked* tracked, uint64_t seq, Stream on);

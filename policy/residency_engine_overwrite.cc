@@ -1,12 +1,14 @@
 // The residency engine's overwrites: before a memset writes every byte of a range of managed
 // memory, the whole 2 MiB chunks of that range that are not on the device hold data that is dead
-// from then on. They are discarded on the memset's stream, so that the memset's page faults
-// populate them on the device without copying the old contents in (see
+// from then on. They are discarded on the memset's stream; then what the engine tracks and the
+// memset would fault in is brought onto the device there as for a launch (room made by eviction),
+// the discarded chunks zero-filled, so the memset faults nothing in behind the engine's back (see
 // ResidencyEngine::OnOverwrite).
 #include <utility>
 #include <vector>
 
 #include "policy/residency_engine.h"
+#include "policy/residency_engine_moves.h"
 
 namespace spillway::policy {
 
@@ -25,10 +27,32 @@ bool ResidencyEngine::NotOnDevice(const Allocation& allocation, uint64_t from, u
   return true;
 }
 
+void ResidencyEngine::TouchedOffDevice(const Allocation& allocation, uint64_t from, uint64_t to,
+                                       std::vector<uint64_t>* ids, uint64_t* bytes) const {
+  // The 2 MiB chunks (aligned as the device's) that [from, to) touches.
+  const uint64_t first = from / kArenaChunkBytes * kArenaChunkBytes;
+  const uint64_t end = (to + kArenaChunkBytes - 1) / kArenaChunkBytes * kArenaChunkBytes;
+  auto add = [&](uint64_t id) {
+    const auto it = tracked_.find(id);
+    if (it == tracked_.end() || it->second.resident || it->second.on_host) return;
+    const uint64_t base = it->second.base, size = it->second.size;
+    if (base / kArenaChunkBytes * kArenaChunkBytes < first ||
+        (base + size + kArenaChunkBytes - 1) / kArenaChunkBytes * kArenaChunkBytes > end) {
+      return;
+    }
+    ids->push_back(id);
+    *bytes += it->second.footprint;
+  };
+  if (arenas_.find(allocation.id) == arenas_.end()) {
+    add(allocation.id);
+    return;
+  }
+  for (uint64_t c = 0; c * kArenaChunkBytes < allocation.size; ++c) add(PieceId(allocation.id, c));
+}
+
 int ResidencyEngine::OnOverwrite(const Allocation& allocation, uint64_t address, uint64_t bytes,
                                  Stream stream) {
   if (allocation.backing != Backing::kManaged || bytes == 0) return 0;
-  if (overwrite_unsupported_.load(std::memory_order_relaxed)) return 0;
   const uint64_t allocation_end = allocation.base + allocation.size;
   if (address < allocation.base || bytes > allocation_end - address) return 0;
   // The whole chunks (aligned as the device's) inside [address, address + bytes).
@@ -36,10 +60,14 @@ int ResidencyEngine::OnOverwrite(const Allocation& allocation, uint64_t address,
   const uint64_t to = (address + bytes) / kArenaChunkBytes * kArenaChunkBytes;
   if (from >= to) return 0;
   std::vector<std::pair<uint64_t, uint64_t>> ranges;  // [begin, end) to discard, merged
+  std::vector<PlannedMove> moves;
+  std::vector<LastUse> last_uses;
+  std::vector<OrderWait> waits;
   {
     std::lock_guard lock(mutex_);
     if (!moves_) return 0;  // `none`: the device pages on demand, as without spillway
-    for (uint64_t chunk = from; chunk < to; chunk += kArenaChunkBytes) {
+    const bool discards = !overwrite_unsupported_.load(std::memory_order_relaxed);
+    for (uint64_t chunk = from; discards && chunk < to; chunk += kArenaChunkBytes) {
       if (!NotOnDevice(allocation, chunk, chunk + kArenaChunkBytes)) continue;
       if (!ranges.empty() && ranges.back().second == chunk) {
         ranges.back().second += kArenaChunkBytes;
@@ -47,6 +75,13 @@ int ResidencyEngine::OnOverwrite(const Allocation& allocation, uint64_t address,
         ranges.emplace_back(chunk, chunk + kArenaChunkBytes);
       }
     }
+    // What the memset would fault in comes in now, on its stream, after room made for it (a
+    // schedule being followed plans its own residency: not then).
+    std::vector<uint64_t> ids;
+    uint64_t needed = 0;
+    if (!schedule_active_) TouchedOffDevice(allocation, address, address + bytes, &ids, &needed);
+    for (const uint64_t id : ids) policy_->Touch(id);
+    if (!ids.empty()) PlanOwnMoves(ids, needed, launch_stamp_, stream, &moves, &last_uses, &waits);
   }
   // Outside the lock. Another thread may plan a prefetch of these chunks meanwhile, on another
   // stream: whatever order the two run in, the memset after the discard on `stream` writes every
@@ -59,7 +94,7 @@ int ResidencyEngine::OnOverwrite(const Allocation& allocation, uint64_t address,
       // error of its own (OnFree's failed discard says it once). The memset copies the old
       // contents in, as without spillway.
       overwrite_unsupported_.store(true, std::memory_order_relaxed);
-      return failures;
+      break;
     }
     if (result != kDeviceOk) {
       ++failures;  // the old contents are copied in by the memset's faults, as without this
@@ -67,6 +102,8 @@ int ResidencyEngine::OnOverwrite(const Allocation& allocation, uint64_t address,
     }
     overwrite_discard_bytes_.fetch_add(end - begin, std::memory_order_relaxed);
   }
+  // After the discards: a prefetch of a discarded chunk copies nothing.
+  failures += Issue(moves, stream, false, last_uses, waits);
   return failures;
 }
 

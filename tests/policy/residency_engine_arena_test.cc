@@ -5,7 +5,9 @@
 // it overwrites that is not on the device.
 #include <algorithm>
 #include <memory>
+#include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -158,15 +160,31 @@ TEST_F(ArenaTest, AMemsetDiscardsTheWholeChunksItOverwritesThatAreNotOnTheDevice
   EXPECT_EQ(engine_.OnOverwrite(small, small.base, 8 * kMiB, kStream), 0);
   EXPECT_EQ(device_.Calls("discard").size(), 1u);
 
-  // An arena: only its chunks that are not resident (chunks 12..15 are), in one range.
+  // An arena: only its chunks that are not resident (chunks 12..15 are), in one range; then,
+  // after the discard, each of those chunks is brought in on the memset's stream (zero-filled).
   const Allocation arena = Managed(32 * kMiB);
   Launch({arena.base + 24 * kMiB});
+  const size_t before = device_.calls.size();
   EXPECT_EQ(engine_.OnOverwrite(arena, arena.base, 32 * kMiB, kStream), 0);
   ASSERT_EQ(device_.Calls("discard").size(), 2u);
   EXPECT_EQ(device_.Calls("discard")[1].address, arena.base);
   EXPECT_EQ(device_.Calls("discard")[1].bytes, 24 * kMiB);
   EXPECT_EQ(engine_.overwrite_discard_bytes(), 28 * kMiB);
-  EXPECT_EQ(engine_.resident_estimate(), 16 * kMiB);  // residency is the engine's as before
+  Ranges in;
+  for (size_t c = before; c < device_.calls.size(); ++c) {
+    const DeviceCall& call = device_.calls[c];
+    if (call.what == "discard") {
+      EXPECT_TRUE(in.empty()) << "a prefetch before the discard";
+    }
+    if (call.what == "to_device") {
+      EXPECT_EQ(call.stream, kStream);
+      in.emplace_back(call.address, call.bytes);
+    }
+  }
+  ASSERT_EQ(in.size(), 12u);
+  EXPECT_EQ(in.front(), std::make_pair(arena.base, 2 * kMiB));
+  EXPECT_EQ(in.back(), std::make_pair(arena.base + 22 * kMiB, 2 * kMiB));
+  EXPECT_EQ(engine_.resident_estimate(), 40 * kMiB);  // the small allocation and the whole arena
 
   // Device memory is not the engine's to discard.
   uint64_t address = 0;
@@ -176,19 +194,57 @@ TEST_F(ArenaTest, AMemsetDiscardsTheWholeChunksItOverwritesThatAreNotOnTheDevice
   EXPECT_EQ(engine_.OnOverwrite(plain, plain.base, 4 * kMiB, kStream), 0);
   EXPECT_EQ(device_.Calls("discard").size(), 2u);
 
-  // A failed discard is counted as a failure and not as bytes discarded.
+  // A failed discard is counted as a failure and not as bytes discarded; the data still comes in.
   device_.discard_result = 1;  // CUDA_ERROR_INVALID_VALUE
   const Allocation other = Managed(4 * kMiB);
   EXPECT_EQ(engine_.OnOverwrite(other, other.base, 4 * kMiB, kStream), 1);
   EXPECT_EQ(engine_.overwrite_discard_bytes(), 28 * kMiB);
+  EXPECT_EQ(engine_.resident_estimate(), 48 * kMiB);  // with the 4 MiB of device memory
   // A device that cannot discard at all (a driver before CUDA 13.0): no failure, and not asked
-  // again.
+  // again; what the memsets cover still comes in.
   device_.discard_result = kDeviceNotSupported;
   const size_t calls = device_.Calls("discard").size();
-  EXPECT_EQ(engine_.OnOverwrite(other, other.base, 4 * kMiB, kStream), 0);
-  EXPECT_EQ(engine_.OnOverwrite(other, other.base, 4 * kMiB, kStream), 0);
+  const Allocation first = Managed(4 * kMiB), second = Managed(4 * kMiB);
+  EXPECT_EQ(engine_.OnOverwrite(first, first.base, 4 * kMiB, kStream), 0);
+  EXPECT_EQ(engine_.OnOverwrite(second, second.base, 4 * kMiB, kStream), 0);
   EXPECT_EQ(device_.Calls("discard").size(), calls + 1);
   EXPECT_EQ(engine_.overwrite_discard_bytes(), 28 * kMiB);
+  EXPECT_EQ(engine_.resident_estimate(), 56 * kMiB);
+}
+
+// A memset over data off the device that does not fit beside what is resident: room is made by
+// evicting (the least recently used, with lru) on the memset's stream, after the discard and
+// before the data comes in.
+TEST(OverwriteTest, AMemsetMakesRoomForWhatItOverwrites) {
+  FakeDevice device;
+  AllocationRegistry registry;
+  ResidencyEngine engine(&device, MakeLruPolicy(), 8 * kMiB, EngineOptions{0});
+  std::vector<Allocation> allocations;
+  for (int i = 0; i < 3; ++i) {
+    uint64_t address = 0;
+    device.AllocateManaged(&address, 4 * kMiB);
+    allocations.push_back(registry.Insert(address, 4 * kMiB, Backing::kManaged, false, true));
+    engine.OnAllocated(allocations.back());
+  }
+  for (int i = 0; i < 2; ++i) {
+    AccessSet access;
+    access.push_back(allocations[i]);
+    EXPECT_EQ(engine.OnLaunch(access, kStream), 0);
+  }
+  const size_t before = device.calls.size();
+  const Allocation& third = allocations[2];
+  EXPECT_EQ(engine.OnOverwrite(third, third.base, 4 * kMiB, kStream), 0);
+  std::vector<std::string> moves;
+  for (size_t c = before; c < device.calls.size(); ++c) {
+    const DeviceCall& call = device.calls[c];
+    if (call.what != "discard" && call.what != "to_host" && call.what != "to_device") continue;
+    EXPECT_EQ(call.stream, kStream);
+    moves.push_back(call.what + (call.address == allocations[0].base ? " first" : "") +
+                    (call.address == third.base ? " third" : ""));
+  }
+  EXPECT_EQ(moves, (std::vector<std::string>{"discard third", "to_host first", "to_device third"}));
+  EXPECT_EQ(engine.resident_estimate(), 8 * kMiB);
+  EXPECT_EQ(engine.evict_bytes(), 4 * kMiB);
 }
 
 // `none` issues no device call of its own: a memset pages as it would without spillway.
