@@ -62,6 +62,7 @@ struct EvictableContext {
   const void* tracked;
   uint64_t stamp;
   uint64_t guard;  // launches since the last use before an allocation may go (0: any but this one)
+  const std::vector<uint64_t>* keep = nullptr;  // sorted ids that may not go either (null: none)
 };
 
 }  // namespace
@@ -253,7 +254,8 @@ bool ResidencyEngine::Evictable(const void* context, uint64_t id) {
   const auto& tracked = *static_cast<const std::unordered_map<uint64_t, Tracked>*>(c->tracked);
   const auto it = tracked.find(id);
   return it != tracked.end() && it->second.resident &&
-         it->second.used_by_launch + c->guard < c->stamp;
+         it->second.used_by_launch + c->guard < c->stamp &&
+         (c->keep == nullptr || !std::binary_search(c->keep->begin(), c->keep->end(), id));
 }
 
 bool ResidencyEngine::SideStreamReady() {
@@ -467,10 +469,13 @@ int ResidencyEngine::Issue(const std::vector<PlannedMove>& moves, Stream stream,
 
 void ResidencyEngine::PlanOwnMoves(const std::vector<uint64_t>& ids, uint64_t needed,
                                    uint64_t stamp, Stream stream, std::vector<PlannedMove>* moves,
-                                   std::vector<LastUse>* last_uses, std::vector<OrderWait>* waits) {
+                                   std::vector<LastUse>* last_uses, std::vector<OrderWait>* waits,
+                                   const std::vector<uint64_t>* keep) {
   // Evict until `ids` fit beside what stays, or nothing else can go: on this stream, after the
   // victims' last uses elsewhere; one order event after the evictions.
-  const EvictableContext context{&tracked_, stamp, 0};
+  // What `stream` has waited for so far in this planning (TakeRoom): nothing yet.
+  t_launch_waited.clear();
+  const EvictableContext context{&tracked_, stamp, 0, keep};
   const size_t first = moves->size();
   uint64_t own_seq = 0, own_room = 0;
   while (fixed_bytes_ + resident_bytes_ + needed > budget_bytes_) {
@@ -585,8 +590,9 @@ int ResidencyEngine::OnLaunch(const AccessSet& access, const std::vector<uint64_
     t_evict_last_uses.clear();
     t_side_waits.clear();
     t_launch_waited.clear();
-    if (!scheduled)
+    if (!scheduled) {
       PlanOwnMoves(ids, needed, stamp, stream, &moves, &t_own_last_uses, &t_own_waits);
+    }
     if (side && !scheduled) batch = PlanLookahead(stamp, stream, access_bytes, &side_moves);
     if (policy_->prediction_horizon() != 0) step_seen_.store(true, std::memory_order_relaxed);
     if (scheduled) moving_.store(true, std::memory_order_relaxed);

@@ -169,6 +169,10 @@ class ResidencyEngine {
   // REQUIRES: mutex_ held; [from, to) inside `allocation`. Whether the engine tracks every byte
   // of it as not on the device (not resident, not placed on the host).
   bool NotOnDevice(const Allocation& allocation, uint64_t from, uint64_t to) const;
+  // REQUIRES: mutex_ held; [from, to) inside `allocation`. Calls `visit` with each tracked entry
+  // of `allocation` (it whole, or its chunks if an arena) that overlaps [from, to), and its id.
+  void ForEachTouched(const Allocation& allocation, uint64_t from, uint64_t to,
+                      absl::FunctionRef<void(Tracked&, uint64_t)> visit);
   // REQUIRES: mutex_ held. Appends to `ids` the tracked entries of `allocation` (it whole, or its
   // chunks if an arena) not on the device (not resident, not placed on the host) whose every
   // 2 MiB chunk [from, to) touches, the ones a memset of that range faults in whole, and adds
@@ -211,12 +215,13 @@ class ResidencyEngine {
   int IssueLookahead(const std::vector<PlannedMove>& moves, uint64_t batch);
   // REQUIRES: mutex_ held. The moves a launch (or a memset) on `stream` makes itself: evicts on
   // `stream`, after the victims' last uses elsewhere, until `needed` more bytes fit beside what
-  // stays (victims as the policy picks them, none that launch `stamp` used), then brings in each
+  // stays (victims as the policy picks them, none that launch `stamp` used nor any of `keep`,
+  // sorted, when given), then brings in each
   // of `ids` not on the device that the policy lets in and the budget has room for, after the
   // events of the room it takes. Appends to `moves`, `last_uses` and `waits` (for Issue).
   void PlanOwnMoves(const std::vector<uint64_t>& ids, uint64_t needed, uint64_t stamp,
                     Stream stream, std::vector<PlannedMove>* moves, std::vector<LastUse>* last_uses,
-                    std::vector<OrderWait>* waits);
+                    std::vector<OrderWait>* waits, const std::vector<uint64_t>* keep = nullptr);
   // REQUIRES: mutex_ held. Frees `tracked` (to be written back on `on`, order event `seq`
   // recorded after it; 0: none): its room goes into the ledger.
   void PlanEviction(Tracked* tracked, uint64_t seq, Stream on);

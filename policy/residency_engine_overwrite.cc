@@ -4,6 +4,7 @@
 // memset would fault in is brought onto the device there as for a launch (room made by eviction),
 // the discarded chunks zero-filled, so the memset faults nothing in behind the engine's back (see
 // ResidencyEngine::OnOverwrite).
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -25,6 +26,24 @@ bool ResidencyEngine::NotOnDevice(const Allocation& allocation, uint64_t from, u
     if (!off_device(PieceId(allocation.id, c))) return false;
   }
   return true;
+}
+
+void ResidencyEngine::ForEachTouched(const Allocation& allocation, uint64_t from, uint64_t to,
+                                     absl::FunctionRef<void(Tracked&, uint64_t)> visit) {
+  auto touched = [&](uint64_t id) {
+    const auto it = tracked_.find(id);
+    if (it != tracked_.end() && it->second.base < to && from < it->second.base + it->second.size) {
+      visit(it->second, id);
+    }
+  };
+  if (arenas_.find(allocation.id) == arenas_.end()) {
+    touched(allocation.id);
+    return;
+  }
+  const uint64_t first = (from - allocation.base) / kArenaChunkBytes;
+  for (uint64_t c = first; c * kArenaChunkBytes < to - allocation.base; ++c) {
+    touched(PieceId(allocation.id, c));
+  }
 }
 
 void ResidencyEngine::TouchedOffDevice(const Allocation& allocation, uint64_t from, uint64_t to,
@@ -55,10 +74,10 @@ int ResidencyEngine::OnOverwrite(const Allocation& allocation, uint64_t address,
   if (allocation.backing != Backing::kManaged || bytes == 0) return 0;
   const uint64_t allocation_end = allocation.base + allocation.size;
   if (address < allocation.base || bytes > allocation_end - address) return 0;
-  // The whole chunks (aligned as the device's) inside [address, address + bytes).
+  // The whole chunks (aligned as the device's) inside [address, address + bytes): none when
+  // from >= to.
   const uint64_t from = (address + kArenaChunkBytes - 1) / kArenaChunkBytes * kArenaChunkBytes;
   const uint64_t to = (address + bytes) / kArenaChunkBytes * kArenaChunkBytes;
-  if (from >= to) return 0;
   std::vector<std::pair<uint64_t, uint64_t>> ranges;  // [begin, end) to discard, merged
   std::vector<PlannedMove> moves;
   std::vector<LastUse> last_uses;
@@ -77,11 +96,23 @@ int ResidencyEngine::OnOverwrite(const Allocation& allocation, uint64_t address,
     }
     // What the memset would fault in comes in now, on its stream, after room made for it (a
     // schedule being followed plans its own residency: not then).
-    std::vector<uint64_t> ids;
-    uint64_t needed = 0;
-    if (!schedule_active_) TouchedOffDevice(allocation, address, address + bytes, &ids, &needed);
-    for (const uint64_t id : ids) policy_->Touch(id);
-    if (!ids.empty()) PlanOwnMoves(ids, needed, launch_stamp_, stream, &moves, &last_uses, &waits);
+    if (!schedule_active_) {
+      std::vector<uint64_t> ids, touched;
+      uint64_t needed = 0;
+      TouchedOffDevice(allocation, address, address + bytes, &ids, &needed);
+      // Everything the memset touches is used by it, on `stream`: not a victim of the room made
+      // for it, and an eviction elsewhere later waits for `stream`.
+      ForEachTouched(allocation, address, address + bytes, [&](Tracked& tracked, uint64_t id) {
+        tracked.launched = true;
+        tracked.last_stream = stream;
+        policy_->Touch(id);
+        touched.push_back(id);
+      });
+      std::sort(touched.begin(), touched.end());
+      if (!ids.empty()) {
+        PlanOwnMoves(ids, needed, launch_stamp_, stream, &moves, &last_uses, &waits, &touched);
+      }
+    }
   }
   // Outside the lock. Another thread may plan a prefetch of these chunks meanwhile, on another
   // stream: whatever order the two run in, the memset after the discard on `stream` writes every

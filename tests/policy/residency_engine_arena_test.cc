@@ -247,6 +247,107 @@ TEST(OverwriteTest, AMemsetMakesRoomForWhatItOverwrites) {
   EXPECT_EQ(engine.evict_bytes(), 4 * kMiB);
 }
 
+// A memset's moves wait, on its own stream, for the eviction of what it brings back in, even where
+// the thread's launch before it waited for that eviction on another stream; and an eviction of
+// what it used waits for its stream.
+TEST(OverwriteTest, AMemsetWaitsOnItsStreamForTheEvictionOfWhatItBringsIn) {
+  FakeDevice device;
+  AllocationRegistry registry;
+  ResidencyEngine engine(&device, MakeLruPolicy(), 8 * kMiB, EngineOptions{4});  // side streams
+  auto managed = [&](uint64_t bytes) {
+    uint64_t address = 0;
+    device.AllocateManaged(&address, bytes);
+    const Allocation allocation = registry.Insert(address, bytes, Backing::kManaged, false, true);
+    engine.OnAllocated(allocation);
+    return allocation;
+  };
+  const Allocation a = managed(4 * kMiB), b = managed(4 * kMiB), c = managed(8 * kMiB);
+  Stream const s1 = reinterpret_cast<Stream>(0x11), s2 = reinterpret_cast<Stream>(0x12),
+               s3 = reinterpret_cast<Stream>(0x13);
+  auto launch = [&](const Allocation& allocation, Stream stream) {
+    AccessSet access;
+    access.push_back(allocation);
+    EXPECT_EQ(engine.OnLaunch(access, stream), 0);
+  };
+  launch(a, s1);
+  launch(b, s1);
+  // c takes the whole budget: a and b go out on s1, followed by one order event there.
+  const size_t before_c = device.calls.size();
+  launch(c, s1);
+  Event evicted = nullptr;
+  for (size_t i = before_c; i < device.calls.size(); ++i) {
+    if (device.calls[i].what == "record" && device.calls[i].stream == s1)
+      evicted = device.calls[i].event;
+  }
+  ASSERT_NE(evicted, nullptr);
+  // a comes back on s2, which waits for that event (and c goes out there).
+  launch(a, s2);
+  // A memset over b on s3: b comes back after s3 waits for the same event.
+  const size_t before = device.calls.size();
+  EXPECT_EQ(engine.OnOverwrite(b, b.base, 4 * kMiB, s3), 0);
+  bool waited = false, in = false;
+  for (size_t i = before; i < device.calls.size(); ++i) {
+    const DeviceCall& call = device.calls[i];
+    if (call.what == "wait" && call.stream == s3 && call.event == evicted) waited = true;
+    if (call.what == "to_device" && call.address == b.base) {
+      EXPECT_TRUE(waited) << "b came in on s3 before its eviction on s1 was waited for";
+      in = true;
+    }
+    // a, which the memset does not touch, may go; the memset's own range may not.
+    if (call.what == "to_host") {
+      EXPECT_NE(call.address, b.base);
+    }
+  }
+  EXPECT_TRUE(in);
+  // b, last used by the memset on s3, goes out on s1 only after s1 waits for s3.
+  const size_t before_out = device.calls.size();
+  launch(c, s1);
+  Event after_memset = nullptr;
+  bool ordered = false, out = false;
+  for (size_t i = before_out; i < device.calls.size(); ++i) {
+    const DeviceCall& call = device.calls[i];
+    if (call.what == "record" && call.stream == s3) after_memset = call.event;
+    if (call.what == "wait" && call.stream == s1 && call.event == after_memset) ordered = true;
+    if (call.what == "to_host" && call.address == b.base) {
+      EXPECT_TRUE(ordered) << "b went out on s1 without waiting for the memset's stream";
+      out = true;
+    }
+  }
+  EXPECT_TRUE(out);
+}
+
+// The chunks of an arena a memset touches that are on the device stay there while room is made for
+// the rest of its range, although they are the least recently used: `other` goes instead.
+TEST_F(ArenaTest, AMemsetKeepsWhatItTouchesOnTheDevice) {
+  ResidencyEngine engine(&device_, MakeLruPolicy(), 10 * kMiB, EngineOptions{0});
+  auto managed = [&](uint64_t bytes) {
+    uint64_t address = 0;
+    device_.AllocateManaged(&address, bytes);
+    const Allocation allocation = registry_.Insert(address, bytes, Backing::kManaged, false, true);
+    engine.OnAllocated(allocation);
+    return allocation;
+  };
+  const Allocation arena = managed(16 * kMiB), other = managed(4 * kMiB), last = managed(2 * kMiB);
+  auto launch = [&](const std::vector<uint64_t>& pointers) {
+    AccessSet access;
+    registry_.FindAll(pointers.data(), pointers.size(), &access);
+    EXPECT_EQ(engine.OnLaunch(access, pointers, kStream), 0);
+  };
+  launch({arena.base + 12 * kMiB});  // chunks 6 and 7
+  launch({other.base});
+  launch({last.base});  // the latest launch's data is not evicted in any case
+  const size_t before = device_.calls.size();
+  EXPECT_EQ(engine.OnOverwrite(arena, arena.base + 8 * kMiB, 8 * kMiB, kStream), 0);
+  Ranges out;
+  for (size_t i = before; i < device_.calls.size(); ++i) {
+    if (device_.calls[i].what == "to_host") {
+      out.emplace_back(device_.calls[i].address, device_.calls[i].bytes);
+    }
+  }
+  EXPECT_EQ(out, (Ranges{{other.base, 4 * kMiB}}));
+  EXPECT_EQ(engine.resident_estimate(), 10 * kMiB);  // chunks 4..7 and `last`
+}
+
 // `none` issues no device call of its own: a memset pages as it would without spillway.
 TEST(OverwriteTest, TheNonePolicyDiscardsNothing) {
   FakeDevice device;
