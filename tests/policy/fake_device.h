@@ -1,7 +1,8 @@
 // An in-process fake of the engine's device interface: hands out addresses, records every call
 // in order (streams and events included), and can be told to fail discards and host placements.
 // Timing events read a clock the test sets (plus, per stream, the time its prefetches took at
-// `h2d_bytes_per_ms`), and complete only while `events_complete` is true.
+// `h2d_bytes_per_ms`), and complete only while `events_complete` is true. AllocateManaged makes a
+// managed allocation the engine knows.
 #ifndef SPILLWAY_TESTS_POLICY_FAKE_DEVICE_H_
 #define SPILLWAY_TESTS_POLICY_FAKE_DEVICE_H_
 
@@ -10,7 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "policy/allocation_registry.h"
 #include "policy/device.h"
+#include "policy/residency_engine.h"
 
 namespace spillway::policy::testing {
 
@@ -139,6 +142,16 @@ class FakeDevice final : public Device {
   uint64_t next_ = 0x7f0000000000;
   uintptr_t next_handle_ = 0x1000;
 };
+
+// A managed allocation of `bytes` on `device`, in `registry` and known to `engine`.
+inline Allocation AllocateManaged(FakeDevice& device, AllocationRegistry& registry,
+                                  ResidencyEngine& engine, uint64_t bytes) {
+  uint64_t address = 0;
+  device.AllocateManaged(&address, bytes);
+  const Allocation allocation = registry.Insert(address, bytes, Backing::kManaged, false, true);
+  engine.OnAllocated(allocation);
+  return allocation;
+}
 
 }  // namespace spillway::policy::testing
 

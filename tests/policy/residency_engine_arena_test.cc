@@ -17,6 +17,7 @@
 namespace spillway::policy {
 namespace {
 
+using testing::AllocateManaged;
 using testing::DeviceCall;
 using testing::FakeDevice;
 
@@ -221,10 +222,7 @@ TEST(OverwriteTest, AMemsetMakesRoomForWhatItOverwrites) {
   ResidencyEngine engine(&device, MakeLruPolicy(), 8 * kMiB, EngineOptions{0});
   std::vector<Allocation> allocations;
   for (int i = 0; i < 3; ++i) {
-    uint64_t address = 0;
-    device.AllocateManaged(&address, 4 * kMiB);
-    allocations.push_back(registry.Insert(address, 4 * kMiB, Backing::kManaged, false, true));
-    engine.OnAllocated(allocations.back());
+    allocations.push_back(AllocateManaged(device, registry, engine, 4 * kMiB));
   }
   for (int i = 0; i < 2; ++i) {
     AccessSet access;
@@ -254,13 +252,7 @@ TEST(OverwriteTest, AMemsetWaitsOnItsStreamForTheEvictionOfWhatItBringsIn) {
   FakeDevice device;
   AllocationRegistry registry;
   ResidencyEngine engine(&device, MakeLruPolicy(), 8 * kMiB, EngineOptions{4});  // side streams
-  auto managed = [&](uint64_t bytes) {
-    uint64_t address = 0;
-    device.AllocateManaged(&address, bytes);
-    const Allocation allocation = registry.Insert(address, bytes, Backing::kManaged, false, true);
-    engine.OnAllocated(allocation);
-    return allocation;
-  };
+  auto managed = [&](uint64_t bytes) { return AllocateManaged(device, registry, engine, bytes); };
   const Allocation a = managed(4 * kMiB), b = managed(4 * kMiB), c = managed(8 * kMiB);
   Stream const s1 = reinterpret_cast<Stream>(0x11), s2 = reinterpret_cast<Stream>(0x12),
                s3 = reinterpret_cast<Stream>(0x13);
@@ -320,13 +312,7 @@ TEST(OverwriteTest, AMemsetWaitsOnItsStreamForTheEvictionOfWhatItBringsIn) {
 // the rest of its range, although they are the least recently used: `other` goes instead.
 TEST_F(ArenaTest, AMemsetKeepsWhatItTouchesOnTheDevice) {
   ResidencyEngine engine(&device_, MakeLruPolicy(), 10 * kMiB, EngineOptions{0});
-  auto managed = [&](uint64_t bytes) {
-    uint64_t address = 0;
-    device_.AllocateManaged(&address, bytes);
-    const Allocation allocation = registry_.Insert(address, bytes, Backing::kManaged, false, true);
-    engine.OnAllocated(allocation);
-    return allocation;
-  };
+  auto managed = [&](uint64_t bytes) { return AllocateManaged(device_, registry_, engine, bytes); };
   const Allocation arena = managed(16 * kMiB), other = managed(4 * kMiB), last = managed(2 * kMiB);
   auto launch = [&](const std::vector<uint64_t>& pointers) {
     AccessSet access;
@@ -353,10 +339,7 @@ TEST(OverwriteTest, TheNonePolicyDiscardsNothing) {
   FakeDevice device;
   AllocationRegistry registry;
   ResidencyEngine engine(&device, MakeNoMovePolicy(), 64 * kMiB, EngineOptions{0});
-  uint64_t address = 0;
-  device.AllocateManaged(&address, 8 * kMiB);
-  const Allocation allocation = registry.Insert(address, 8 * kMiB, Backing::kManaged, false, true);
-  engine.OnAllocated(allocation);
+  const Allocation allocation = AllocateManaged(device, registry, engine, 8 * kMiB);
   EXPECT_EQ(engine.OnOverwrite(allocation, allocation.base, 8 * kMiB, kStream), 0);
   EXPECT_TRUE(device.Calls("discard").empty());
 }
