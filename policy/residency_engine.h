@@ -166,19 +166,10 @@ class ResidencyEngine {
   static bool ForEachNamedChunk(const Allocation& allocation, const std::vector<uint64_t>& words,
                                 std::vector<uint64_t>* offsets,
                                 absl::FunctionRef<void(uint64_t)> chunk);
-  // REQUIRES: mutex_ held; [from, to) inside `allocation`. Whether the engine tracks every byte
-  // of it as not on the device (not resident, not placed on the host).
-  bool NotOnDevice(const Allocation& allocation, uint64_t from, uint64_t to) const;
   // REQUIRES: mutex_ held; [from, to) inside `allocation`. Calls `visit` with each tracked entry
   // of `allocation` (it whole, or its chunks if an arena) that overlaps [from, to), and its id.
   void ForEachTouched(const Allocation& allocation, uint64_t from, uint64_t to,
                       absl::FunctionRef<void(Tracked&, uint64_t)> visit);
-  // REQUIRES: mutex_ held. Appends to `ids` the tracked entries of `allocation` (it whole, or its
-  // chunks if an arena) not on the device (not resident, not placed on the host) whose every
-  // 2 MiB chunk [from, to) touches, the ones a memset of that range faults in whole, and adds
-  // their footprints to `bytes`.
-  void TouchedOffDevice(const Allocation& allocation, uint64_t from, uint64_t to,
-                        std::vector<uint64_t>* ids, uint64_t* bytes) const;
   // REQUIRES: mutex_ held; `id` tracked. Replaces it by its chunks (same residency).
   Arena& MakeArena(uint64_t id);
   // REQUIRES: mutex_ held. Forgets the chunks of arena `id`, if it is one; false when it is not.

@@ -13,21 +13,6 @@
 
 namespace spillway::policy {
 
-bool ResidencyEngine::NotOnDevice(const Allocation& allocation, uint64_t from, uint64_t to) const {
-  auto off_device = [this](uint64_t id) {
-    const auto it = tracked_.find(id);
-    return it != tracked_.end() && !it->second.resident && !it->second.on_host;
-  };
-  if (arenas_.find(allocation.id) == arenas_.end()) return off_device(allocation.id);
-  // An arena's chunks count from its base: [from, to) may fall in two of them.
-  const uint64_t first = (from - allocation.base) / kArenaChunkBytes;
-  const uint64_t last = (to - 1 - allocation.base) / kArenaChunkBytes;
-  for (uint64_t c = first; c <= last; ++c) {
-    if (!off_device(PieceId(allocation.id, c))) return false;
-  }
-  return true;
-}
-
 void ResidencyEngine::ForEachTouched(const Allocation& allocation, uint64_t from, uint64_t to,
                                      absl::FunctionRef<void(Tracked&, uint64_t)> visit) {
   auto touched = [&](uint64_t id) {
@@ -44,29 +29,6 @@ void ResidencyEngine::ForEachTouched(const Allocation& allocation, uint64_t from
   for (uint64_t c = first; c * kArenaChunkBytes < to - allocation.base; ++c) {
     touched(PieceId(allocation.id, c));
   }
-}
-
-void ResidencyEngine::TouchedOffDevice(const Allocation& allocation, uint64_t from, uint64_t to,
-                                       std::vector<uint64_t>* ids, uint64_t* bytes) const {
-  // The 2 MiB chunks (aligned as the device's) that [from, to) touches.
-  const uint64_t first = from / kArenaChunkBytes * kArenaChunkBytes;
-  const uint64_t end = (to + kArenaChunkBytes - 1) / kArenaChunkBytes * kArenaChunkBytes;
-  auto add = [&](uint64_t id) {
-    const auto it = tracked_.find(id);
-    if (it == tracked_.end() || it->second.resident || it->second.on_host) return;
-    const uint64_t base = it->second.base, size = it->second.size;
-    if (base / kArenaChunkBytes * kArenaChunkBytes < first ||
-        (base + size + kArenaChunkBytes - 1) / kArenaChunkBytes * kArenaChunkBytes > end) {
-      return;
-    }
-    ids->push_back(id);
-    *bytes += it->second.footprint;
-  };
-  if (arenas_.find(allocation.id) == arenas_.end()) {
-    add(allocation.id);
-    return;
-  }
-  for (uint64_t c = 0; c * kArenaChunkBytes < allocation.size; ++c) add(PieceId(allocation.id, c));
 }
 
 int ResidencyEngine::OnOverwrite(const Allocation& allocation, uint64_t address, uint64_t bytes,
@@ -87,7 +49,14 @@ int ResidencyEngine::OnOverwrite(const Allocation& allocation, uint64_t address,
     if (!moves_) return 0;  // `none`: the device pages on demand, as without spillway
     const bool discards = !overwrite_unsupported_.load(std::memory_order_relaxed);
     for (uint64_t chunk = from; discards && chunk < to; chunk += kArenaChunkBytes) {
-      if (!NotOnDevice(allocation, chunk, chunk + kArenaChunkBytes)) continue;
+      // Dead when the engine tracks it and has none of it on the device (an arena's chunks count
+      // from its base, so two of them may share a device chunk).
+      bool tracked = false, off_device = true;
+      ForEachTouched(allocation, chunk, chunk + kArenaChunkBytes, [&](Tracked& entry, uint64_t) {
+        tracked = true;
+        off_device = off_device && !entry.resident && !entry.on_host;
+      });
+      if (!tracked || !off_device) continue;
       if (!ranges.empty() && ranges.back().second == chunk) {
         ranges.back().second += kArenaChunkBytes;
       } else {
@@ -99,14 +68,27 @@ int ResidencyEngine::OnOverwrite(const Allocation& allocation, uint64_t address,
     if (!schedule_active_) {
       std::vector<uint64_t> ids, touched;
       uint64_t needed = 0;
-      TouchedOffDevice(allocation, address, address + bytes, &ids, &needed);
-      // Everything the memset touches is used by it, on `stream`: not a victim of the room made
-      // for it, and an eviction elsewhere later waits for `stream`.
-      ForEachTouched(allocation, address, address + bytes, [&](Tracked& tracked, uint64_t id) {
-        tracked.launched = true;
-        tracked.last_stream = stream;
+      // The device chunks the memset touches: [first, end).
+      const uint64_t first = address / kArenaChunkBytes * kArenaChunkBytes;
+      const uint64_t end =
+          (address + bytes + kArenaChunkBytes - 1) / kArenaChunkBytes * kArenaChunkBytes;
+      ForEachTouched(allocation, address, address + bytes, [&](Tracked& entry, uint64_t id) {
+        // Used by the memset, on `stream`: not a victim of the room made for it, and an eviction
+        // elsewhere later waits for `stream`.
+        entry.launched = true;
+        entry.last_stream = stream;
         policy_->Touch(id);
         touched.push_back(id);
+        // Brought in when off the device and the memset touches every chunk of it (it would fault
+        // it in whole).
+        if (entry.resident || entry.on_host) return;
+        if (entry.base / kArenaChunkBytes * kArenaChunkBytes < first ||
+            (entry.base + entry.size + kArenaChunkBytes - 1) / kArenaChunkBytes * kArenaChunkBytes >
+                end) {
+          return;
+        }
+        ids.push_back(id);
+        needed += entry.footprint;
       });
       std::sort(touched.begin(), touched.end());
       if (!ids.empty()) {
