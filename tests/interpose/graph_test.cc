@@ -69,6 +69,17 @@ Outcome RunJob(const std::string& mode, std::map<std::string, std::string> env, 
 
 long long Faults(const Outcome& run) { return JsonInt(run.stats, "count"); }  // demand_faults
 
+// Runs graph_program in `mode`, whose execs change after instantiation through `setter`: the
+// results are `reference`'s, and the launches get no access set (one log line says why).
+void ExpectStaleExecs(const std::string& mode, const std::string& setter,
+                      const Outcome& reference) {
+  const Outcome stale = RunJob(mode, {{"SPILLWAY_LOG", "info"}});
+  ASSERT_EQ(stale.status, 0) << stale.output;
+  EXPECT_EQ(Checksum(stale.output), Checksum(reference.output));
+  EXPECT_EQ(JsonInt(stale.summary, "prefetch_bytes"), 0) << stale.summary;
+  EXPECT_NE(stale.output.find("changed by " + setter), std::string::npos) << stale.output;
+}
+
 TEST(GraphTest, GraphLaunchesGetAccessSetsAndFaultLess) {
   const Outcome reference = RunJob("direct", {}, /*shim=*/false, "256MiB");
   ASSERT_EQ(reference.status, 0) << reference.output;
@@ -121,24 +132,14 @@ TEST(GraphTest, ChildGraphsKernelsAreInTheAccessSet) {
   EXPECT_LT(Faults(with) * 2, Faults(without)) << with.stats << "\n" << without.stats;
 
   // New parameters for a child graph: the exec's access set is no longer known.
-  const Outcome stale = RunJob("childset", {{"SPILLWAY_LOG", "info"}});
-  ASSERT_EQ(stale.status, 0) << stale.output;
-  EXPECT_EQ(Checksum(stale.output), Checksum(reference.output));
-  EXPECT_EQ(JsonInt(stale.summary, "prefetch_bytes"), 0) << stale.summary;
-  EXPECT_NE(stale.output.find("changed by cuGraphExecChildGraphNodeSetParams"), std::string::npos)
-      << stale.output;
+  ExpectStaleExecs("childset", "cuGraphExecChildGraphNodeSetParams", reference);
 }
 
 TEST(GraphTest, ChangedExecsGetNoAccessSetUntilUpdated) {
   const Outcome reference = RunJob("direct", {}, /*shim=*/false, "256MiB");
   ASSERT_EQ(reference.status, 0) << reference.output;
 
-  const Outcome stale = RunJob("setparams", {{"SPILLWAY_LOG", "info"}});
-  ASSERT_EQ(stale.status, 0) << stale.output;
-  EXPECT_EQ(Checksum(stale.output), Checksum(reference.output));
-  EXPECT_EQ(JsonInt(stale.summary, "prefetch_bytes"), 0) << stale.summary;
-  EXPECT_NE(stale.output.find("changed by cuGraphExecKernelNodeSetParams_v2"), std::string::npos)
-      << stale.output;
+  ExpectStaleExecs("setparams", "cuGraphExecKernelNodeSetParams_v2", reference);
 
   const Outcome updated = RunJob("update", {});
   ASSERT_EQ(updated.status, 0) << updated.output;
