@@ -9,10 +9,14 @@
 // integer, so the checksum is the same on any device and under any residency decisions.
 // --reorder launches the weight updates in an order that changes from step to step, as
 // TensorFlow's executor launches the ops that are ready at once (the results stay the same).
+// --interleave shuffled makes replicas on their own threads take turns at their launches in an
+// order drawn from a fixed seed (examples/turnstile.h), so how their launches interleave changes
+// from step to step without depending on the host's scheduler, which under load may run one
+// replica's whole step before the other's.
 //
 //   train_like [--steps N] [--layers N] [--oversubscription F] [--memory SIZE] [--streams N]
 //              [--threads N] [--alloc sync|async|mixed] [--managed] [--reorder]
-//              [--fork-after-step K]
+//              [--interleave free|shuffled] [--fork-after-step K]
 #include <cuda.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -21,6 +25,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -28,6 +33,7 @@
 #include "common/size.h"
 #include "examples/example_util.h"
 #include "examples/kernels/train_kernels.h"
+#include "examples/turnstile.h"
 
 namespace spillway_train {
 namespace {
@@ -49,6 +55,7 @@ struct Options {
   AllocMode alloc = AllocMode::kMixed;
   bool managed = false;
   bool reorder = false;
+  bool shuffled_turns = false;  // --interleave shuffled
   int fork_after_step = -1;
 };
 
@@ -57,7 +64,7 @@ void Usage(FILE* out) {
       out,
       "usage: train_like [--steps N] [--layers N] [--oversubscription F] [--memory SIZE]\n"
       "                  [--streams N] [--threads N] [--alloc sync|async|mixed] [--managed]\n"
-      "                  [--reorder] [--fork-after-step K]\n"
+      "                  [--reorder] [--interleave free|shuffled] [--fork-after-step K]\n"
       "  --steps N              training steps (4)\n"
       "  --layers N             layers (8); weights, gradients and activations are tensors of\n"
       "                         equal size, (3 x layers + 3) of them at the step's peak\n"
@@ -73,6 +80,9 @@ void Usage(FILE* out) {
       "  --reorder              launch order of the weight updates changes every step: each may\n"
       "                         wait up to 2 more backward layers, the ready ones go shuffled\n"
       "                         (as TensorFlow's executor runs ready ops); same results\n"
+      "  --interleave MODE      how the replicas' launches interleave: as their threads run\n"
+      "                         (free, default) or one launch a turn, each turn drawn from a\n"
+      "                         fixed seed (shuffled: changes every step, same on every run)\n"
       "  --fork-after-step K    after step K the process forks; the child does host-only work\n"
       "                         and exits, the parent waits for it and goes on\n"
       "exit: 0 done, 1 error, 2 out of device memory\n");
@@ -134,6 +144,12 @@ Options ParseOptions(int argc, char** argv) {
                   (size.ok() ? "must be positive" : std::string(size.status().message())));
       }
       options.memory = *size;
+    } else if (arg == "--interleave") {
+      const std::string mode = value;
+      if (mode != "free" && mode != "shuffled") {
+        BadOption("--interleave: '" + mode + "' is not free or shuffled");
+      }
+      options.shuffled_turns = mode == "shuffled";
     } else if (arg == "--alloc") {
       const std::string mode = value;
       if (mode == "sync") {
@@ -185,9 +201,12 @@ Kernels LoadKernels(CUdevice device, CUmodule* module) {
 // One replica of the model: its tensors, streams and events, driven by one host thread.
 class Replica {
  public:
-  Replica(const Options& options, const Kernels& kernels, uint64_t tensor_bytes, uint32_t seed)
+  // `turnstile` (or null: launch freely) orders this replica's launches, as replica `seed` - 1.
+  Replica(const Options& options, const Kernels& kernels, uint64_t tensor_bytes, uint32_t seed,
+          spillway_demo::Turnstile* turnstile)
       : options_(options),
         kernels_(kernels),
+        turnstile_(turnstile),
         bytes_(tensor_bytes),
         count_(tensor_bytes / sizeof(uint32_t)),
         seed_(seed),
@@ -222,6 +241,7 @@ class Replica {
 
   const Options& options_;
   const Kernels& kernels_;
+  spillway_demo::Turnstile* const turnstile_;
   const uint64_t bytes_;
   const uint64_t count_;
   const uint32_t seed_;
@@ -263,7 +283,9 @@ void Replica::Free(CUdeviceptr pointer, bool async, CUstream stream) {
 }
 
 void Replica::Launch(CUfunction function, CUstream stream, void** params) {
+  if (turnstile_ != nullptr) turnstile_->Await(seed_ - 1);
   DEMO_CHECK(cuLaunchKernel(function, 1024, 1, 1, 256, 1, 1, 0, stream, params, nullptr));
+  if (turnstile_ != nullptr) turnstile_->Pass();
 }
 
 void Replica::Init() {
@@ -496,9 +518,18 @@ int Run(const Options& options) {
   const Kernels kernels = LoadKernels(device, &module);
   std::vector<uint64_t> checksums(static_cast<size_t>(options.threads));
   std::vector<float> step_ms(static_cast<size_t>(options.steps));
+  // The turn after `turn` goes to the launching replica this draws (--interleave shuffled).
+  const spillway_demo::Turnstile::Draw draw = [](uint64_t turn, uint32_t) {
+    return Hash(turn, 4242u);
+  };
+  std::unique_ptr<spillway_demo::Turnstile> turnstile;
+  if (options.shuffled_turns) {
+    turnstile =
+        std::make_unique<spillway_demo::Turnstile>(static_cast<size_t>(options.threads), draw);
+  }
   auto run_replica = [&](int r, bool fork_here) {
     DEMO_CHECK(cuCtxSetCurrent(context));
-    Replica replica(options, kernels, tensor_bytes, static_cast<uint32_t>(r) + 1);
+    Replica replica(options, kernels, tensor_bytes, static_cast<uint32_t>(r) + 1, turnstile.get());
     replica.Init();
     for (int step = 0; step < options.steps; ++step) {
       replica.Step(step);
@@ -507,6 +538,7 @@ int Run(const Options& options) {
         ForkAndWait(step + 1);
       }
     }
+    if (turnstile != nullptr) turnstile->Leave(static_cast<size_t>(r));
     checksums[static_cast<size_t>(r)] = replica.Finish();
     if (r == 0) {
       for (int step = 0; step < options.steps; ++step) {

@@ -181,9 +181,11 @@ TEST_P(TrainLikeTest, ConcurrentThreadsAllocateFreeAndLaunch) {
 // Two replicas on their own threads launch at once, their launches interleaved differently every
 // step: the learned policy finds no step in the whole sequence and learns each thread's own (the
 // summary's thread_steps), the online plan says why there is none, and the results are the
-// unconstrained run's.
+// unconstrained run's. The threads take turns in a drawn order (--interleave shuffled): left to
+// the host's scheduler, a loaded host can run one replica's whole step before the other's, and
+// such a job repeats as a whole (and is rightly decided by the whole sequence).
 TEST(TrainLike, ReplicasOnTheirOwnThreadsAreLearnedThreadByThread) {
-  const std::vector<std::string> extra = {"--threads", "2"};
+  const std::vector<std::string> extra = {"--threads", "2", "--interleave", "shuffled"};
   const ShimRun shim = RunLearned(Job(2.0, 8, extra), {{"SPILLWAY_LOG", "info"}});
   const ProcessResult& run = shim.result;
   const std::string& summary = shim.summary;
@@ -229,7 +231,7 @@ TEST(TrainLike, LaunchesInAnOrderThatChangesEveryStepKeepTheLearnedStep) {
       << summary;
 
   // Two such replicas on their own threads: each thread's own step, through its changing order.
-  const std::vector<std::string> both = {"--reorder", "--threads", "2"};
+  const std::vector<std::string> both = {"--reorder", "--threads", "2", "--interleave", "shuffled"};
   const ShimRun replicas = RunLearned(Job(2.0, 8, both), {});
   ASSERT_EQ(replicas.result.exit_code, 0) << replicas.result.output;
   EXPECT_EQ(Checksum(replicas.result.output), UnconstrainedChecksum(2.0, 8, both))
