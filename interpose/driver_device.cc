@@ -114,25 +114,69 @@ policy::DeviceResult DriverDevice::PrefetchToHost(uint64_t address, uint64_t byt
   return Prefetch(address, bytes, host, stream);
 }
 
+template <typename Issue>
+policy::DeviceResult DriverDevice::OnLegacyStandIn(policy::Stream stream, Issue issue) {
+  if (stream != nullptr && stream != CU_STREAM_LEGACY) return issue(static_cast<CUstream>(stream));
+  const auto create_stream = Lookup<StreamCreateFn>(g_stream_create);
+  const auto create_event = Lookup<EventCreateFn>(g_event_create);
+  const auto record = Lookup<EventRecordFn>(g_event_record);
+  const auto wait = Lookup<StreamWaitEventFn>(g_stream_wait_event);
+  if (create_stream == nullptr || create_event == nullptr || record == nullptr || wait == nullptr) {
+    return CUDA_ERROR_NOT_SUPPORTED;
+  }
+  std::lock_guard lock(legacy_mutex_);
+  if (legacy_stand_in_ == nullptr) {
+    CUstream created = nullptr;
+    CUevent before = nullptr, after = nullptr;
+    CUresult result = create_stream(&created, CU_STREAM_NON_BLOCKING);
+    if (result == CUDA_SUCCESS) result = create_event(&before, CU_EVENT_DISABLE_TIMING);
+    if (result == CUDA_SUCCESS) result = create_event(&after, CU_EVENT_DISABLE_TIMING);
+    if (result != CUDA_SUCCESS) return result;  // what was made is kept by the context; rare
+    legacy_stand_in_ = created;
+    legacy_before_ = before;
+    legacy_after_ = after;
+  }
+  const auto side = static_cast<CUstream>(legacy_stand_in_);
+  const auto before = static_cast<CUevent>(legacy_before_);
+  const auto after = static_cast<CUevent>(legacy_after_);
+  CUresult result = record(before, CU_STREAM_LEGACY);
+  if (result == CUDA_SUCCESS) result = wait(side, before, 0);
+  if (result != CUDA_SUCCESS) return result;
+  const CUresult issued = issue(side);
+  if (issued != CUDA_SUCCESS) return issued;  // nothing was enqueued: nothing to wait for
+  result = record(after, side);
+  if (result == CUDA_SUCCESS) result = wait(CU_STREAM_LEGACY, after, 0);
+  if (result != CUDA_SUCCESS) {
+    // The legacy stream's next work could overtake the discard: wait for it here instead.
+    using SyncFn = CUresult (*)(CUstream);
+    const auto sync = Real<SyncFn>(HookId::k_cuStreamSynchronize);
+    if (sync == nullptr || sync(side) != CUDA_SUCCESS) return result;
+  }
+  return CUDA_SUCCESS;
+}
+
 policy::DeviceResult DriverDevice::Discard(uint64_t address, uint64_t bytes,
                                            policy::Stream stream) {
   const auto discard = Lookup<DiscardBatchFn>(g_discard);
   if (discard == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
-  CUdeviceptr pointer = address;
-  size_t size = bytes;
-  return discard(&pointer, &size, 1, 0, static_cast<CUstream>(stream));
+  return OnLegacyStandIn(stream, [&](CUstream on) {
+    CUdeviceptr pointer = address;
+    size_t size = bytes;
+    return discard(&pointer, &size, 1, 0, on);
+  });
 }
 
 policy::DeviceResult DriverDevice::DiscardAndPrefetch(uint64_t address, uint64_t bytes,
                                                       policy::Stream stream) {
   const auto discard_prefetch = Lookup<DiscardPrefetchBatchFn>(g_discard_prefetch);
   if (discard_prefetch == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
-  CUdeviceptr pointer = address;
-  size_t size = bytes;
   CUmemLocation location = DeviceLocation();
-  size_t location_index = 0;
-  return discard_prefetch(&pointer, &size, 1, &location, &location_index, 1, 0,
-                          static_cast<CUstream>(stream));
+  return OnLegacyStandIn(stream, [&](CUstream on) {
+    CUdeviceptr pointer = address;
+    size_t size = bytes;
+    size_t location_index = 0;
+    return discard_prefetch(&pointer, &size, 1, &location, &location_index, 1, 0, on);
+  });
 }
 
 policy::DeviceResult DriverDevice::PlaceOnHost(uint64_t address, uint64_t bytes) {

@@ -5,6 +5,7 @@
 #ifndef SPILLWAY_INTERPOSE_DRIVER_DEVICE_H_
 #define SPILLWAY_INTERPOSE_DRIVER_DEVICE_H_
 
+#include <mutex>
 #include <vector>
 
 #include "policy/access_set.h"
@@ -35,6 +36,22 @@ class DriverDevice final : public policy::Device {
                                            float* ms) override;
   policy::DeviceResult RecordEvent(policy::Event event, policy::Stream stream) override;
   policy::DeviceResult StreamWaitEvent(policy::Stream stream, policy::Event event) override;
+
+ private:
+  // cuMemDiscardBatchAsync and cuMemDiscardAndPrefetchBatchAsync refuse the legacy NULL stream
+  // (cuda.h: "Must not be legacy NULL stream"), where a cuMemFree's discard or a synchronous
+  // memset's or copy's goes. `issue(stream)` is called with `stream` as it is unless that is the
+  // legacy stream; then with a non-blocking stream of ours, ordered as the legacy stream would
+  // order it: after an event recorded on the legacy stream (which, as every legacy-stream
+  // operation, waits for the blocking streams' earlier work) and before the legacy stream's next
+  // work (which waits for an event recorded after the call).
+  template <typename Issue>
+  policy::DeviceResult OnLegacyStandIn(policy::Stream stream, Issue issue);
+
+  std::mutex legacy_mutex_;
+  void* legacy_stand_in_ = nullptr;  // CUstream, made at first need; guarded by legacy_mutex_
+  void* legacy_before_ = nullptr;    // CUevent
+  void* legacy_after_ = nullptr;     // CUevent
 };
 
 // The parameter layout of `function` (a CUfunction) from cuFuncGetParamInfo, cached; null when

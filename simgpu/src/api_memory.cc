@@ -238,6 +238,9 @@ CUresult Batch(CUdeviceptr* dptrs, size_t* sizes, size_t count, CUmemLocation* l
   if (CUresult r = RefuseIfCaptureForbids()) return r;
   if (flags != 0 || count == 0 || dptrs == nullptr || sizes == nullptr)
     return CUDA_ERROR_INVALID_VALUE;
+  // cuda.h of all three batch calls: the stream "Must not be legacy NULL stream" (the error it
+  // gets is not documented; this one is a guess).
+  if ((h == nullptr && !ptsz) || h == CU_STREAM_LEGACY) return CUDA_ERROR_INVALID_VALUE;
   if (kind != RangeKind::kDiscard) {
     if (locs == nullptr || loc_idxs == nullptr || num_locs == 0 || num_locs > count ||
         loc_idxs[0] != 0) {

@@ -550,9 +550,33 @@ MoveResult PrefetchToHost(CUdeviceptr ptr, size_t bytes) {
   return r;
 }
 
+// A discarded range's contents are indeterminate until written (the driver's words): the whole
+// pages of it in managed chunks are dropped, so they read as zeroes next, as nvidia-uvm's
+// zero-filled pages do; the bytes of a page the range covers only in part keep theirs. Whatever
+// the chunk's state: madvise needs no access to the pages, and protection and residency stay.
+void ForgetContents(CUdeviceptr ptr, size_t bytes) {
+  int32_t first, last;
+  if (!ChunkSpan(ptr, bytes, &first, &last)) return;
+  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  for (int32_t i = first; i <= last; ++i) {
+    {
+      SpinGuard guard;
+      if (!IsManagedState(g_chunks[i].state)) continue;
+    }
+    const uint64_t chunk = reinterpret_cast<uint64_t>(ChunkAddr(i));
+    const uint64_t from = (std::max<uint64_t>(ptr, chunk) + page - 1) / page * page;
+    const uint64_t to = std::min<uint64_t>(ptr + bytes, chunk + kChunkBytes) / page * page;
+    if (from >= to) continue;
+    if (madvise(reinterpret_cast<void*>(from), to - from, MADV_DONTNEED) != 0) {
+      WriteStderr("simgpu: madvise(MADV_DONTNEED) failed on a discarded range\n");
+    }
+  }
+}
+
 MoveResult Discard(CUdeviceptr ptr, size_t bytes) {
   MoveResult r;
   r.discarded_bytes = DropResidentRange(ptr, bytes, stats().discarded_bytes, true);
+  ForgetContents(ptr, bytes);
   return r;
 }
 
@@ -561,6 +585,7 @@ MoveResult DiscardAndPrefetchToDevice(CUdeviceptr ptr, size_t bytes, int device)
   device = ClampDevice(device);
   int32_t first, last;
   if (!ChunkSpan(ptr, bytes, &first, &last)) return r;
+  ForgetContents(ptr, bytes);
   for (int32_t i = first; i <= last; ++i) {
     SpinGuard guard;
     if (g_chunks[i].state == kResident && g_chunks[i].device != device) {

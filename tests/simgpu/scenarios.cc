@@ -150,7 +150,9 @@ void PrefetchOverlap() {
   Touch(k, m, 0, 1, 8);
 }
 
-// Touch 4 chunks, discard them (no copy-back), touch again: 8 faults, nothing evicted.
+// Touch 4 chunks, discard them (no copy-back), touch again: 8 faults, nothing evicted. The batch
+// calls refuse the legacy NULL stream (as a null handle and as CU_STREAM_LEGACY), for the
+// prefetch batch too; the per-thread default stream is taken.
 void DiscardScenario() {
   Kernels k = Setup();
   CUdeviceptr m;
@@ -158,15 +160,55 @@ void DiscardScenario() {
   Touch(k, m, 0, 1, 4);
   CUdeviceptr ptrs[] = {m};
   size_t sizes[] = {4 * kChunk};
-  REQUIRE_OK(cuMemDiscardBatchAsync(ptrs, sizes, 1, 0, nullptr));
-  REQUIRE_OK(cuStreamSynchronize(nullptr));
-  Touch(k, m, 0, 1, 4);
-  // Discard-and-prefetch to the device: resident again without a transfer or a fault.
-  REQUIRE_OK(cuMemDiscardBatchAsync(ptrs, sizes, 1, 0, nullptr));
   CUmemLocation loc = Device();
   size_t idx = 0;
-  REQUIRE_OK(cuMemDiscardAndPrefetchBatchAsync(ptrs, sizes, 1, &loc, &idx, 1, 0, nullptr));
+  int legacy_ok = 0;
+  for (CUstream legacy : {static_cast<CUstream>(nullptr), CU_STREAM_LEGACY}) {
+    legacy_ok += cuMemDiscardBatchAsync(ptrs, sizes, 1, 0, legacy) == CUDA_SUCCESS;
+    legacy_ok += cuMemPrefetchBatchAsync(ptrs, sizes, 1, &loc, &idx, 1, 0, legacy) == CUDA_SUCCESS;
+    legacy_ok +=
+        cuMemDiscardAndPrefetchBatchAsync(ptrs, sizes, 1, &loc, &idx, 1, 0, legacy) == CUDA_SUCCESS;
+  }
+  std::printf("legacy_accepted=%d\n", legacy_ok);
+  REQUIRE_OK(cuMemDiscardBatchAsync(ptrs, sizes, 1, 0, CU_STREAM_PER_THREAD));
+  REQUIRE_OK(cuStreamSynchronize(CU_STREAM_PER_THREAD));
   Touch(k, m, 0, 1, 4);
+  // Discard-and-prefetch to the device: resident again without a transfer or a fault.
+  REQUIRE_OK(cuMemDiscardBatchAsync(ptrs, sizes, 1, 0, CU_STREAM_PER_THREAD));
+  REQUIRE_OK(
+      cuMemDiscardAndPrefetchBatchAsync(ptrs, sizes, 1, &loc, &idx, 1, 0, CU_STREAM_PER_THREAD));
+  REQUIRE_OK(cuStreamSynchronize(CU_STREAM_PER_THREAD));
+  Touch(k, m, 0, 1, 4);
+}
+
+// A discard forgets the range's contents, wherever the data is: 4 chunks filled by the host, the
+// first two then made resident on the device, one discard over bytes 100 .. 3 chunks + 4100. The
+// whole pages inside the range read as zeroes (in the resident and in the host chunks), every
+// byte outside it keeps the fill.
+void DiscardContents() {
+  Setup();
+  CUdeviceptr m;
+  REQUIRE_OK(cuMemAllocManaged(&m, 4 * kChunk, CU_MEM_ATTACH_GLOBAL));
+  auto* bytes = reinterpret_cast<unsigned char*>(m);
+  std::memset(bytes, 0xA5, 4 * kChunk);
+  REQUIRE_OK(cuMemPrefetchAsync(m, 2 * kChunk, Device(), 0, nullptr));
+  const uint64_t from = 100, to = 3 * kChunk + 4100, page = 4096;
+  CUdeviceptr ptrs[] = {m + from};
+  size_t sizes[] = {to - from};
+  REQUIRE_OK(cuMemDiscardBatchAsync(ptrs, sizes, 1, 0, CU_STREAM_PER_THREAD));
+  REQUIRE_OK(cuStreamSynchronize(CU_STREAM_PER_THREAD));
+  uint64_t zero_inside = 0, kept_outside = 0;
+  const uint64_t first_page = (from + page - 1) / page * page, last_page = to / page * page;
+  for (uint64_t i = 0; i < 4 * kChunk; ++i) {
+    if (i >= first_page && i < last_page) zero_inside += bytes[i] == 0 ? 1 : 0;
+    if (i < from || i >= to) kept_outside += bytes[i] == 0xA5 ? 1 : 0;
+  }
+  std::printf("whole_pages_inside=%llu\nzero_inside=%llu\n",
+              static_cast<unsigned long long>(last_page - first_page),
+              static_cast<unsigned long long>(zero_inside));
+  std::printf("outside=%llu\nkept_outside=%llu\n",
+              static_cast<unsigned long long>(4 * kChunk - (to - from)),
+              static_cast<unsigned long long>(kept_outside));
 }
 
 // Chunks that hold no data are populated on the device without a transfer: a prefetch of 4 fresh
@@ -197,7 +239,8 @@ void ZeroFill() {
   std::printf("copy_prefetch_ms=%.6f\n", timed([&] { prefetch(Device()); }));
   CUdeviceptr ptrs[] = {m};
   size_t sizes[] = {4 * kChunk};
-  REQUIRE_OK(cuMemDiscardBatchAsync(ptrs, sizes, 1, 0, nullptr));
+  REQUIRE_OK(cuMemDiscardBatchAsync(ptrs, sizes, 1, 0, CU_STREAM_PER_THREAD));
+  REQUIRE_OK(cuStreamSynchronize(CU_STREAM_PER_THREAD));
   std::printf("discarded_prefetch_ms=%.6f\n", timed([&] { prefetch(Device()); }));
 }
 
@@ -408,6 +451,7 @@ int RunScenario(const std::string& name) {
       {"eviction_order", EvictionOrder},
       {"prefetch_overlap", PrefetchOverlap},
       {"discard", DiscardScenario},
+      {"discard_contents", DiscardContents},
       {"prefetch_host", PrefetchHost},
       {"zero_fill", ZeroFill},
       {"oversubscribe", Oversubscribe},

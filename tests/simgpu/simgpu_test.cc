@@ -118,10 +118,24 @@ TEST(SimgpuScenario, PrefetchRemovesFaultsAndOverlapsCompute) {
 TEST(SimgpuScenario, DiscardDropsResidencyWithoutCopyBack) {
   ChildResult r = RunChild("discard", "SIMGPU_MEMORY=64MiB");
   EXPECT_CHILD_OK(r);
+  EXPECT_EQ(OutputNumber(r.output, "legacy_accepted"), 0);
   EXPECT_EQ(JsonNumber(r.stats, "count"), 8);
   EXPECT_EQ(JsonNumber(r.stats, "evicted_bytes"), 0);
   EXPECT_EQ(JsonNumber(r.stats, "prefetched_bytes"), 0);
   EXPECT_EQ(JsonNumber(r.stats, "discarded_bytes"), 4.0 * kChunk + 4.0 * kChunk + 4.0 * kChunk);
+}
+
+// What a discard covers is gone (the driver: indeterminate until written; nvidia-uvm: zeroes),
+// on the device and on the host alike; nothing outside the range is touched.
+TEST(SimgpuScenario, DiscardForgetsTheRangesContentsAndNothingElse) {
+  ChildResult r = RunChild("discard_contents", "SIMGPU_MEMORY=64MiB");
+  EXPECT_CHILD_OK(r);
+  const double pages = OutputNumber(r.output, "whole_pages_inside");
+  EXPECT_GT(pages, 3.0 * kChunk - 8192);
+  EXPECT_EQ(OutputNumber(r.output, "zero_inside"), pages);
+  const double outside = OutputNumber(r.output, "outside");
+  EXPECT_EQ(outside, kChunk - 4000);
+  EXPECT_EQ(OutputNumber(r.output, "kept_outside"), outside);
 }
 
 TEST(SimgpuScenario, ChunksHoldingNoDataAreZeroFilledWithoutTransfer) {
