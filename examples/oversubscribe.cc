@@ -2,9 +2,11 @@
 // of kernels over all of it, and checks the checksum against one computed on the host. Without
 // spillway it stops with out-of-memory; under `spillway run` it is meant to finish. With
 // --overwrite, once every buffer is filled, each is overwritten from its second MiB on by a memset
-// (as frameworks zero-initialize a buffer) before the passes.
+// (as frameworks zero-initialize a buffer) before the passes; with --overwrite-with copy by a copy
+// from the host instead (as a checkpoint is loaded into tensors that exist).
 //
 //   oversubscribe [--factor F] [--bytes SIZE] [--buffer SIZE] [--passes N] [--overwrite]
+//                 [--overwrite-with memset|copy]
 #include <cuda.h>
 
 #include <cinttypes>
@@ -27,19 +29,22 @@ struct Options {
   uint64_t buffer = 64ull << 20;
   int passes = 3;
   bool overwrite = false;
+  bool overwrite_by_copy = false;  // --overwrite-with copy
 };
 
-// --overwrite: the words from here on are set to OverwriteValue(buffer) by cuMemsetD32.
+// --overwrite: the words from here on are set to OverwriteValue(buffer) by cuMemsetD32 (or
+// cuMemcpyHtoD).
 constexpr uint64_t kOverwriteFromWord = (1ull << 20) / sizeof(uint32_t);
 uint32_t OverwriteValue(size_t buffer) { return 0x5eed0000u + static_cast<uint32_t>(buffer); }
 
 void Usage(FILE* out) {
   std::fprintf(out,
                "usage: oversubscribe [--factor F] [--bytes SIZE] [--buffer SIZE] [--passes N]\n"
-               "                     [--overwrite]\n"
+               "                     [--overwrite] [--overwrite-with memset|copy]\n"
                "  Allocates F times the device memory (default 3) in buffers of SIZE (64MiB),\n"
                "  runs N passes of kernels over it (3) and verifies a checksum. --overwrite:\n"
-               "  once filled, each buffer is set from its second MiB on by a memset.\n");
+               "  once filled, each buffer is set from its second MiB on by a memset;\n"
+               "  --overwrite-with copy: by a copy from the host (implies --overwrite).\n");
 }
 
 uint64_t SizeArg(const char* flag, const char* text) {
@@ -78,6 +83,15 @@ Options ParseOptions(int argc, char** argv) {
       options.buffer = SizeArg("--buffer", value);
     } else if (arg == "--passes") {
       options.passes = std::atoi(value);
+    } else if (arg == "--overwrite-with") {
+      const std::string with = value;
+      if (with != "memset" && with != "copy") {
+        std::fprintf(stderr, "oversubscribe: --overwrite-with: '%s' is not memset or copy\n",
+                     value);
+        std::exit(kExitError);
+      }
+      options.overwrite = true;
+      options.overwrite_by_copy = with == "copy";
     } else {
       std::fprintf(stderr, "oversubscribe: unknown option '%s'\n", arg.c_str());
       Usage(stderr);
@@ -162,8 +176,14 @@ int Run(const Options& options) {
   }
   for (size_t b = 0; options.overwrite && b < buffers; ++b) {
     if (words_per_buffer <= kOverwriteFromWord) continue;
-    DEMO_CHECK(cuMemsetD32(data[b] + kOverwriteFromWord * sizeof(uint32_t), OverwriteValue(b),
-                           words_per_buffer - kOverwriteFromWord));
+    const CUdeviceptr from = data[b] + kOverwriteFromWord * sizeof(uint32_t);
+    const uint64_t words = words_per_buffer - kOverwriteFromWord;
+    if (options.overwrite_by_copy) {
+      const std::vector<uint32_t> host(words, OverwriteValue(b));
+      DEMO_CHECK(cuMemcpyHtoD(from, host.data(), words * sizeof(uint32_t)));
+    } else {
+      DEMO_CHECK(cuMemsetD32(from, OverwriteValue(b), words));
+    }
   }
   for (int p = 0; p < options.passes; ++p) {
     for (size_t b = 0; b < buffers; ++b) {

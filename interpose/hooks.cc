@@ -566,24 +566,92 @@ struct Replace<HookId::k_cuLaunchCooperativeKernel> : ReplaceLaunch<false> {};
 template <>
 struct Replace<HookId::k_cuLaunchCooperativeKernel_ptsz> : ReplaceLaunch<true> {};
 
-// Before a memset: the whole chunks it overwrites that are not on the device are discarded on its
-// stream, so its faults populate them without copying dead data in (ResidencyEngine::
-// OnOverwrite). Only where the driver would accept the call as it is: a range inside one managed
-// allocation, aligned to the element size; nothing during a capture.
-template <typename T>
-void PrepareMemset(CUdeviceptr dst, size_t count, policy::Stream stream) {
-  if (count == 0 || count > SIZE_MAX / sizeof(T) || dst % sizeof(T) != 0) return;
-  if (Captures().AnyInProgress()) return;
+// Before a memset or a copy writes every byte of [dst, dst + bytes): the whole chunks it
+// overwrites that are not on the device are discarded on its stream, so its faults populate them
+// without copying dead data in, and what it fills is brought in as for a launch (ResidencyEngine::
+// OnOverwrite). Only for a range inside one managed allocation; nothing during a capture.
+void PrepareOverwrite(CUdeviceptr dst, size_t bytes, policy::Stream stream) {
+  if (bytes == 0 || Captures().AnyInProgress()) return;
   const std::optional<policy::Allocation> found = Allocations().Find(dst);
   if (!found.has_value() || found->backing != policy::Backing::kManaged) return;
   policy::ResidencyEngine* engine = EngineOf(found->device);
   if (engine == nullptr) return;
-  if (engine->OnOverwrite(*found, dst, count * sizeof(T), stream) != 0) {
+  if (engine->OnOverwrite(*found, dst, bytes, stream) != 0) {
     SPILLWAY_REPORT_ONCE(reported,
-                         "a discard before a memset failed; the memset copies the old "
+                         "a discard before a memset or copy failed; it copies the old "
                          "contents in");
   }
 }
+
+// A memset of `count` elements of T: only where the driver accepts the call as it is (aligned
+// to the element size).
+template <typename T>
+void PrepareMemset(CUdeviceptr dst, size_t count, policy::Stream stream) {
+  if (count > SIZE_MAX / sizeof(T) || dst % sizeof(T) != 0) return;
+  PrepareOverwrite(dst, count * sizeof(T), stream);
+}
+
+uint64_t Address(CUdeviceptr pointer) { return pointer; }
+uint64_t Address(const void* pointer) { return reinterpret_cast<uintptr_t>(pointer); }
+
+// A copy of `bytes` from `src` into `dst`: only where the copy can read its source (a discard
+// before a copy that then fails would lose what the job wrote): not null, and where it lies in an
+// allocation the shim tracks, inside it; never where source and destination overlap.
+void PrepareCopy(CUdeviceptr dst, uint64_t src, size_t bytes, policy::Stream stream) {
+  if (bytes == 0 || src == 0) return;
+  if (src >= dst ? src - dst < bytes : dst - src < bytes) return;
+  if (const std::optional<policy::Allocation> source = Allocations().Find(src)) {
+    if (bytes > source->base + source->size - src) return;
+  }
+  PrepareOverwrite(dst, bytes, stream);
+}
+
+// Synchronous copies into device memory (`kPerThread`: _ptds): cuMemcpy, cuMemcpyHtoD_v2,
+// cuMemcpyDtoD_v2.
+template <typename Src, bool kPerThread>
+struct ReplaceCopy {
+  static constexpr bool kActive = true;
+  static CUresult Run(CUresult (*real)(CUdeviceptr, Src, size_t), CUdeviceptr dst, Src src,
+                      size_t bytes) {
+    PrepareCopy(dst, Address(src), bytes, kPerThread ? CU_STREAM_PER_THREAD : nullptr);
+    return real(dst, src, bytes);
+  }
+};
+// Their Async forms (`kPerThread`: _ptsz).
+template <typename Src, bool kPerThread>
+struct ReplaceCopyAsync {
+  static constexpr bool kActive = true;
+  static CUresult Run(CUresult (*real)(CUdeviceptr, Src, size_t, CUstream), CUdeviceptr dst,
+                      Src src, size_t bytes, CUstream stream) {
+    PrepareCopy(dst, Address(src), bytes,
+                kPerThread && stream == nullptr ? CU_STREAM_PER_THREAD : stream);
+    return real(dst, src, bytes, stream);
+  }
+};
+template <>
+struct Replace<HookId::k_cuMemcpy> : ReplaceCopy<CUdeviceptr, false> {};
+template <>
+struct Replace<HookId::k_cuMemcpy_ptds> : ReplaceCopy<CUdeviceptr, true> {};
+template <>
+struct Replace<HookId::k_cuMemcpyHtoD_v2> : ReplaceCopy<const void*, false> {};
+template <>
+struct Replace<HookId::k_cuMemcpyHtoD_v2_ptds> : ReplaceCopy<const void*, true> {};
+template <>
+struct Replace<HookId::k_cuMemcpyDtoD_v2> : ReplaceCopy<CUdeviceptr, false> {};
+template <>
+struct Replace<HookId::k_cuMemcpyDtoD_v2_ptds> : ReplaceCopy<CUdeviceptr, true> {};
+template <>
+struct Replace<HookId::k_cuMemcpyAsync> : ReplaceCopyAsync<CUdeviceptr, false> {};
+template <>
+struct Replace<HookId::k_cuMemcpyAsync_ptsz> : ReplaceCopyAsync<CUdeviceptr, true> {};
+template <>
+struct Replace<HookId::k_cuMemcpyHtoDAsync_v2> : ReplaceCopyAsync<const void*, false> {};
+template <>
+struct Replace<HookId::k_cuMemcpyHtoDAsync_v2_ptsz> : ReplaceCopyAsync<const void*, true> {};
+template <>
+struct Replace<HookId::k_cuMemcpyDtoDAsync_v2> : ReplaceCopyAsync<CUdeviceptr, false> {};
+template <>
+struct Replace<HookId::k_cuMemcpyDtoDAsync_v2_ptsz> : ReplaceCopyAsync<CUdeviceptr, true> {};
 
 // cuMemsetD*_v2 (`kPerThread`: _ptds) on the null stream.
 template <typename T, bool kPerThread>

@@ -667,11 +667,12 @@ step_oversubscription() {
 
 # Capacity: the largest batch that trains without spillway, then with it on the same GPU.
 # The demo with --overwrite at 2x the budget: once every buffer is filled, memsets overwrite each
-# from its second MiB on. The whole 2 MiB chunks a memset covers that the engine had evicted are
-# discarded first (cuMemDiscardBatchAsync), so the memset populates them without copying the old
-# contents in; the demo's checksum says whether any data the job kept was lost.
+# from its second MiB on, then the same with copies from the host (--overwrite-with copy). The
+# whole 2 MiB chunks a memset or copy covers that the engine had evicted are discarded first
+# (cuMemDiscardBatchAsync), so it populates them without copying the old contents in; the demo's
+# checksum says whether any data the job kept was lost.
 step_memsets() {
-  local opts=(--summary "$work/memsets.summary.json") bytes buffer=64MiB
+  local opts=() bytes buffer=64MiB
   if [[ $simgpu -eq 1 ]]; then
     opts+=(--simgpu --device-memory "$SIMGPU_MEMORY")
     bytes=$(calc "int(2 * $sim_bytes)")
@@ -681,21 +682,30 @@ step_memsets() {
     opts+=(--ballast --device-memory "${budget_gib}GiB")
     bytes=$((2 * budget_gib * 1024 * 1024 * 1024))
   fi
-  rm -f "$work/memsets.summary.json"
-  runc memsets "${spillway[@]}" run "${opts[@]}" -- "$bundle/oversubscribe" --bytes "$bytes" \
-    --buffer "$buffer" --passes 1 --overwrite
-  local rc=$?
-  [[ $dry -eq 1 ]] && return 0
-  local line discarded
-  line=$(grep -m1 '^checksum' "$work/memsets.out")
-  discarded=$("$python" -c 'import json,sys
+  local with name rc line discarded outcome ok=1 summaries=()
+  for with in memset copy; do
+    name=memsets-$with
+    rm -f "$work/$name.summary.json"
+    runc "$name" "${spillway[@]}" run "${opts[@]}" --summary "$work/$name.summary.json" -- \
+      "$bundle/oversubscribe" --bytes "$bytes" --buffer "$buffer" --passes 1 \
+      --overwrite-with "$with"
+    rc=$?
+    [[ $dry -eq 1 ]] && continue
+    line=$(grep -m1 '^checksum' "$work/$name.out")
+    discarded=$("$python" -c 'import json,sys
 print(json.load(open(sys.argv[1]))["engine"].get("overwrite_discard_bytes", ""))' \
-    "$work/memsets.summary.json" 2>/dev/null)
-  md "- \`oversubscribe --bytes $bytes --buffer $buffer --passes 1 --overwrite\` under spillway"
-  md "- ${line:-no checksum line (exit $rc)}"
-  md "- discarded before the memsets: ${discarded:-n/a} bytes (\`engine.overwrite_discard_bytes\`)"
-  step_summary="${line:-exit $rc}; ${discarded:-?} bytes discarded before memsets"
-  [[ $rc -eq 0 && "$line" == *"matches the host's"* ]]
+      "$work/$name.summary.json" 2>/dev/null)
+    md "- \`oversubscribe --bytes $bytes --buffer $buffer --passes 1 --overwrite-with $with\` under spillway"
+    md "  - ${line:-no checksum line (exit $rc)}"
+    md "  - discarded before the overwrites: ${discarded:-n/a} bytes (\`engine.overwrite_discard_bytes\`)"
+    outcome="exit $rc"
+    [[ -n "$line" ]] && outcome=${line%% matches*}
+    summaries+=("$with: $outcome, ${discarded:-?} bytes discarded")
+    [[ $rc -eq 0 && "$line" == *"matches the host's"* ]] || ok=0
+  done
+  [[ $dry -eq 1 ]] && return 0
+  step_summary="${summaries[0]}; ${summaries[1]}"
+  ((ok))
 }
 
 step_capacity() {
@@ -826,7 +836,7 @@ run_step gpu-tests "the gpu-labelled tests"
 run_step bandwidth "host<->device bandwidth"
 run_step overhead "hook overhead on a job that fits (goal < 1%)"
 run_step oversubscription "oversubscription at 1.25x, 1.5x, 2x the budget, per policy"
-run_step memsets "memsets over evicted data: discarded first, nothing the job kept lost"
+run_step memsets "memsets and copies over evicted data: discarded first, nothing the job kept lost"
 run_step capacity "largest trainable batch without and with spillway"
 run_step attention "the attention benchmark"
 

@@ -14,6 +14,8 @@
 //   multi MIB      on each of two devices (SIMGPU_DEVICES=2), cuMemAlloc buffers totalling MIB
 //                  (4 MiB each), alternating between the devices, filled and summed by kernels
 //                  on a stream of each device's primary context
+//   copies MIB     cuMemAlloc buffers totalling MIB (4 MiB each), filled by kernels, then some
+//                  overwritten by copies and all summed (backing_program_copies.cc)
 // Prints one "key=value" line per fact the test checks; exits 0 when every call did what the
 // scenario expects of the driver, 2 on out of memory, 1 otherwise.
 #include <cuda.h>
@@ -26,7 +28,8 @@
 #include <thread>
 #include <vector>
 
-int PerThreadStream(CUfunction fill, CUfunction sum);  // backing_program_ptsz.cc
+int PerThreadStream(CUfunction fill, CUfunction sum);        // backing_program_ptsz.cc
+int Copies(int total_mib, CUfunction fill, CUfunction sum);  // backing_program_copies.cc
 
 namespace {
 
@@ -283,6 +286,7 @@ int main(int argc, char** argv) {
   if (scenario == "multi") status = Multi(std::atoi(arg));
   if (scenario == "capture") status = Capture();
   if (scenario == "ptsz") status = PerThreadStream(g_fill, g_sum);
+  if (scenario == "copies") status = Copies(std::atoi(arg), g_fill, g_sum);
   std::printf("done=%d\n", status);
   return status;
 }

@@ -97,6 +97,26 @@ TEST(BackingTest, PerThreadDefaultStreamAllocationsAreManagedToo) {
   EXPECT_NE(s.find("\"errors\":[]"), std::string::npos) << s;
 }
 
+// 32 MiB of buffers on a 64 MiB device with a 12 MiB budget: once all are filled the first ones
+// are evicted. A copy into one of them from a null source is refused by the driver and the
+// buffer keeps its data (nothing was discarded for it); the copies that overwrite whole evicted
+// buffers (from the host, from another buffer, half of one on a stream) discard those chunks
+// first, so they come in zero-filled instead of copied back, and every sum is right.
+TEST(BackingTest, CopiesIntoEvictedBuffersDiscardWhatTheyOverwrite) {
+  const Outcome run = RunScenario({"copies", "32"}, {{"SPILLWAY_DEVICE_MEMORY", "12MiB"}});
+  ASSERT_EQ(run.status, 0) << run.output;
+  EXPECT_NE(Fact(run.output, "null_source"), 0) << run.output;
+  EXPECT_EQ(Fact(run.output, "copies_wrong"), 0) << run.output;
+  const std::string& s = run.summary;
+  ASSERT_FALSE(s.empty()) << run.output;
+  // Buffers 0 and 1 whole (4 MiB each) and the whole chunk of buffer 2's second half.
+  EXPECT_EQ(JsonInt(s, "overwrite_discard_bytes"), 10ll << 20) << s;
+  EXPECT_NE(s.find("\"errors\":[]"), std::string::npos) << s;
+  // Each buffer's first touch and each discarded chunk are zero-filled, not copied.
+  EXPECT_GE(JsonInt(run.stats, "zero_filled_bytes"), (32ll + 10) << 20) << run.stats;
+  EXPECT_EQ(JsonInt(run.stats, "overcommit_faults"), 0) << run.stats;
+}
+
 TEST(BackingTest, APoolTheJobCreatedStaysDeviceMemory) {
   const Outcome run = RunScenario({"userpool"}, {});
   ASSERT_EQ(run.status, 0) << run.output;

@@ -19,7 +19,8 @@ expect 1 "no libspillway.so in $tmp" -- "$check" --prepare --from "$tmp" --bundl
 expect 0 '^== summary' -- "$check" --dry-run --bundle "$out"
 for pattern in '^== info' '^== bundle' '^== doctor' '^== gpu-tests' '^== bandwidth' \
                '^== overhead' '^== oversubscription' '^== memsets' '^== capacity' '^== attention' \
-               'spillway run --summary [^ ]+ --ballast --device-memory 8GiB -- [^ ]*/oversubscribe --bytes 17179869184 --buffer 64MiB --passes 1 --overwrite' \
+               'spillway run --ballast --device-memory 8GiB --summary [^ ]+ -- [^ ]*/oversubscribe --bytes 17179869184 --buffer 64MiB --passes 1 --overwrite-with memset' \
+               'spillway run --ballast --device-memory 8GiB --summary [^ ]+ -- [^ ]*/oversubscribe --bytes 17179869184 --buffer 64MiB --passes 1 --overwrite-with copy' \
                'spillway run --summary [^ ]+ --ballast --device-memory PEAK/1.25 --eviction lru -- [^ ]*python[0-9]* [^ ]*/examples/pytorch/train_resnet.py' \
                'spillway run --summary [^ ]+ --ballast --device-memory PEAK/2 --eviction none -- [^ ]*python[0-9]* [^ ]*/examples/pytorch/train_gpt.py' \
                'examples/pytorch/train_gpt.py --quiet --batch-size 8' \
@@ -38,7 +39,7 @@ done
 # --simgpu: the same flow on the simulated GPU, three steps, one size.
 GPU_CHECK_JOBS=oversubscribe GPU_CHECK_FACTORS=2 SIMGPU_MEMORY=32MiB expect 0 '^oversubscription +passed' -- \
   "$check" --simgpu --quick --bundle "$out" --only doctor,oversubscription,memsets --results-dir "$tmp/r"
-grep -Eq '^memsets +passed +checksum 0x[0-9a-f]+ matches the host.s: .*; [1-9][0-9]* bytes discarded' \
+grep -Eq '^memsets +passed +memset: checksum 0x[0-9a-f]+, [1-9][0-9]* bytes discarded; copy: checksum 0x[0-9a-f]+, [1-9][0-9]* bytes discarded' \
   "$tmp/out" || fail "--simgpu: no passed memsets step with bytes discarded"
 [[ $(tail -n 1 "$tmp/out") == memsets* ]] || fail "--simgpu: the table is not last"
 results=$(ls "$tmp"/r/gpu-check-simgpu-*.md 2>/dev/null | head -n 1)

@@ -1,0 +1,88 @@
+// The copies scenario of backing_program: buffers of 4 MiB totalling more than the engine's
+// budget are filled by kernels, so the first ones are evicted; then copies overwrite some of them
+// (the first from the host, the second from the fourth, the third's second half from the host on
+// a stream), after a copy into the fourth from a null source that the driver refuses, and a
+// kernel sums
+// every buffer. Prints null_source=<the refused copy's result> and copies_wrong=<buffers whose
+// sum is not what the copies and fills left>.
+#include <cuda.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+namespace {
+
+constexpr uint64_t kBuffer = 4ull << 20;
+constexpr uint64_t kWords = kBuffer / 4;
+
+// The sum of n words value, value + 1, ...
+uint64_t Series(uint32_t value, uint64_t n) { return n * value + n * (n - 1) / 2; }
+
+std::vector<uint32_t> Words(uint32_t value, uint64_t n) {
+  std::vector<uint32_t> words(n);
+  for (uint64_t i = 0; i < n; ++i) words[i] = value + static_cast<uint32_t>(i);
+  return words;
+}
+
+}  // namespace
+
+int Copies(int total_mib, CUfunction fill, CUfunction sum) {
+  const int count = total_mib / 4;
+  if (count < 4) {
+    std::printf("copies needs at least 16 MiB\n");
+    return 1;
+  }
+  std::vector<CUdeviceptr> buffers(count);
+  CUdeviceptr sums = 0;
+  CUstream stream = nullptr;
+  bool ok =
+      cuMemAllocManaged(&sums, count * sizeof(uint64_t), CU_MEM_ATTACH_GLOBAL) == CUDA_SUCCESS &&
+      cuStreamCreate(&stream, CU_STREAM_DEFAULT) == CUDA_SUCCESS;
+  if (ok) std::memset(reinterpret_cast<void*>(sums), 0, count * sizeof(uint64_t));
+  for (int b = 0; ok && b < count; ++b) {
+    uint64_t words = kWords;
+    uint32_t value = static_cast<uint32_t>(b);
+    void* params[] = {&buffers[b], &value, &words};
+    ok = cuMemAlloc(&buffers[b], kBuffer) == CUDA_SUCCESS &&
+         cuLaunchKernel(fill, 1, 1, 1, 1, 1, 1, 0, nullptr, params, nullptr) == CUDA_SUCCESS;
+  }
+  if (!ok) {
+    std::printf("setup failed\n");
+    return 1;
+  }
+  std::vector<uint64_t> expected(count);
+  for (int b = 0; b < count; ++b) expected[b] = Series(static_cast<uint32_t>(b), kWords);
+
+  // Refused by the driver: buffer 3 must keep what the kernel wrote.
+  const CUresult null_source = cuMemcpyHtoD(buffers[3], nullptr, kBuffer);
+  std::printf("null_source=%d\n", static_cast<int>(null_source));
+
+  const std::vector<uint32_t> whole = Words(1000, kWords);
+  const std::vector<uint32_t> half = Words(2000, kWords / 2);
+  ok = cuMemcpyHtoD(buffers[0], whole.data(), kBuffer) == CUDA_SUCCESS &&
+       cuMemcpyDtoD(buffers[1], buffers[3], kBuffer) == CUDA_SUCCESS &&
+       cuMemcpyHtoDAsync(buffers[2] + kBuffer / 2, half.data(), kBuffer / 2, stream) ==
+           CUDA_SUCCESS &&
+       cuStreamSynchronize(stream) == CUDA_SUCCESS;
+  expected[0] = Series(1000, kWords);
+  expected[1] = Series(3, kWords);
+  expected[2] = Series(2, kWords / 2) + Series(2000, kWords / 2);
+
+  for (int b = 0; ok && b < count; ++b) {
+    uint64_t words = kWords;
+    CUdeviceptr out = sums + b * sizeof(uint64_t);
+    void* params[] = {&buffers[b], &words, &out};
+    ok = cuLaunchKernel(sum, 1, 1, 1, 1, 1, 1, 0, nullptr, params, nullptr) == CUDA_SUCCESS;
+  }
+  ok = ok && cuCtxSynchronize() == CUDA_SUCCESS;
+  int wrong = 0;
+  const auto* results = reinterpret_cast<const uint64_t*>(sums);
+  for (int b = 0; ok && b < count; ++b) wrong += results[b] != expected[b] ? 1 : 0;
+  std::printf("copies_wrong=%d\n", ok ? wrong : -1);
+  for (const CUdeviceptr buffer : buffers) cuMemFree(buffer);
+  cuMemFree(sums);
+  cuStreamDestroy(stream);
+  return ok && wrong == 0 ? 0 : 1;
+}
