@@ -154,10 +154,17 @@ CUresult ParseLocation(const CUmemLocation& loc, Where* where, int* device = nul
   }
 }
 
+// A range a residency call may name: all of it managed memory, without gaps (nvidia-uvm refuses a
+// range that managed ranges do not cover whole), across consecutive allocations if it spans
+// several. An allocation covers its size rounded up to the 4 KiB page.
 CUresult CheckManagedRange(CUdeviceptr ptr, size_t bytes) {
-  if (ptr == 0 || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
-  AllocInfo info;
-  if (!FindAllocation(ptr, &info) || !info.managed) return CUDA_ERROR_INVALID_VALUE;
+  if (ptr == 0 || bytes == 0 || ptr + bytes < ptr) return CUDA_ERROR_INVALID_VALUE;
+  constexpr uint64_t kPage = 4096;
+  for (CUdeviceptr at = ptr; at < ptr + bytes;) {
+    AllocInfo info;
+    if (!FindAllocation(at, &info) || !info.managed) return CUDA_ERROR_INVALID_VALUE;
+    at = info.base + (info.size + kPage - 1) / kPage * kPage;
+  }
   return CUDA_SUCCESS;
 }
 

@@ -211,6 +211,35 @@ void DiscardContents() {
               static_cast<unsigned long long>(kept_outside));
 }
 
+// A residency call's range must be managed memory throughout: across two adjacent managed
+// allocations it is; past the end of a 1 MiB one (into the rest of its chunk, where nothing is
+// allocated) or into device memory it is refused, and nothing is moved or forgotten.
+void ManagedRanges() {
+  Setup();
+  CUdeviceptr a, b, small, device;
+  REQUIRE_OK(cuMemAllocManaged(&a, 2 * kChunk, CU_MEM_ATTACH_GLOBAL));
+  REQUIRE_OK(cuMemAllocManaged(&b, 2 * kChunk, CU_MEM_ATTACH_GLOBAL));
+  REQUIRE_OK(cuMemAllocManaged(&small, kChunk / 2, CU_MEM_ATTACH_GLOBAL));
+  REQUIRE_OK(cuMemAlloc(&device, kChunk));
+  std::memset(reinterpret_cast<void*>(small), 0x5A, kChunk / 2);
+  const auto prefetch = [](CUdeviceptr p, size_t n) {
+    return static_cast<int>(cuMemPrefetchAsync(p, n, Device(), 0, nullptr));
+  };
+  const auto discard = [](CUdeviceptr p, size_t n) {
+    CUdeviceptr ptrs[] = {p};
+    size_t sizes[] = {n};
+    return static_cast<int>(cuMemDiscardBatchAsync(ptrs, sizes, 1, 0, CU_STREAM_PER_THREAD));
+  };
+  std::printf("adjacent=%d\n", b == a + 2 * kChunk ? 1 : 0);
+  std::printf("across_two=%d\n", prefetch(a, 4 * kChunk));
+  std::printf("past_the_end=%d\n", prefetch(small, kChunk));
+  std::printf("discard_past_the_end=%d\n", discard(small, kChunk));
+  std::printf("into_device=%d\n", prefetch(device, 4096));
+  std::printf("whole_small=%d\n", discard(small, kChunk / 2));
+  REQUIRE_OK(cuCtxSynchronize());
+  std::printf("small_forgotten=%d\n", *reinterpret_cast<unsigned char*>(small) == 0 ? 1 : 0);
+}
+
 // Chunks that hold no data are populated on the device without a transfer: a prefetch of 4 fresh
 // chunks takes no time; a kernel faulting 2 fresh chunks pays the fault latency only. After an
 // eviction (data copied back) the prefetch copies; after a discard it does not.
@@ -452,6 +481,7 @@ int RunScenario(const std::string& name) {
       {"prefetch_overlap", PrefetchOverlap},
       {"discard", DiscardScenario},
       {"discard_contents", DiscardContents},
+      {"managed_ranges", ManagedRanges},
       {"prefetch_host", PrefetchHost},
       {"zero_fill", ZeroFill},
       {"oversubscribe", Oversubscribe},

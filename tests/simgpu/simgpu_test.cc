@@ -138,6 +138,19 @@ TEST(SimgpuScenario, DiscardForgetsTheRangesContentsAndNothingElse) {
   EXPECT_EQ(OutputNumber(r.output, "kept_outside"), outside);
 }
 
+TEST(SimgpuScenario, ResidencyCallsNeedManagedMemoryThroughoutTheirRange) {
+  ChildResult r = RunChild("managed_ranges", "SIMGPU_MEMORY=64MiB");
+  EXPECT_CHILD_OK(r);
+  const int invalid = CUDA_ERROR_INVALID_VALUE;
+  ASSERT_EQ(OutputNumber(r.output, "adjacent"), 1) << r.output;
+  EXPECT_EQ(OutputNumber(r.output, "across_two"), 0) << r.output;
+  EXPECT_EQ(OutputNumber(r.output, "past_the_end"), invalid) << r.output;
+  EXPECT_EQ(OutputNumber(r.output, "discard_past_the_end"), invalid) << r.output;
+  EXPECT_EQ(OutputNumber(r.output, "into_device"), invalid) << r.output;
+  EXPECT_EQ(OutputNumber(r.output, "whole_small"), 0) << r.output;
+  EXPECT_EQ(OutputNumber(r.output, "small_forgotten"), 1) << r.output;
+}
+
 TEST(SimgpuScenario, ChunksHoldingNoDataAreZeroFilledWithoutTransfer) {
   ChildResult r =
       RunChild("zero_fill", "SIMGPU_MEMORY=64MiB SIMGPU_H2D_GBPS=40 SIMGPU_D2H_GBPS=50");
