@@ -310,10 +310,11 @@ struct Replace<HookId::k_cuMemFree_v2> {
       }
       if (engine != nullptr && found->backing == policy::Backing::kManaged) {
         // cuMemFree waits for the device anyway; waiting first makes the discard safe even for
-        // work on non-blocking streams that still reads the memory.
+        // work on non-blocking streams that still reads the memory. That waits for the current
+        // context only: memory made on another device is freed without a discard.
         using SyncFn = CUresult (*)();
         const auto sync = reinterpret_cast<SyncFn>(RealFunction(Index(HookId::k_cuCtxSynchronize)));
-        if (sync == nullptr || sync() != CUDA_SUCCESS) {
+        if (CurrentDevice() != found->device || sync == nullptr || sync() != CUDA_SUCCESS) {
           engine->Forget(*found);
           return real(dptr);
         }

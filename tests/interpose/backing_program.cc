@@ -13,7 +13,7 @@
 //                  (also after switching itself to relaxed mode)
 //   multi MIB      on each of two devices (SIMGPU_DEVICES=2), cuMemAlloc buffers totalling MIB
 //                  (4 MiB each), alternating between the devices, filled and summed by kernels
-//                  on a stream of each device's primary context
+//                  on a stream of each device's primary context; all freed from the first's
 //   copies MIB     cuMemAlloc buffers totalling MIB (4 MiB each), filled by kernels, then some
 //                  overwritten by copies and all summed (backing_program_copies.cc)
 // Prints one "key=value" line per fact the test checks; exits 0 when every call did what the
@@ -250,10 +250,12 @@ int Multi(int total_mib) {
     for (int i = 0; i < count; ++i) {
       wrong += results[i] != Expected(static_cast<uint32_t>(i * kDevices + d), kWords) ? 1 : 0;
     }
-    for (int i = 0; i < count; ++i) CHECK_CU(cuMemFree(buffers[i * kDevices + d]));
-    CHECK_CU(cuMemFree(sums[d]));
     CHECK_CU(cuStreamDestroy(streams[d]));
   }
+  // Everything is freed with the first device's context current, the second device's memory too.
+  CHECK_CU(cuCtxSetCurrent(contexts[0]));
+  for (const CUdeviceptr buffer : buffers) CHECK_CU(cuMemFree(buffer));
+  for (const CUdeviceptr sum : sums) CHECK_CU(cuMemFree(sum));
   std::printf("buffers=%d wrong=%d\n", kDevices * count, wrong);
   return wrong == 0 ? 0 : 1;
 }

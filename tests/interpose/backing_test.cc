@@ -191,6 +191,11 @@ TEST(BackingTest, EachDeviceHasItsOwnEngineAndBudget) {
   EXPECT_EQ(JsonInt(s, "budget_bytes"), 64ll << 20) << s;  // 2 x 32 MiB
   EXPECT_GT(JsonInt(s, "evict_bytes"), 0) << s;
   EXPECT_NE(s.find("\"errors\":[]"), std::string::npos) << s;
+  // All is freed with the first device's context current. cuMemFree's discard waits for the
+  // current context only (cuCtxSynchronize), which would not order it after the second device's
+  // work: the first device's 128 MiB (and its sums) are discarded, the second's are not.
+  EXPECT_GE(JsonInt(s, "discard_bytes"), 128ll << 20) << s;
+  EXPECT_LT(JsonInt(s, "discard_bytes"), 129ll << 20) << s;
   // Each device stayed within its own capacity, and each held data.
   EXPECT_EQ(JsonInt(run.stats, "devices"), 2) << run.stats;
   EXPECT_EQ(JsonInt(run.stats, "overcommit_faults"), 0) << run.stats;
