@@ -689,7 +689,7 @@ CUresult cuCtxGetStreamPriorityRange(int* leastPriority, int* greatestPriority) 
 CUresult cuCtxSynchronize(void) {
   SIMGPU_REQUIRE_CTX();
   if (CUresult r = RefuseIfCaptureForbids()) return r;
-  SynchronizeAll();
+  SynchronizeContext(CurrentContext());  // the current context's work only, as on the driver
   return CUDA_SUCCESS;
 }
 

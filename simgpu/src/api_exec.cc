@@ -134,6 +134,9 @@ CUresult EventRecord(CUevent ev, CUstream h, unsigned flags, bool ptsz) {
   if (flags & ~static_cast<unsigned>(CU_EVENT_RECORD_EXTERNAL)) return CUDA_ERROR_INVALID_VALUE;
   Stream* s = nullptr;
   if (CUresult r = ResolveStream(h, ptsz, &s)) return r;
+  // cuda.h: "hEvent and hStream must be from the same context otherwise CUDA_ERROR_INVALID_HANDLE";
+  // the default streams are the current context's.
+  if (e->ctx != (s->ctx != nullptr ? s->ctx : CurrentContext())) return CUDA_ERROR_INVALID_HANDLE;
   MarkerPtr m = Enqueue(s, nullptr);
   std::lock_guard<std::mutex> lock(SyncMutex());
   e->marker = m;
@@ -440,6 +443,7 @@ CUresult cuEventCreate(CUevent* phEvent, unsigned int Flags) {
   if (Flags & ~known) return CUDA_ERROR_INVALID_VALUE;
   Event* e = new Event();
   e->flags = Flags;
+  e->ctx = CurrentContext();
   {
     std::lock_guard<std::mutex> lock(*g_obj_mu);
     g_events->insert(e);

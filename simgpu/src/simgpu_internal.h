@@ -218,11 +218,15 @@ bool MarkerDone(const MarkerPtr& m);
 void SynchronizeStream(Stream* s);
 bool StreamIdle(Stream* s);
 void SynchronizeAll();
+// Waits for the work of `ctx`'s streams and of the default streams (legacy, per-thread), which
+// are not told apart by context here.
+void SynchronizeContext(const Context* ctx);
 double VirtualSeconds();
 
 struct Event {
   unsigned flags = 0;
-  MarkerPtr marker;  // null until recorded; guarded by SyncMutex()
+  Context* ctx = nullptr;  // current at creation: it is recorded only on that context's streams
+  MarkerPtr marker;        // null until recorded; guarded by SyncMutex()
 };
 
 // ---- modules -----------------------------------------------------------------------------------

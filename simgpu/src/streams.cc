@@ -209,6 +209,17 @@ void SynchronizeAll() {
   for (const MarkerPtr& m : pending) WaitMarker(m);
 }
 
+void SynchronizeContext(const Context* ctx) {
+  std::vector<MarkerPtr> pending;
+  {
+    std::lock_guard<std::mutex> lock(*g_mu);
+    for (Stream* s : *g_streams) {
+      if (s->last && (s->ctx == ctx || s->ctx == nullptr)) pending.push_back(s->last);
+    }
+  }
+  for (const MarkerPtr& m : pending) WaitMarker(m);
+}
+
 double VirtualSeconds() {
   std::lock_guard<std::mutex> lock(*g_mu);
   double t = g_max_vtime;

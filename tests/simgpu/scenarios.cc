@@ -351,6 +351,48 @@ void DeviceAllocEvicts() {
 
 // SIMGPU_DEVICES=2, 4 chunks each: capacities are separate, faults land on the kernel's device
 // and a prefetch to the other device moves the chunks.
+// An event is recorded only on its own context's streams (cuda.h: else CUDA_ERROR_INVALID_HANDLE),
+// the default streams being the current context's; a stream may wait for another context's event.
+void EventContexts() {
+  Setup();
+  CUcontext ctx0 = nullptr, ctx1 = nullptr;
+  REQUIRE_OK(cuCtxGetCurrent(&ctx0));
+  REQUIRE_OK(cuDevicePrimaryCtxRetain(&ctx1, 1));
+  CUevent e0;
+  CUstream s0;
+  REQUIRE_OK(cuEventCreate(&e0, CU_EVENT_DISABLE_TIMING));
+  REQUIRE_OK(cuStreamCreate(&s0, CU_STREAM_NON_BLOCKING));
+  REQUIRE_OK(cuCtxSetCurrent(ctx1));
+  CUstream s1;
+  REQUIRE_OK(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
+  std::printf("on_other_stream=%d\n", static_cast<int>(cuEventRecord(e0, s1)));
+  std::printf("on_other_legacy=%d\n", static_cast<int>(cuEventRecord(e0, nullptr)));
+  std::printf("on_own_stream=%d\n", static_cast<int>(cuEventRecord(e0, s0)));
+  std::printf("wait_across=%d\n", static_cast<int>(cuStreamWaitEvent(s1, e0, 0)));
+  REQUIRE_OK(cuCtxSetCurrent(ctx0));
+  std::printf("on_own_legacy=%d\n", static_cast<int>(cuEventRecord(e0, nullptr)));
+  REQUIRE_OK(cuCtxSynchronize());
+
+  // cuCtxSynchronize waits for the current context's work only: with a host function on the
+  // other context's stream held until a flag is set (at most 5 s), it returns first.
+  static std::atomic<bool> release{false};
+  static std::atomic<bool> released_by_flag{false};
+  REQUIRE_OK(cuLaunchHostFunc(
+      s1,
+      [](void*) {
+        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+        while (!release.load() && std::chrono::steady_clock::now() < until) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        released_by_flag = release.load();
+      },
+      nullptr));
+  REQUIRE_OK(cuCtxSynchronize());  // ctx0's
+  release = true;
+  REQUIRE_OK(cuStreamSynchronize(s1));
+  std::printf("other_context_waited_for=%d\n", released_by_flag.load() ? 0 : 1);
+}
+
 void TwoDevices() {
   Kernels k = Setup();
   int count = 0;
@@ -482,6 +524,7 @@ int RunScenario(const std::string& name) {
       {"discard", DiscardScenario},
       {"discard_contents", DiscardContents},
       {"managed_ranges", ManagedRanges},
+      {"event_contexts", EventContexts},
       {"prefetch_host", PrefetchHost},
       {"zero_fill", ZeroFill},
       {"oversubscribe", Oversubscribe},

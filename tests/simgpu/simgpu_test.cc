@@ -212,6 +212,18 @@ TEST(SimgpuScenario, DeviceAllocationEvictsManaged) {
   EXPECT_EQ(JsonNumber(r.stats, "device_alloc_bytes_peak"), 2.0 * kChunk);
 }
 
+TEST(SimgpuScenario, EventsAndContextSynchronizationStayInTheirContext) {
+  ChildResult r = RunChild("event_contexts", "SIMGPU_MEMORY=8MiB SIMGPU_DEVICES=2");
+  EXPECT_CHILD_OK(r);
+  const int invalid = CUDA_ERROR_INVALID_HANDLE;
+  EXPECT_EQ(OutputNumber(r.output, "on_other_stream"), invalid) << r.output;
+  EXPECT_EQ(OutputNumber(r.output, "on_other_legacy"), invalid) << r.output;
+  EXPECT_EQ(OutputNumber(r.output, "on_own_stream"), 0) << r.output;
+  EXPECT_EQ(OutputNumber(r.output, "wait_across"), 0) << r.output;
+  EXPECT_EQ(OutputNumber(r.output, "on_own_legacy"), 0) << r.output;
+  EXPECT_EQ(OutputNumber(r.output, "other_context_waited_for"), 0) << r.output;
+}
+
 TEST(SimgpuScenario, TwoDevicesHaveSeparateCapacityAndResidency) {
   ChildResult r = RunChild("two_devices", "SIMGPU_MEMORY=8MiB SIMGPU_DEVICES=2");
   EXPECT_CHILD_OK(r);
