@@ -3,12 +3,14 @@
 #include "interpose/driver_device.h"
 
 #include <cuda.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <mutex>
 #include <unordered_map>
 
 #include "interpose/hook_table.h"
+#include "interpose/page_range.h"
 #include "interpose/real_driver.h"
 #include "interpose/unhooked_function.h"
 
@@ -155,13 +157,29 @@ policy::DeviceResult DriverDevice::OnLegacyStandIn(policy::Stream stream, Issue 
   return CUDA_SUCCESS;
 }
 
+namespace {
+
+// Discards name whole pages only (page_range.h): the host's page size, which nvidia-uvm's page
+// masks count in.
+PageRange DiscardablePages(uint64_t address, uint64_t bytes) {
+  static const uint64_t page = [] {
+    const long size = sysconf(_SC_PAGESIZE);
+    return size > 0 && (size & (size - 1)) == 0 ? static_cast<uint64_t>(size) : uint64_t{65536};
+  }();
+  return InnerPages(address, bytes, page);
+}
+
+}  // namespace
+
 policy::DeviceResult DriverDevice::Discard(uint64_t address, uint64_t bytes,
                                            policy::Stream stream) {
   const auto discard = Lookup<DiscardBatchFn>(g_discard);
   if (discard == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  const PageRange pages = DiscardablePages(address, bytes);
+  if (pages.bytes() == 0) return CUDA_SUCCESS;  // no whole page: nothing may be discarded
   return OnLegacyStandIn(stream, [&](CUstream on) {
-    CUdeviceptr pointer = address;
-    size_t size = bytes;
+    CUdeviceptr pointer = pages.begin;
+    size_t size = pages.bytes();
     return discard(&pointer, &size, 1, 0, on);
   });
 }
@@ -170,10 +188,21 @@ policy::DeviceResult DriverDevice::DiscardAndPrefetch(uint64_t address, uint64_t
                                                       policy::Stream stream) {
   const auto discard_prefetch = Lookup<DiscardPrefetchBatchFn>(g_discard_prefetch);
   if (discard_prefetch == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  const PageRange pages = DiscardablePages(address, bytes);
+  if (pages.bytes() == 0) return PrefetchToDevice(address, bytes, stream);
   CUmemLocation location = DeviceLocation();
   return OnLegacyStandIn(stream, [&](CUstream on) {
-    CUdeviceptr pointer = address;
-    size_t size = bytes;
+    // The partial pages at the ends may hold another allocation's data: prefetched, not discarded.
+    if (pages.begin > address) {
+      if (const CUresult r = Prefetch(address, pages.begin - address, location, on)) return r;
+    }
+    if (pages.end < address + bytes) {
+      if (const CUresult r = Prefetch(pages.end, address + bytes - pages.end, location, on)) {
+        return r;
+      }
+    }
+    CUdeviceptr pointer = pages.begin;
+    size_t size = pages.bytes();
     size_t location_index = 0;
     return discard_prefetch(&pointer, &size, 1, &location, &location_index, 1, 0, on);
   });
