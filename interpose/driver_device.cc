@@ -19,8 +19,6 @@ namespace {
 
 using PrefetchFn = CUresult (*)(CUdeviceptr, size_t, CUmemLocation, unsigned int, CUstream);
 using DiscardBatchFn = CUresult (*)(CUdeviceptr*, size_t*, size_t, unsigned long long, CUstream);
-using DiscardPrefetchBatchFn = CUresult (*)(CUdeviceptr*, size_t*, size_t, CUmemLocation*, size_t*,
-                                            size_t, unsigned long long, CUstream);
 using ParamInfoFn = CUresult (*)(CUfunction, size_t, size_t*, size_t*);
 using CtxGetDeviceFn = CUresult (*)(CUdevice*);
 using StreamCreateFn = CUresult (*)(CUstream*, unsigned int);
@@ -33,9 +31,9 @@ using AdviseFn = CUresult (*)(CUdeviceptr, size_t, CUmem_advise, CUmemLocation);
 
 constinit UnhookedFunction g_prefetch{"cuMemPrefetchAsync"};
 constinit UnhookedFunction g_discard{"cuMemDiscardBatchAsync"};
-constinit UnhookedFunction g_discard_prefetch{"cuMemDiscardAndPrefetchBatchAsync"};
 constinit UnhookedFunction g_param_info{"cuFuncGetParamInfo"};
 constinit UnhookedFunction g_ctx_get_device{"cuCtxGetDevice"};
+constinit UnhookedFunction g_ctx_get_current{"cuCtxGetCurrent"};
 constinit UnhookedFunction g_stream_create{"cuStreamCreate"};
 constinit UnhookedFunction g_event_create{"cuEventCreate"};
 constinit UnhookedFunction g_event_record{"cuEventRecord"};
@@ -63,6 +61,16 @@ CUresult Prefetch(uint64_t address, uint64_t bytes, CUmemLocation location, void
   const auto prefetch = Lookup<PrefetchFn>(g_prefetch);
   if (prefetch == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
   return prefetch(address, bytes, location, 0, static_cast<CUstream>(stream));
+}
+
+// Discards name whole pages only (page_range.h): the host's page size, which nvidia-uvm's page
+// masks count in.
+PageRange DiscardablePages(uint64_t address, uint64_t bytes) {
+  static const uint64_t page = [] {
+    const long size = sysconf(_SC_PAGESIZE);
+    return size > 0 && (size & (size - 1)) == 0 ? static_cast<uint64_t>(size) : uint64_t{65536};
+  }();
+  return InnerPages(address, bytes, page);
 }
 
 // The layout cache. Never freed: layouts are handed out as stable pointers.
@@ -116,60 +124,65 @@ policy::DeviceResult DriverDevice::PrefetchToHost(uint64_t address, uint64_t byt
   return Prefetch(address, bytes, host, stream);
 }
 
+DriverDevice::StandIn DriverDevice::StandInFor(void* context) {
+  {
+    absl::MutexLock lock(&stand_ins_mutex_);
+    for (const auto& [owner, stand_in] : stand_ins_) {
+      if (owner == context) return stand_in;
+    }
+  }
+  const auto create_stream = Lookup<StreamCreateFn>(g_stream_create);
+  const auto create_event = Lookup<EventCreateFn>(g_event_create);
+  if (create_stream == nullptr || create_event == nullptr) return StandIn{};
+  CUstream stream = nullptr;
+  CUevent before = nullptr, after = nullptr;
+  if (create_stream(&stream, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS ||
+      create_event(&before, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS ||
+      create_event(&after, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
+    return StandIn{};  // what was made stays with the context; rare
+  }
+  absl::MutexLock lock(&stand_ins_mutex_);
+  for (const auto& [owner, stand_in] : stand_ins_) {
+    if (owner == context) return stand_in;  // another thread made one first; ours stays unused
+  }
+  stand_ins_.emplace_back(context, StandIn{stream, before, after});
+  return stand_ins_.back().second;
+}
+
 template <typename Issue>
 policy::DeviceResult DriverDevice::OnLegacyStandIn(policy::Stream stream, Issue issue) {
   if (stream != nullptr && stream != CU_STREAM_LEGACY) return issue(static_cast<CUstream>(stream));
-  const auto create_stream = Lookup<StreamCreateFn>(g_stream_create);
-  const auto create_event = Lookup<EventCreateFn>(g_event_create);
+  using CtxGetCurrentFn = CUresult (*)(CUcontext*);
+  using SyncFn = CUresult (*)();
+  const auto get_current = Lookup<CtxGetCurrentFn>(g_ctx_get_current);
   const auto record = Lookup<EventRecordFn>(g_event_record);
   const auto wait = Lookup<StreamWaitEventFn>(g_stream_wait_event);
-  if (create_stream == nullptr || create_event == nullptr || record == nullptr || wait == nullptr) {
+  CUcontext context = nullptr;
+  if (get_current == nullptr || record == nullptr || wait == nullptr ||
+      get_current(&context) != CUDA_SUCCESS || context == nullptr) {
     return CUDA_ERROR_NOT_SUPPORTED;
   }
-  std::lock_guard lock(legacy_mutex_);
-  if (legacy_stand_in_ == nullptr) {
-    CUstream created = nullptr;
-    CUevent before = nullptr, after = nullptr;
-    CUresult result = create_stream(&created, CU_STREAM_NON_BLOCKING);
-    if (result == CUDA_SUCCESS) result = create_event(&before, CU_EVENT_DISABLE_TIMING);
-    if (result == CUDA_SUCCESS) result = create_event(&after, CU_EVENT_DISABLE_TIMING);
-    if (result != CUDA_SUCCESS) return result;  // what was made is kept by the context; rare
-    legacy_stand_in_ = created;
-    legacy_before_ = before;
-    legacy_after_ = after;
-  }
-  const auto side = static_cast<CUstream>(legacy_stand_in_);
-  const auto before = static_cast<CUevent>(legacy_before_);
-  const auto after = static_cast<CUevent>(legacy_after_);
+  // The legacy stream is the current context's, so the stand-in must be too.
+  const StandIn stand_in = StandInFor(context);
+  if (stand_in.stream == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  const auto side = static_cast<CUstream>(stand_in.stream);
+  const auto before = static_cast<CUevent>(stand_in.before);
+  const auto after = static_cast<CUevent>(stand_in.after);
+  // The events are shared by the threads that come here at once: a wait then finds another
+  // thread's later recording, which orders at least as much as its own.
   CUresult result = record(before, CU_STREAM_LEGACY);
   if (result == CUDA_SUCCESS) result = wait(side, before, 0);
-  if (result != CUDA_SUCCESS) return result;
+  if (result != CUDA_SUCCESS) return result;  // nothing enqueued: the discard is not made
   const CUresult issued = issue(side);
-  if (issued != CUDA_SUCCESS) return issued;  // nothing was enqueued: nothing to wait for
   result = record(after, side);
   if (result == CUDA_SUCCESS) result = wait(CU_STREAM_LEGACY, after, 0);
   if (result != CUDA_SUCCESS) {
-    // The legacy stream's next work could overtake the discard: wait for it here instead.
-    using SyncFn = CUresult (*)(CUstream);
-    const auto sync = Real<SyncFn>(HookId::k_cuStreamSynchronize);
-    if (sync == nullptr || sync(side) != CUDA_SUCCESS) return result;
+    // The legacy stream's next work could overtake what was enqueued: wait for it here instead.
+    const auto sync = Real<SyncFn>(HookId::k_cuCtxSynchronize);
+    if (sync != nullptr) sync();
   }
-  return CUDA_SUCCESS;
+  return issued;
 }
-
-namespace {
-
-// Discards name whole pages only (page_range.h): the host's page size, which nvidia-uvm's page
-// masks count in.
-PageRange DiscardablePages(uint64_t address, uint64_t bytes) {
-  static const uint64_t page = [] {
-    const long size = sysconf(_SC_PAGESIZE);
-    return size > 0 && (size & (size - 1)) == 0 ? static_cast<uint64_t>(size) : uint64_t{65536};
-  }();
-  return InnerPages(address, bytes, page);
-}
-
-}  // namespace
 
 policy::DeviceResult DriverDevice::Discard(uint64_t address, uint64_t bytes,
                                            policy::Stream stream) {
@@ -181,30 +194,6 @@ policy::DeviceResult DriverDevice::Discard(uint64_t address, uint64_t bytes,
     CUdeviceptr pointer = pages.begin;
     size_t size = pages.bytes();
     return discard(&pointer, &size, 1, 0, on);
-  });
-}
-
-policy::DeviceResult DriverDevice::DiscardAndPrefetch(uint64_t address, uint64_t bytes,
-                                                      policy::Stream stream) {
-  const auto discard_prefetch = Lookup<DiscardPrefetchBatchFn>(g_discard_prefetch);
-  if (discard_prefetch == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
-  const PageRange pages = DiscardablePages(address, bytes);
-  if (pages.bytes() == 0) return PrefetchToDevice(address, bytes, stream);
-  CUmemLocation location = DeviceLocation();
-  return OnLegacyStandIn(stream, [&](CUstream on) {
-    // The partial pages at the ends may hold another allocation's data: prefetched, not discarded.
-    if (pages.begin > address) {
-      if (const CUresult r = Prefetch(address, pages.begin - address, location, on)) return r;
-    }
-    if (pages.end < address + bytes) {
-      if (const CUresult r = Prefetch(pages.end, address + bytes - pages.end, location, on)) {
-        return r;
-      }
-    }
-    CUdeviceptr pointer = pages.begin;
-    size_t size = pages.bytes();
-    size_t location_index = 0;
-    return discard_prefetch(&pointer, &size, 1, &location, &location_index, 1, 0, on);
   });
 }
 

@@ -5,9 +5,11 @@
 #ifndef SPILLWAY_INTERPOSE_DRIVER_DEVICE_H_
 #define SPILLWAY_INTERPOSE_DRIVER_DEVICE_H_
 
-#include <mutex>
+#include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "policy/access_set.h"
 #include "policy/device.h"
 
@@ -24,8 +26,6 @@ class DriverDevice final : public policy::Device {
   policy::DeviceResult PrefetchToHost(uint64_t address, uint64_t bytes,
                                       policy::Stream stream) override;
   policy::DeviceResult Discard(uint64_t address, uint64_t bytes, policy::Stream stream) override;
-  policy::DeviceResult DiscardAndPrefetch(uint64_t address, uint64_t bytes,
-                                          policy::Stream stream) override;
   policy::DeviceResult PlaceOnHost(uint64_t address, uint64_t bytes) override;
   policy::DeviceResult MemoryInfo(uint64_t* free, uint64_t* total) override;
   policy::DeviceResult CreateSideStream(policy::Stream* stream) override;
@@ -38,20 +38,27 @@ class DriverDevice final : public policy::Device {
   policy::DeviceResult StreamWaitEvent(policy::Stream stream, policy::Event event) override;
 
  private:
-  // cuMemDiscardBatchAsync and cuMemDiscardAndPrefetchBatchAsync refuse the legacy NULL stream
-  // (cuda.h: "Must not be legacy NULL stream"), where a cuMemFree's discard or a synchronous
-  // memset's or copy's goes. `issue(stream)` is called with `stream` as it is unless that is the
-  // legacy stream; then with a non-blocking stream of ours, ordered as the legacy stream would
-  // order it: after an event recorded on the legacy stream (which, as every legacy-stream
-  // operation, waits for the blocking streams' earlier work) and before the legacy stream's next
-  // work (which waits for an event recorded after the call).
+  // The non-blocking stream and the two events that stand in for a context's legacy stream.
+  struct StandIn {
+    void* stream = nullptr;  // CUstream; null: none could be made
+    void* before = nullptr;  // CUevent
+    void* after = nullptr;   // CUevent
+  };
+
+  // cuMemDiscardBatchAsync refuses the legacy NULL stream (cuda.h: "Must not be legacy NULL
+  // stream"), where a cuMemFree's discard or a synchronous memset's or copy's goes. `issue(stream)`
+  // is called with `stream` as it is unless that is the legacy stream; then with the current
+  // context's stand-in, ordered as the legacy stream would order it: after an event recorded on
+  // the legacy stream (which, as every legacy-stream operation, waits for the blocking streams'
+  // earlier work) and before the legacy stream's next work (which waits for an event recorded
+  // after the call, or, if that cannot be arranged, the context is synchronized).
   template <typename Issue>
   policy::DeviceResult OnLegacyStandIn(policy::Stream stream, Issue issue);
+  // `context`'s stand-in (a CUcontext), made at its first need; no driver call under the lock.
+  StandIn StandInFor(void* context);
 
-  std::mutex legacy_mutex_;
-  void* legacy_stand_in_ = nullptr;  // CUstream, made at first need; guarded by legacy_mutex_
-  void* legacy_before_ = nullptr;    // CUevent
-  void* legacy_after_ = nullptr;     // CUevent
+  absl::Mutex stand_ins_mutex_;
+  std::vector<std::pair<void*, StandIn>> stand_ins_ ABSL_GUARDED_BY(stand_ins_mutex_);
 };
 
 // The parameter layout of `function` (a CUfunction) from cuFuncGetParamInfo, cached; null when

@@ -570,11 +570,14 @@ struct Replace<HookId::k_cuLaunchCooperativeKernel_ptsz> : ReplaceLaunch<true> {
 // Before a memset or a copy writes every byte of [dst, dst + bytes): the whole chunks it
 // overwrites that are not on the device are discarded on its stream, so its faults populate them
 // without copying dead data in, and what it fills is brought in as for a launch (ResidencyEngine::
-// OnOverwrite). Only for a range inside one managed allocation; nothing during a capture.
+// OnOverwrite). Only for a range inside one managed allocation made on the current context's
+// device (the engine's events belong to that device's context, the call's stream to the current
+// one); nothing during a capture.
 void PrepareOverwrite(CUdeviceptr dst, size_t bytes, policy::Stream stream) {
   if (bytes == 0 || Captures().AnyInProgress()) return;
   const std::optional<policy::Allocation> found = Allocations().Find(dst);
   if (!found.has_value() || found->backing != policy::Backing::kManaged) return;
+  if (found->device != CurrentDevice()) return;
   policy::ResidencyEngine* engine = EngineOf(found->device);
   if (engine == nullptr) return;
   if (engine->OnOverwrite(*found, dst, bytes, stream) != 0) {
@@ -596,63 +599,66 @@ uint64_t Address(CUdeviceptr pointer) { return pointer; }
 uint64_t Address(const void* pointer) { return reinterpret_cast<uintptr_t>(pointer); }
 
 // A copy of `bytes` from `src` into `dst`: only where the copy can read its source (a discard
-// before a copy that then fails would lose what the job wrote): not null, and where it lies in an
-// allocation the shim tracks, inside it; never where source and destination overlap.
-void PrepareCopy(CUdeviceptr dst, uint64_t src, size_t bytes, policy::Stream stream) {
+// before a copy that then fails would lose what the job wrote): not null; where it lies in an
+// allocation the shim tracks, inside it; for a device-to-device copy (`device_source`), in such an
+// allocation (a host pointer there is refused without system-wide access); never where source and
+// destination overlap.
+void PrepareCopy(CUdeviceptr dst, uint64_t src, size_t bytes, bool device_source,
+                 policy::Stream stream) {
   if (bytes == 0 || src == 0) return;
   if (src >= dst ? src - dst < bytes : dst - src < bytes) return;
-  if (const std::optional<policy::Allocation> source = Allocations().Find(src)) {
-    if (bytes > source->base + source->size - src) return;
-  }
+  const std::optional<policy::Allocation> source = Allocations().Find(src);
+  if (source.has_value() ? bytes > source->base + source->size - src : device_source) return;
   PrepareOverwrite(dst, bytes, stream);
 }
 
-// Synchronous copies into device memory (`kPerThread`: _ptds): cuMemcpy, cuMemcpyHtoD_v2,
-// cuMemcpyDtoD_v2.
-template <typename Src, bool kPerThread>
+// Synchronous copies into device memory (`kPerThread`: _ptds): cuMemcpy and cuMemcpyHtoD_v2
+// (`kDeviceSource` false), cuMemcpyDtoD_v2 (true).
+template <typename Src, bool kDeviceSource, bool kPerThread>
 struct ReplaceCopy {
   static constexpr bool kActive = true;
   static CUresult Run(CUresult (*real)(CUdeviceptr, Src, size_t), CUdeviceptr dst, Src src,
                       size_t bytes) {
-    PrepareCopy(dst, Address(src), bytes, kPerThread ? CU_STREAM_PER_THREAD : nullptr);
+    PrepareCopy(dst, Address(src), bytes, kDeviceSource,
+                kPerThread ? CU_STREAM_PER_THREAD : nullptr);
     return real(dst, src, bytes);
   }
 };
 // Their Async forms (`kPerThread`: _ptsz).
-template <typename Src, bool kPerThread>
+template <typename Src, bool kDeviceSource, bool kPerThread>
 struct ReplaceCopyAsync {
   static constexpr bool kActive = true;
   static CUresult Run(CUresult (*real)(CUdeviceptr, Src, size_t, CUstream), CUdeviceptr dst,
                       Src src, size_t bytes, CUstream stream) {
-    PrepareCopy(dst, Address(src), bytes,
+    PrepareCopy(dst, Address(src), bytes, kDeviceSource,
                 kPerThread && stream == nullptr ? CU_STREAM_PER_THREAD : stream);
     return real(dst, src, bytes, stream);
   }
 };
 template <>
-struct Replace<HookId::k_cuMemcpy> : ReplaceCopy<CUdeviceptr, false> {};
+struct Replace<HookId::k_cuMemcpy> : ReplaceCopy<CUdeviceptr, false, false> {};
 template <>
-struct Replace<HookId::k_cuMemcpy_ptds> : ReplaceCopy<CUdeviceptr, true> {};
+struct Replace<HookId::k_cuMemcpy_ptds> : ReplaceCopy<CUdeviceptr, false, true> {};
 template <>
-struct Replace<HookId::k_cuMemcpyHtoD_v2> : ReplaceCopy<const void*, false> {};
+struct Replace<HookId::k_cuMemcpyHtoD_v2> : ReplaceCopy<const void*, false, false> {};
 template <>
-struct Replace<HookId::k_cuMemcpyHtoD_v2_ptds> : ReplaceCopy<const void*, true> {};
+struct Replace<HookId::k_cuMemcpyHtoD_v2_ptds> : ReplaceCopy<const void*, false, true> {};
 template <>
-struct Replace<HookId::k_cuMemcpyDtoD_v2> : ReplaceCopy<CUdeviceptr, false> {};
+struct Replace<HookId::k_cuMemcpyDtoD_v2> : ReplaceCopy<CUdeviceptr, true, false> {};
 template <>
-struct Replace<HookId::k_cuMemcpyDtoD_v2_ptds> : ReplaceCopy<CUdeviceptr, true> {};
+struct Replace<HookId::k_cuMemcpyDtoD_v2_ptds> : ReplaceCopy<CUdeviceptr, true, true> {};
 template <>
-struct Replace<HookId::k_cuMemcpyAsync> : ReplaceCopyAsync<CUdeviceptr, false> {};
+struct Replace<HookId::k_cuMemcpyAsync> : ReplaceCopyAsync<CUdeviceptr, false, false> {};
 template <>
-struct Replace<HookId::k_cuMemcpyAsync_ptsz> : ReplaceCopyAsync<CUdeviceptr, true> {};
+struct Replace<HookId::k_cuMemcpyAsync_ptsz> : ReplaceCopyAsync<CUdeviceptr, false, true> {};
 template <>
-struct Replace<HookId::k_cuMemcpyHtoDAsync_v2> : ReplaceCopyAsync<const void*, false> {};
+struct Replace<HookId::k_cuMemcpyHtoDAsync_v2> : ReplaceCopyAsync<const void*, false, false> {};
 template <>
-struct Replace<HookId::k_cuMemcpyHtoDAsync_v2_ptsz> : ReplaceCopyAsync<const void*, true> {};
+struct Replace<HookId::k_cuMemcpyHtoDAsync_v2_ptsz> : ReplaceCopyAsync<const void*, false, true> {};
 template <>
-struct Replace<HookId::k_cuMemcpyDtoDAsync_v2> : ReplaceCopyAsync<CUdeviceptr, false> {};
+struct Replace<HookId::k_cuMemcpyDtoDAsync_v2> : ReplaceCopyAsync<CUdeviceptr, true, false> {};
 template <>
-struct Replace<HookId::k_cuMemcpyDtoDAsync_v2_ptsz> : ReplaceCopyAsync<CUdeviceptr, true> {};
+struct Replace<HookId::k_cuMemcpyDtoDAsync_v2_ptsz> : ReplaceCopyAsync<CUdeviceptr, true, true> {};
 
 // cuMemsetD*_v2 (`kPerThread`: _ptds) on the null stream.
 template <typename T, bool kPerThread>

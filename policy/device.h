@@ -35,13 +35,6 @@ class Device {
   // @brief Drops the contents of [address, address + bytes) (no copy-back), on `stream`.
   // Returns a non-zero result when the driver cannot discard.
   virtual DeviceResult Discard(uint64_t address, uint64_t bytes, Stream stream) = 0;
-  // @brief Makes [address, address + bytes) resident on the device without copying the old
-  // contents (they are dead), on `stream`. A non-zero result when the driver cannot: the engine
-  // then prefetches instead.
-  virtual DeviceResult DiscardAndPrefetch(uint64_t /*address*/, uint64_t /*bytes*/,
-                                          Stream /*stream*/) {
-    return 801;  // CUDA_ERROR_NOT_SUPPORTED
-  }
   // @brief Places [address, address + bytes) on the host with the device mapping it: kernels read
   // and write it over the link and it does not migrate on their accesses
   // (cuMemAdvise SET_PREFERRED_LOCATION = the host, then SET_ACCESSED_BY = the device). Moves

@@ -119,19 +119,6 @@ class TimelineDevice final : public Device {
     for (uint32_t c = First(address); c < End(address, bytes); ++c) populated_[c] = 0;
     return kDeviceOk;
   }
-  DeviceResult DiscardAndPrefetch(uint64_t address, uint64_t bytes, Stream stream) override {
-    uint64_t out = 0;
-    double room = 0;
-    for (uint32_t c = First(address); c < End(address, bytes); ++c) {
-      if (state_.resident(c)) continue;
-      room = std::max(room, TakeSlot(&out));
-      state_.Add(c);
-      populated_[c] = 1;
-      if (result_ != nullptr) result_->discarded_bytes += kChunkBytes;
-    }
-    Move(stream, 0, out, room);
-    return kDeviceOk;
-  }
   // simgpu's preferred location = host: later accesses map it remotely while it is not resident.
   DeviceResult PlaceOnHost(uint64_t address, uint64_t bytes) override {
     for (uint32_t c = First(address); c < End(address, bytes); ++c) on_host_[c] = 1;

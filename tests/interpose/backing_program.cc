@@ -16,6 +16,10 @@
 //                  on a stream of each device's primary context; all freed from the first's
 //   copies MIB     cuMemAlloc buffers totalling MIB (4 MiB each), filled by kernels, then some
 //                  overwritten by copies and all summed (backing_program_copies.cc)
+//   legacy_order MIB  the same buffers; a late host read on the legacy stream, then a memset
+//                  (backing_program_copies.cc)
+//   crossctx       (SIMGPU_DEVICES=2) memsets over the second device's evicted buffers, one
+//                  with each device's context current, then sums and frees
 // Prints one "key=value" line per fact the test checks; exits 0 when every call did what the
 // scenario expects of the driver, 2 on out of memory, 1 otherwise.
 #include <cuda.h>
@@ -30,6 +34,7 @@
 
 int PerThreadStream(CUfunction fill, CUfunction sum);        // backing_program_ptsz.cc
 int Copies(int total_mib, CUfunction fill, CUfunction sum);  // backing_program_copies.cc
+int LegacyOrder(int total_mib, CUfunction fill);             // backing_program_copies.cc
 
 namespace {
 
@@ -260,6 +265,47 @@ int Multi(int total_mib) {
   return wrong == 0 ? 0 : 1;
 }
 
+// Six 4 MiB buffers on the second device (made with its context current), filled; then two
+// synchronous memsets from their second MiB on, each over an evicted buffer, the first with the
+// first device's context current, the second with the second's; then sums, and frees from the
+// second's.
+int CrossContext() {
+  constexpr uint64_t kBuffer = 4ull << 20;
+  constexpr uint64_t kWords = kBuffer / 4;
+  constexpr uint64_t kFrom = (1ull << 20) / 4;  // the memsets start at this word
+  constexpr int kCount = 6;
+  CUcontext first = nullptr, second = nullptr;
+  CHECK_CU(cuDevicePrimaryCtxRetain(&first, 0));
+  CHECK_CU(cuDevicePrimaryCtxRetain(&second, 1));
+  CHECK_CU(cuCtxSetCurrent(second));
+  CUdeviceptr sums = 0;
+  CHECK_CU(cuMemAllocManaged(&sums, kCount * sizeof(uint64_t), CU_MEM_ATTACH_GLOBAL));
+  std::memset(reinterpret_cast<void*>(sums), 0, kCount * sizeof(uint64_t));
+  std::vector<CUdeviceptr> buffers(kCount);
+  for (int i = 0; i < kCount; ++i) {
+    CHECK_CU(cuMemAlloc(&buffers[i], kBuffer));
+    Fill(buffers[i], static_cast<uint32_t>(i), kWords, nullptr);
+  }
+  CHECK_CU(cuCtxSynchronize());
+  CHECK_CU(cuCtxSetCurrent(first));
+  CHECK_CU(cuMemsetD32(buffers[0] + kFrom * 4, 7, kWords - kFrom));
+  CHECK_CU(cuCtxSetCurrent(second));
+  CHECK_CU(cuMemsetD32(buffers[1] + kFrom * 4, 7, kWords - kFrom));
+  for (int i = 0; i < kCount; ++i) Sum(buffers[i], kWords, sums + i * sizeof(uint64_t), nullptr);
+  CHECK_CU(cuCtxSynchronize());
+  const auto* results = reinterpret_cast<const uint64_t*>(sums);
+  int wrong = 0;
+  for (int i = 0; i < kCount; ++i) {
+    const uint64_t expected =
+        i < 2 ? Expected(i, kFrom) + 7 * (kWords - kFrom) : Expected(i, kWords);
+    wrong += results[i] != expected ? 1 : 0;
+  }
+  for (const CUdeviceptr buffer : buffers) CHECK_CU(cuMemFree(buffer));
+  CHECK_CU(cuMemFree(sums));
+  std::printf("crossctx_wrong=%d\n", wrong);
+  return wrong == 0 ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -289,6 +335,8 @@ int main(int argc, char** argv) {
   if (scenario == "capture") status = Capture();
   if (scenario == "ptsz") status = PerThreadStream(g_fill, g_sum);
   if (scenario == "copies") status = Copies(std::atoi(arg), g_fill, g_sum);
+  if (scenario == "crossctx") status = CrossContext();
+  if (scenario == "legacy_order") status = LegacyOrder(std::atoi(arg), g_fill);
   std::printf("done=%d\n", status);
   return status;
 }

@@ -98,14 +98,17 @@ TEST(BackingTest, PerThreadDefaultStreamAllocationsAreManagedToo) {
 }
 
 // 32 MiB of buffers on a 64 MiB device with a 12 MiB budget: once all are filled the first ones
-// are evicted. A copy into one of them from a null source is refused by the driver and the
-// buffer keeps its data (nothing was discarded for it); the copies that overwrite whole evicted
+// are evicted. Copies into them that the driver refuses (from a null source, device-to-device
+// from pageable host memory or from a source running past its allocation) leave their buffers'
+// data as it was (nothing was discarded for them); the copies that overwrite whole evicted
 // buffers (from the host, from another buffer, half of one on a stream) discard those chunks
 // first, so they come in zero-filled instead of copied back, and every sum is right.
 TEST(BackingTest, CopiesIntoEvictedBuffersDiscardWhatTheyOverwrite) {
   const Outcome run = RunScenario({"copies", "32"}, {{"SPILLWAY_DEVICE_MEMORY", "12MiB"}});
   ASSERT_EQ(run.status, 0) << run.output;
   EXPECT_NE(Fact(run.output, "null_source"), 0) << run.output;
+  EXPECT_NE(Fact(run.output, "short_source"), 0) << run.output;
+  EXPECT_NE(Fact(run.output, "host_source"), 0) << run.output;
   EXPECT_EQ(Fact(run.output, "copies_wrong"), 0) << run.output;
   const std::string& s = run.summary;
   ASSERT_FALSE(s.empty()) << run.output;
@@ -115,6 +118,17 @@ TEST(BackingTest, CopiesIntoEvictedBuffersDiscardWhatTheyOverwrite) {
   // Each buffer's first touch and each discarded chunk are zero-filled, not copied.
   EXPECT_GE(JsonInt(run.stats, "zero_filled_bytes"), (32ll + 10) << 20) << run.stats;
   EXPECT_EQ(JsonInt(run.stats, "overcommit_faults"), 0) << run.stats;
+}
+
+// A synchronous memset's discard goes to a stand-in stream for the legacy one (the batch calls
+// refuse the legacy stream); it must still wait for the legacy stream's earlier work: here a host
+// function that reads the evicted buffer 100 ms late, and must read what the kernel wrote.
+TEST(BackingTest, ADiscardForTheLegacyStreamWaitsForItsEarlierWork) {
+  const Outcome run = RunScenario({"legacy_order", "32"}, {{"SPILLWAY_DEVICE_MEMORY", "12MiB"}});
+  ASSERT_EQ(run.status, 0) << run.output;
+  EXPECT_EQ(Fact(run.output, "legacy_order_wrong"), 0) << run.output;
+  EXPECT_EQ(JsonInt(run.summary, "overwrite_discard_bytes"), 2ll << 20) << run.summary;
+  EXPECT_NE(run.summary.find("\"errors\":[]"), std::string::npos) << run.summary;
 }
 
 TEST(BackingTest, APoolTheJobCreatedStaysDeviceMemory) {
@@ -210,6 +224,24 @@ TEST(BackingTest, EachDeviceHasItsOwnEngineAndBudget) {
   EXPECT_GT(second, 0) << run.stats;
   EXPECT_LE(first, 64ll << 20) << run.stats;
   EXPECT_LE(second, 64ll << 20) << run.stats;
+}
+
+// Memsets over the second device's evicted buffers (24 MiB, budget 8 MiB): the one made with the
+// first device's context current leaves its range to faults (the engine's events belong to the
+// second's context, the memset's legacy stream to the first's: recording one on the other fails);
+// the one made with the second's current discards the chunk it overwrites, on a stand-in for
+// that context's legacy stream. No device call fails, and the data is right.
+TEST(BackingTest, AMemsetFromAnotherDevicesContextLeavesItsRangeToFaults) {
+  const Outcome run =
+      RunScenario({"crossctx"}, {{"SIMGPU_DEVICES", "2"}, {"SPILLWAY_DEVICE_MEMORY", "8MiB"}});
+  ASSERT_EQ(run.status, 0) << run.output;
+  EXPECT_EQ(Fact(run.output, "crossctx_wrong"), 0) << run.output;
+  const std::string& s = run.summary;
+  EXPECT_NE(s.find("\"errors\":[]"), std::string::npos) << s;
+  // The whole chunk [2 MiB, 4 MiB) of the second memset's evicted buffer.
+  EXPECT_EQ(JsonInt(s, "overwrite_discard_bytes"), 2ll << 20) << s;
+  // Each buffer discarded at its cuMemFree (asked for in full; the sums' part page is not).
+  EXPECT_GE(JsonInt(s, "discard_bytes"), 24ll << 20) << s;
 }
 
 TEST(BackingTest, BallastHoldsThePhysicalMemoryBeyondTheBudget) {

@@ -49,9 +49,6 @@ class FakeDevice final : public Device {
     if (discard_result != kDeviceOk) return discard_result;
     return fail_discard ? 801 /* CUDA_ERROR_NOT_SUPPORTED */ : kDeviceOk;
   }
-  DeviceResult DiscardAndPrefetch(uint64_t address, uint64_t bytes, Stream stream) override {
-    return Record("populate", address, bytes, stream);
-  }
   DeviceResult PlaceOnHost(uint64_t address, uint64_t bytes) override {
     Record("host", address, bytes, nullptr);
     return fail_place_on_host ? 801 /* CUDA_ERROR_NOT_SUPPORTED */ : kDeviceOk;

@@ -349,10 +349,9 @@ void DeviceAllocEvicts() {
   REQUIRE(cuMemAlloc(&d, 3 * kChunk) == CUDA_ERROR_OUT_OF_MEMORY);  // 2 + 3 > 4
 }
 
-// SIMGPU_DEVICES=2, 4 chunks each: capacities are separate, faults land on the kernel's device
-// and a prefetch to the other device moves the chunks.
 // An event is recorded only on its own context's streams (cuda.h: else CUDA_ERROR_INVALID_HANDLE),
-// the default streams being the current context's; a stream may wait for another context's event.
+// the default streams being the current context's; a stream may wait for another context's event;
+// cuCtxSynchronize waits for the current context's work only.
 void EventContexts() {
   Setup();
   CUcontext ctx0 = nullptr, ctx1 = nullptr;
@@ -393,6 +392,8 @@ void EventContexts() {
   std::printf("other_context_waited_for=%d\n", released_by_flag.load() ? 0 : 1);
 }
 
+// SIMGPU_DEVICES=2, 4 chunks each: capacities are separate, faults land on the kernel's device
+// and a prefetch to the other device moves the chunks.
 void TwoDevices() {
   Kernels k = Setup();
   int count = 0;
