@@ -3,9 +3,11 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <set>
+#include <thread>
 
 #include "simgpu_internal.h"
 
@@ -224,6 +226,9 @@ MarkerPtr EnqueueKernel(Stream* s, const SimgpuKernel* k, const LaunchDims& dims
         }
         launch.shared_bytes = dims.shared;
         launch.args = args.data();
+        if (const double hold = config().hold_kernel_seconds; hold > 0) {
+          std::this_thread::sleep_for(std::chrono::duration<double>(hold));
+        }
         DeviceAccount account;
         account.device = device;
         BeginDeviceAccess(&account);

@@ -82,6 +82,7 @@ Config ReadConfig() {
   }
   c.devices = static_cast<int>(devices);
   ReadCount("SIMGPU_QUEUE_DEPTH", 1u << 20, &c.queue_depth);
+  ReadDouble("SIMGPU_HOLD_KERNEL_US", 1e-6, &c.hold_kernel_seconds);
   if (std::optional<std::string_view> p = spillway::GetEnv("SIMGPU_STATS")) c.stats_path = *p;
   return c;
 }

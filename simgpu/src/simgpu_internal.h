@@ -43,6 +43,10 @@ struct Config : spillway::CostModel {
   // one waits for the device to take one (a real GPU's launch queue holds about a thousand per
   // stream); 0: no bound.
   uint32_t queue_depth = 1024;
+  // SIMGPU_HOLD_KERNEL_US: each kernel waits this long (real time) on its stream's worker before
+  // its body runs, as a GPU's kernel computes for a while before its writes land; an operation on
+  // another stream that is not ordered after it then runs first, as on a GPU. 0: no hold.
+  double hold_kernel_seconds = 0;
 };
 
 // Reads the SIMGPU_* variables (once, at cuInit). Bad values are reported on stderr and replaced

@@ -202,6 +202,17 @@ TEST(TrainLike, ReplicasOnTheirOwnThreadsAreLearnedThreadByThread) {
       << summary;
 }
 
+// simgpu runs a kernel's body as soon as its stream reaches it, so a move of the engine's that
+// lacks its wait for a kernel on another stream would almost always land after it anyway. With
+// each kernel held 300 us first (SIMGPU_HOLD_KERNEL_US), as a GPU computes for a while, such a
+// move overtakes it: the results must still be the unconstrained run's.
+TEST(TrainLike, ResultsHoldWhenKernelsTakeTimeToRun) {
+  const ShimRun shim = RunLearned(Job(2.0, 4, {}), {{"SIMGPU_HOLD_KERNEL_US", "300"}});
+  ASSERT_EQ(shim.result.exit_code, 0) << shim.result.output;
+  EXPECT_EQ(Checksum(shim.result.output), UnconstrainedChecksum(2.0, 4, {})) << shim.result.output;
+  EXPECT_NE(shim.summary.find("\"errors\":[]"), std::string::npos) << shim.summary;
+}
+
 // The weight updates launched in an order that changes every step (--reorder, as TensorFlow's
 // executor launches the ops that are ready at once): the results are those of the job in its
 // usual order, and the learned policy still finds its step: it predicts every step's launches

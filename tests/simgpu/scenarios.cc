@@ -349,6 +349,41 @@ void DeviceAllocEvicts() {
   REQUIRE(cuMemAlloc(&d, 3 * kChunk) == CUDA_ERROR_OUT_OF_MEMORY);  // 2 + 3 > 4
 }
 
+// A kernel on one stream sums a managed buffer the host filled; a discard of the buffer on a
+// second stream, not ordered after the kernel, is enqueued right after it. With kernels held
+// (SIMGPU_HOLD_KERNEL_US) the discard runs first and the kernel sums zeroes, as on a GPU where
+// the kernel would still be computing; the same with an event ordering the discard after the
+// kernel sums the fill.
+void KernelHold() {
+  Kernels k = Setup();
+  constexpr uint64_t kWords = kChunk / 4;
+  CUdeviceptr m, out;
+  REQUIRE_OK(cuMemAllocManaged(&m, kChunk, CU_MEM_ATTACH_GLOBAL));
+  REQUIRE_OK(cuMemAllocManaged(&out, sizeof(uint64_t), CU_MEM_ATTACH_GLOBAL));
+  CUstream s1, s2;
+  REQUIRE_OK(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
+  REQUIRE_OK(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+  CUevent done;
+  REQUIRE_OK(cuEventCreate(&done, CU_EVENT_DISABLE_TIMING));
+  for (const bool ordered : {false, true}) {
+    auto* words = reinterpret_cast<uint32_t*>(m);
+    for (uint64_t i = 0; i < kWords; ++i) words[i] = 1;
+    uint64_t n = kWords;
+    void* args[] = {&m, &n, &out};
+    REQUIRE_OK(cuLaunchKernel(k.sum, 1, 1, 1, 1, 1, 1, 0, s1, args, nullptr));
+    if (ordered) {
+      REQUIRE_OK(cuEventRecord(done, s1));
+      REQUIRE_OK(cuStreamWaitEvent(s2, done, 0));
+    }
+    CUdeviceptr ptrs[] = {m};
+    size_t sizes[] = {kChunk};
+    REQUIRE_OK(cuMemDiscardBatchAsync(ptrs, sizes, 1, 0, s2));
+    REQUIRE_OK(cuCtxSynchronize());
+    std::printf("%s_sum=%llu\n", ordered ? "waited" : "overtaken",
+                static_cast<unsigned long long>(*reinterpret_cast<uint64_t*>(out)));
+  }
+}
+
 // An event is recorded only on its own context's streams (cuda.h: else CUDA_ERROR_INVALID_HANDLE),
 // the default streams being the current context's; a stream may wait for another context's event;
 // cuCtxSynchronize waits for the current context's work only.
@@ -526,6 +561,7 @@ int RunScenario(const std::string& name) {
       {"discard_contents", DiscardContents},
       {"managed_ranges", ManagedRanges},
       {"event_contexts", EventContexts},
+      {"kernel_hold", KernelHold},
       {"prefetch_host", PrefetchHost},
       {"zero_fill", ZeroFill},
       {"oversubscribe", Oversubscribe},

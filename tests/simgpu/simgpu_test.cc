@@ -224,6 +224,15 @@ TEST(SimgpuScenario, EventsAndContextSynchronizationStayInTheirContext) {
   EXPECT_EQ(OutputNumber(r.output, "other_context_waited_for"), 0) << r.output;
 }
 
+// SIMGPU_HOLD_KERNEL_US holds a kernel before its body runs, so a discard on another stream that
+// nothing orders after it lands first (the kernel sums zeroes); ordered by an event, it does not.
+TEST(SimgpuScenario, AHeldKernelIsOvertakenByWorkNotOrderedAfterIt) {
+  ChildResult r = RunChild("kernel_hold", "SIMGPU_MEMORY=64MiB SIMGPU_HOLD_KERNEL_US=200000");
+  EXPECT_CHILD_OK(r);
+  EXPECT_EQ(OutputNumber(r.output, "overtaken_sum"), 0) << r.output;
+  EXPECT_EQ(OutputNumber(r.output, "waited_sum"), kChunk / 4) << r.output;
+}
+
 TEST(SimgpuScenario, TwoDevicesHaveSeparateCapacityAndResidency) {
   ChildResult r = RunChild("two_devices", "SIMGPU_MEMORY=8MiB SIMGPU_DEVICES=2");
   EXPECT_CHILD_OK(r);
