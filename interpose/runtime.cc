@@ -3,6 +3,7 @@
 // function, after static destructors ran) are allocated once and never freed.
 #include "interpose/runtime.h"
 
+#include <cuda.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
@@ -381,7 +382,13 @@ policy::Allocation OnAllocated(uint64_t address, uint64_t bytes, policy::Backing
                                  : 0;
   const policy::Allocation allocation =
       Registry().Insert(address, bytes, backing, stream_ordered, substituted, device, call_site);
-  if (policy::ResidencyEngine* engine = EngineOf(device)) engine->OnAllocated(allocation);
+  // Host placements go on the legacy stream, which is unusable while another thread captures a
+  // blocking stream: then on this thread's default stream (nothing orders a fresh allocation's
+  // placement but its own later use, which comes after this call).
+  const policy::Stream placements = Captures().AnyInProgress() ? CU_STREAM_PER_THREAD : nullptr;
+  if (policy::ResidencyEngine* engine = EngineOf(device)) {
+    engine->OnAllocated(allocation, placements);
+  }
   return allocation;
 }
 

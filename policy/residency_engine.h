@@ -67,8 +67,9 @@ class ResidencyEngine {
   ResidencyEngine& operator=(const ResidencyEngine&) = delete;
 
   // @brief A new live allocation. Managed ones become candidates for moves (not resident yet);
-  // the others take a fixed share of the budget.
-  void OnAllocated(const Allocation& allocation);
+  // the others take a fixed share of the budget. A policy file's host rules it triggers are
+  // carried out on `stream` (the legacy stream by default).
+  void OnAllocated(const Allocation& allocation, Stream stream = nullptr);
 
   // @brief `allocation` is about to be freed: forgets it and, if managed, discards its contents
   // on `stream`. Returns the number of device calls that failed (0 or 1).

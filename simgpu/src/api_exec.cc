@@ -409,6 +409,10 @@ static CUresult IsCapturing(CUstream h, CUstreamCaptureStatus* status, bool ptsz
   Stream* s = nullptr;
   if (CUresult r = StreamInfo(h, ptsz, &s)) return r;
   if (status == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  // cuda.h: on the legacy stream while a blocking stream captures, an error; the capture goes on.
+  if (s->legacy && LegacyStreamUnusable(/*invalidate=*/false)) {
+    return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+  }
   *status = s->capture_mode.load(std::memory_order_relaxed) >= 0 ? CU_STREAM_CAPTURE_STATUS_ACTIVE
                                                                  : CU_STREAM_CAPTURE_STATUS_NONE;
   return CUDA_SUCCESS;

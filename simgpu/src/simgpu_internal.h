@@ -225,6 +225,10 @@ void SynchronizeAll();
 // Waits for the work of `ctx`'s streams and of the default streams (legacy, per-thread), which
 // are not told apart by context here.
 void SynchronizeContext(const Context* ctx);
+// True while a blocking stream of the current context (or a default stream) is capturing: the
+// legacy stream is then unusable (cuda.h); `invalidate` breaks those captures, as work on the
+// legacy stream does.
+bool LegacyStreamUnusable(bool invalidate);
 double VirtualSeconds();
 
 struct Event {

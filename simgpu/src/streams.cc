@@ -119,11 +119,28 @@ bool IsLiveStream(Stream* s) {
   return g_streams->count(s) > 0 && !s->legacy && !s->per_thread;
 }
 
+bool LegacyStreamUnusable(bool invalidate) {
+  std::lock_guard<std::mutex> lock(*g_mu);
+  bool unusable = false;
+  for (Stream* s : *g_streams) {
+    if (s->legacy || !Blocking(s) || s->capture_mode.load(std::memory_order_relaxed) < 0) continue;
+    if (s->ctx != nullptr && s->ctx != CurrentContext()) continue;
+    unusable = true;
+    if (invalidate) s->capture_invalidated.store(true, std::memory_order_relaxed);
+  }
+  return unusable;
+}
+
 CUresult ResolveStream(CUstream h, bool ptsz, Stream** out) {
   if (CUresult r = ResolveStreamAnyState(h, ptsz, out)) return r;
   if ((*out)->capture_mode.load(std::memory_order_relaxed) >= 0) {
     (*out)->capture_invalidated.store(true, std::memory_order_relaxed);  // as the driver does
     return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  }
+  // cuda.h: while a blocking stream (of the context) captures, the legacy stream is unusable;
+  // work on it would depend on the capture, which that breaks.
+  if ((*out)->legacy && LegacyStreamUnusable(/*invalidate=*/true)) {
+    return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
   }
   return CUDA_SUCCESS;
 }

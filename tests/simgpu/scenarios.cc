@@ -349,6 +349,44 @@ void DeviceAllocEvicts() {
   REQUIRE(cuMemAlloc(&d, 3 * kChunk) == CUDA_ERROR_OUT_OF_MEMORY);  // 2 + 3 > 4
 }
 
+// While another thread captures a blocking stream (thread-local mode), the legacy stream is
+// unusable: a prefetch on it fails with CUDA_ERROR_STREAM_CAPTURE_IMPLICIT and breaks that
+// capture; asking whether it captures fails the same way but breaks nothing. A capture of a
+// non-blocking stream leaves the legacy stream alone.
+void LegacyDuringCapture() {
+  Setup();
+  CUcontext ctx = nullptr;
+  REQUIRE_OK(cuCtxGetCurrent(&ctx));
+  CUdeviceptr m;
+  REQUIRE_OK(cuMemAllocManaged(&m, kChunk, CU_MEM_ATTACH_GLOBAL));
+  for (const unsigned flags : {CU_STREAM_DEFAULT, CU_STREAM_NON_BLOCKING}) {
+    const char* kind = flags == CU_STREAM_DEFAULT ? "blocking" : "separate";
+    CUstream captured;
+    REQUIRE_OK(cuStreamCreate(&captured, flags));
+    std::atomic<int> stage{0};
+    CUresult ended = CUDA_SUCCESS;
+    std::thread capturer([&] {
+      REQUIRE_OK(cuCtxSetCurrent(ctx));
+      REQUIRE_OK(cuStreamBeginCapture(captured, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+      stage = 1;
+      while (stage.load() != 2) std::this_thread::yield();
+      CUgraph graph = nullptr;
+      ended = cuStreamEndCapture(captured, &graph);
+      if (graph != nullptr) cuGraphDestroy(graph);
+    });
+    while (stage.load() != 1) std::this_thread::yield();
+    CUstreamCaptureStatus status;
+    std::printf("%s_query=%d\n", kind,
+                static_cast<int>(cuStreamIsCapturing(CU_STREAM_LEGACY, &status)));
+    std::printf("%s_prefetch=%d\n", kind,
+                static_cast<int>(cuMemPrefetchAsync(m, kChunk, Device(), 0, CU_STREAM_LEGACY)));
+    stage = 2;
+    capturer.join();
+    std::printf("%s_capture_end=%d\n", kind, static_cast<int>(ended));
+    REQUIRE_OK(cuStreamDestroy(captured));
+  }
+}
+
 // A kernel on one stream sums a managed buffer the host filled; a discard of the buffer on a
 // second stream, not ordered after the kernel, is enqueued right after it. With kernels held
 // (SIMGPU_HOLD_KERNEL_US) the discard runs first and the kernel sums zeroes, as on a GPU where
@@ -562,6 +600,7 @@ int RunScenario(const std::string& name) {
       {"managed_ranges", ManagedRanges},
       {"event_contexts", EventContexts},
       {"kernel_hold", KernelHold},
+      {"legacy_during_capture", LegacyDuringCapture},
       {"prefetch_host", PrefetchHost},
       {"zero_fill", ZeroFill},
       {"oversubscribe", Oversubscribe},

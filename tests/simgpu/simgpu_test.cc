@@ -224,6 +224,19 @@ TEST(SimgpuScenario, EventsAndContextSynchronizationStayInTheirContext) {
   EXPECT_EQ(OutputNumber(r.output, "other_context_waited_for"), 0) << r.output;
 }
 
+TEST(SimgpuScenario, TheLegacyStreamIsUnusableWhileABlockingStreamCaptures) {
+  ChildResult r = RunChild("legacy_during_capture", "SIMGPU_MEMORY=64MiB");
+  EXPECT_CHILD_OK(r);
+  const int implicit = CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+  EXPECT_EQ(OutputNumber(r.output, "blocking_query"), implicit) << r.output;
+  EXPECT_EQ(OutputNumber(r.output, "blocking_prefetch"), implicit) << r.output;
+  EXPECT_EQ(OutputNumber(r.output, "blocking_capture_end"), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)
+      << r.output;
+  EXPECT_EQ(OutputNumber(r.output, "separate_query"), 0) << r.output;
+  EXPECT_EQ(OutputNumber(r.output, "separate_prefetch"), 0) << r.output;
+  EXPECT_EQ(OutputNumber(r.output, "separate_capture_end"), 0) << r.output;
+}
+
 // SIMGPU_HOLD_KERNEL_US holds a kernel before its body runs, so a discard on another stream that
 // nothing orders after it lands first (the kernel sums zeroes); ordered by an event, it does not.
 TEST(SimgpuScenario, AHeldKernelIsOvertakenByWorkNotOrderedAfterIt) {
