@@ -3,7 +3,6 @@
 // function, after static destructors ran) are allocated once and never freed.
 #include "interpose/runtime.h"
 
-#include <cuda.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
@@ -383,11 +382,11 @@ policy::Allocation OnAllocated(uint64_t address, uint64_t bytes, policy::Backing
   const policy::Allocation allocation =
       Registry().Insert(address, bytes, backing, stream_ordered, substituted, device, call_site);
   // Host placements go on the legacy stream, which is unusable while another thread captures a
-  // blocking stream: then on this thread's default stream (nothing orders a fresh allocation's
-  // placement but its own later use, which comes after this call).
-  const policy::Stream placements = Captures().AnyInProgress() ? CU_STREAM_PER_THREAD : nullptr;
+  // blocking stream (and this thread's own default stream may be the one capturing): while any
+  // capture is in progress they wait for the next launch, which makes them on its stream before
+  // its kernel.
   if (policy::ResidencyEngine* engine = EngineOf(device)) {
-    engine->OnAllocated(allocation, placements);
+    engine->OnAllocated(allocation, /*place_now=*/!Captures().AnyInProgress());
   }
   return allocation;
 }

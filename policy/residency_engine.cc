@@ -113,7 +113,7 @@ uint64_t ResidencyEngine::reordered_launches() const {
   return policy_->reordered_launches();
 }
 
-void ResidencyEngine::OnAllocated(const Allocation& allocation, Stream stream) {
+void ResidencyEngine::OnAllocated(const Allocation& allocation, bool place_now) {
   bool host = false;  // a policy file's host rule places it (or another) on the host
   {
     std::lock_guard lock(mutex_);
@@ -124,9 +124,9 @@ void ResidencyEngine::OnAllocated(const Allocation& allocation, Stream stream) {
     tracked_[allocation.id] = Tracked{
         allocation.base, allocation.size, false, 0, 0, Footprint(allocation.base, allocation.size)};
     policy_->ObserveAllocated(allocation.id, allocation.size, allocation.call_site);
-    host = PlanHostPlacements(stream);  // residency_engine_host.cc
+    host = place_now && PlanHostPlacements(nullptr);  // residency_engine_host.cc
   }
-  if (host) IssueHostPlacements(stream);
+  if (host) IssueHostPlacements(nullptr);
 }
 
 uint64_t ResidencyEngine::ForgetLocked(const Allocation& allocation) {

@@ -68,8 +68,9 @@ class ResidencyEngine {
 
   // @brief A new live allocation. Managed ones become candidates for moves (not resident yet);
   // the others take a fixed share of the budget. A policy file's host rules it triggers are
-  // carried out on `stream` (the legacy stream by default).
-  void OnAllocated(const Allocation& allocation, Stream stream = nullptr);
+  // carried out now, on the legacy stream, unless `place_now` is false: then at the next launch,
+  // on its stream.
+  void OnAllocated(const Allocation& allocation, bool place_now = true);
 
   // @brief `allocation` is about to be freed: forgets it and, if managed, discards its contents
   // on `stream`. Returns the number of device calls that failed (0 or 1).

@@ -188,6 +188,8 @@ class Replay {
   // The stream of each launch by its position in the step (null: all on kStream).
   std::function<Stream(uint64_t position)> stream_of_launch_;
   std::vector<size_t> free_calls_;       // indices of the device calls OnFree made
+  bool place_now_ = true;                // OnAllocated's place_now
+  size_t placements_at_allocation_ = 0;  // "host" calls OnAllocated made
   std::function<void()> before_launch_;  // called before each launch (null: nothing)
 
  private:
@@ -201,7 +203,11 @@ class Replay {
     const Allocation a =
         registry_.Insert(address, w_a.bytes, Backing::kManaged, false, true, 0, call_site);
     live_[w_a.id] = a;
-    engine_.OnAllocated(a);
+    const size_t before = device_.calls.size();
+    engine_.OnAllocated(a, place_now_);
+    for (size_t i = before; i < device_.calls.size(); ++i) {
+      placements_at_allocation_ += device_.calls[i].what == "host" ? 1 : 0;
+    }
   }
 
   const Workload& w_;
@@ -742,6 +748,38 @@ TEST(HostPlacement, HostRuleAllocationIsAdvisedOnceNeverMovedAndOutOfTheBudget) 
   EXPECT_EQ(after.prefetch_bytes - before.prefetch_bytes, predicted.h2d_bytes);
   EXPECT_EQ(after.evict_bytes - before.evict_bytes, predicted.d2h_bytes);
   EXPECT_EQ(after.moves_issued, after.moves_planned);
+}
+
+// While a stream capture is in progress the shim asks the engine not to place an allocation on the
+// host at its cuMemAlloc (that would use the legacy stream, which a capture of a blocking stream
+// makes unusable): the placements a host rule calls for are then made at the next launch, on its
+// stream, so every X is still placed once, and the step's moves are the same.
+TEST(HostPlacement, PlacementsAnAllocationDefersAreMadeAtTheNextLaunch) {
+  const Workload w = HostStep();
+  const uint64_t budget = 6 * kMiB;
+  const PolicyFile plan = PlanWithRule(w, budget, SizeRule(6 * kMiB, RuleAction::kHost));
+  std::vector<ScheduleAdherence> adherence;
+  for (const bool place_now : {true, false}) {
+    Logged log;
+    Replay replay(w, MakePlannedPolicy(plan, "host.policy.toml", budget, log.Sink()), budget);
+    replay.place_now_ = place_now;
+    replay.Init();
+    for (int step = 0; step < 4; ++step) replay.Step();
+    EXPECT_TRUE(log.problems.empty());
+    const std::vector<uint64_t> xs = AllocationsOf(replay.device_, 6 * kMiB);
+    const std::vector<DeviceCall> host = replay.device_.Calls("host");
+    ASSERT_EQ(host.size(), xs.size()) << place_now;
+    for (size_t i = 0; i < xs.size(); ++i) EXPECT_EQ(host[i].address, xs[i]) << place_now;
+    if (place_now) {
+      EXPECT_EQ(replay.placements_at_allocation_, xs.size());
+    } else {
+      EXPECT_EQ(replay.placements_at_allocation_, 0u);
+    }
+    adherence.push_back(replay.Adherence());
+  }
+  EXPECT_EQ(adherence[0].host_placements, adherence[1].host_placements);
+  EXPECT_EQ(adherence[0].prefetch_bytes, adherence[1].prefetch_bytes);
+  EXPECT_EQ(adherence[0].evict_bytes, adherence[1].evict_bytes);
 }
 
 // Rules by call site and module match the call sites the run gives its allocations
