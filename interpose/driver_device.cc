@@ -124,36 +124,62 @@ policy::DeviceResult DriverDevice::PrefetchToHost(uint64_t address, uint64_t byt
   return Prefetch(address, bytes, host, stream);
 }
 
-DriverDevice::StandIn DriverDevice::StandInFor(void* context) {
+void* DriverDevice::StandInFor(void* context) {
   {
     absl::MutexLock lock(&stand_ins_mutex_);
-    for (const auto& [owner, stand_in] : stand_ins_) {
-      if (owner == context) return stand_in;
+    for (const auto& [owner, stream] : stand_ins_) {
+      if (owner == context) return stream;
     }
   }
   const auto create_stream = Lookup<StreamCreateFn>(g_stream_create);
-  const auto create_event = Lookup<EventCreateFn>(g_event_create);
-  if (create_stream == nullptr || create_event == nullptr) return StandIn{};
   CUstream stream = nullptr;
-  CUevent before = nullptr, after = nullptr;
-  if (create_stream(&stream, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS ||
-      create_event(&before, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS ||
-      create_event(&after, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
-    return StandIn{};  // what was made stays with the context; rare
+  if (create_stream == nullptr || create_stream(&stream, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) {
+    return nullptr;
   }
   absl::MutexLock lock(&stand_ins_mutex_);
-  for (const auto& [owner, stand_in] : stand_ins_) {
-    if (owner == context) return stand_in;  // another thread made one first; ours stays unused
+  for (const auto& [owner, made] : stand_ins_) {
+    if (owner == context) return made;  // another thread made one first; ours stays unused
   }
-  stand_ins_.emplace_back(context, StandIn{stream, before, after});
-  return stand_ins_.back().second;
+  stand_ins_.emplace_back(context, stream);
+  return stream;
 }
+
+namespace {
+
+// A thread's own two events for a context's stand-in: shared ones could be re-recorded by
+// another thread between this thread's record and its wait, which would then order nothing of
+// this thread's. A few contexts per thread; trivially destructible, never freed.
+struct ThreadEvents {
+  CUcontext context = nullptr;
+  CUevent before = nullptr;
+  CUevent after = nullptr;
+};
+constexpr size_t kThreadEventSlots = 4;
+thread_local ThreadEvents t_events[kThreadEventSlots];
+thread_local size_t t_next_event_slot = 0;
+
+const ThreadEvents* EventsFor(CUcontext context) {
+  for (const ThreadEvents& events : t_events) {
+    if (events.context == context) return &events;
+  }
+  const auto create_event = Lookup<EventCreateFn>(g_event_create);
+  CUevent before = nullptr, after = nullptr;
+  if (create_event == nullptr || create_event(&before, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS ||
+      create_event(&after, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
+    return nullptr;  // what was made stays with the context; rare
+  }
+  ThreadEvents& slot = t_events[t_next_event_slot++ % kThreadEventSlots];  // the oldest goes
+  slot = ThreadEvents{context, before, after};
+  return &slot;
+}
+
+}  // namespace
 
 template <typename Issue>
 policy::DeviceResult DriverDevice::OnLegacyStandIn(policy::Stream stream, Issue issue) {
   if (stream != nullptr && stream != CU_STREAM_LEGACY) return issue(static_cast<CUstream>(stream));
   using CtxGetCurrentFn = CUresult (*)(CUcontext*);
-  using SyncFn = CUresult (*)();
+  using StreamSyncFn = CUresult (*)(CUstream);
   const auto get_current = Lookup<CtxGetCurrentFn>(g_ctx_get_current);
   const auto record = Lookup<EventRecordFn>(g_event_record);
   const auto wait = Lookup<StreamWaitEventFn>(g_stream_wait_event);
@@ -163,23 +189,20 @@ policy::DeviceResult DriverDevice::OnLegacyStandIn(policy::Stream stream, Issue 
     return CUDA_ERROR_NOT_SUPPORTED;
   }
   // The legacy stream is the current context's, so the stand-in must be too.
-  const StandIn stand_in = StandInFor(context);
-  if (stand_in.stream == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
-  const auto side = static_cast<CUstream>(stand_in.stream);
-  const auto before = static_cast<CUevent>(stand_in.before);
-  const auto after = static_cast<CUevent>(stand_in.after);
-  // The events are shared by the threads that come here at once: a wait then finds another
-  // thread's later recording, which orders at least as much as its own.
-  CUresult result = record(before, CU_STREAM_LEGACY);
-  if (result == CUDA_SUCCESS) result = wait(side, before, 0);
+  const auto side = static_cast<CUstream>(StandInFor(context));
+  const ThreadEvents* events = EventsFor(context);
+  if (side == nullptr || events == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  CUresult result = record(events->before, CU_STREAM_LEGACY);
+  if (result == CUDA_SUCCESS) result = wait(side, events->before, 0);
   if (result != CUDA_SUCCESS) return result;  // nothing enqueued: the discard is not made
   const CUresult issued = issue(side);
-  result = record(after, side);
-  if (result == CUDA_SUCCESS) result = wait(CU_STREAM_LEGACY, after, 0);
+  result = record(events->after, side);
+  if (result == CUDA_SUCCESS) result = wait(CU_STREAM_LEGACY, events->after, 0);
   if (result != CUDA_SUCCESS) {
-    // The legacy stream's next work could overtake what was enqueued: wait for it here instead.
-    const auto sync = Real<SyncFn>(HookId::k_cuCtxSynchronize);
-    if (sync != nullptr) sync();
+    // The legacy stream's next work could overtake what was enqueued: wait for it here instead
+    // (the stand-in holds only that and what it waited for on the legacy stream).
+    const auto sync = Real<StreamSyncFn>(HookId::k_cuStreamSynchronize);
+    if (sync == nullptr || sync(side) != CUDA_SUCCESS) return result;
   }
   return issued;
 }

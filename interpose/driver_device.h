@@ -38,27 +38,22 @@ class DriverDevice final : public policy::Device {
   policy::DeviceResult StreamWaitEvent(policy::Stream stream, policy::Event event) override;
 
  private:
-  // The non-blocking stream and the two events that stand in for a context's legacy stream.
-  struct StandIn {
-    void* stream = nullptr;  // CUstream; null: none could be made
-    void* before = nullptr;  // CUevent
-    void* after = nullptr;   // CUevent
-  };
-
   // cuMemDiscardBatchAsync refuses the legacy NULL stream (cuda.h: "Must not be legacy NULL
   // stream"), where a cuMemFree's discard or a synchronous memset's or copy's goes. `issue(stream)`
   // is called with `stream` as it is unless that is the legacy stream; then with the current
-  // context's stand-in, ordered as the legacy stream would order it: after an event recorded on
-  // the legacy stream (which, as every legacy-stream operation, waits for the blocking streams'
-  // earlier work) and before the legacy stream's next work (which waits for an event recorded
-  // after the call, or, if that cannot be arranged, the context is synchronized).
+  // context's stand-in stream, ordered as the legacy stream would order it: after an event
+  // recorded on the legacy stream (which, as every legacy-stream operation, waits for the blocking
+  // streams' earlier work) and before the legacy stream's next work (which waits for an event
+  // recorded after the call, or, if that cannot be arranged, the stand-in is synchronized). The
+  // events are the calling thread's own.
   template <typename Issue>
   policy::DeviceResult OnLegacyStandIn(policy::Stream stream, Issue issue);
-  // `context`'s stand-in (a CUcontext), made at its first need; no driver call under the lock.
-  StandIn StandInFor(void* context);
+  // `context`'s stand-in stream (a CUcontext; a non-blocking CUstream, null when none could be
+  // made), made at its first need; no driver call under the lock.
+  void* StandInFor(void* context);
 
   absl::Mutex stand_ins_mutex_;
-  std::vector<std::pair<void*, StandIn>> stand_ins_ ABSL_GUARDED_BY(stand_ins_mutex_);
+  std::vector<std::pair<void*, void*>> stand_ins_ ABSL_GUARDED_BY(stand_ins_mutex_);
 };
 
 // The parameter layout of `function` (a CUfunction) from cuFuncGetParamInfo, cached; null when

@@ -139,9 +139,7 @@ CUresult EventRecord(CUevent ev, CUstream h, unsigned flags, bool ptsz) {
   // cuda.h: "hEvent and hStream must be from the same context otherwise CUDA_ERROR_INVALID_HANDLE";
   // the default streams are the current context's.
   if (e->ctx != (s->ctx != nullptr ? s->ctx : CurrentContext())) return CUDA_ERROR_INVALID_HANDLE;
-  MarkerPtr m = Enqueue(s, nullptr);
-  std::lock_guard<std::mutex> lock(SyncMutex());
-  e->marker = m;
+  Enqueue(s, nullptr, {}, &e->marker);  // guarded by SyncMutex(), which Enqueue holds
   return CUDA_SUCCESS;
 }
 
@@ -256,6 +254,7 @@ CUresult Launch(CUfunction f, const LaunchDims& dims, CUstream h, void** params,
   if (CUresult r = PackKernelParams(k, params, extra, buffer.get())) return r;
   Stream* s = nullptr;
   if (CUresult r = ResolveStreamAnyState(h, ptsz, &s)) return r;
+  if (CUresult r = RefuseLegacyDuringCapture(s)) return r;
   // On a capturing stream the launch becomes a kernel node of the capture's graph (graphs.cc).
   if (s->capture_mode.load(std::memory_order_relaxed) >= 0) {
     return CaptureKernel(s, fn, dims, std::move(*buffer));

@@ -315,6 +315,7 @@ CUresult AllocFromPool(CUdeviceptr* dptr, size_t bytes, Pool* pool, CUstream h, 
   if (pool == nullptr || !IsLivePool(pool)) return CUDA_ERROR_INVALID_VALUE;
   Stream* s = nullptr;
   if (CUresult r = ResolveStreamAnyState(h, ptsz, &s)) return r;
+  if (CUresult r = RefuseLegacyDuringCapture(s)) return r;
   const bool captured = s->capture_mode.load() >= 0;
   if (captured && s->capture_invalidated.load()) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
   CUmemoryPool handle = reinterpret_cast<CUmemoryPool>(pool);
@@ -339,6 +340,7 @@ CUresult FreeAsync(CUdeviceptr dptr, CUstream h, bool ptsz) {
   if (!FindAllocation(dptr, &info) || info.base != dptr) return CUDA_ERROR_INVALID_VALUE;
   Stream* s = nullptr;
   if (CUresult r = ResolveStreamAnyState(h, ptsz, &s)) return r;
+  if (CUresult r = RefuseLegacyDuringCapture(s)) return r;
   if (s->capture_mode.load() >= 0) {
     // Captured: the free node of a memory the graph allocated (kept: see AllocFromPool); any
     // other free cannot be captured here.

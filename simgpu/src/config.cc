@@ -1,5 +1,6 @@
 // simgpu's configuration from SIMGPU_* environment variables, its statistics counters and the
 // stats JSON written at process exit (SIMGPU_STATS).
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -83,6 +84,7 @@ Config ReadConfig() {
   c.devices = static_cast<int>(devices);
   ReadCount("SIMGPU_QUEUE_DEPTH", 1u << 20, &c.queue_depth);
   ReadDouble("SIMGPU_HOLD_KERNEL_US", 1e-6, &c.hold_kernel_seconds);
+  c.hold_kernel_seconds = std::min(c.hold_kernel_seconds, 10.0);  // sleep_for overflows on inf
   if (std::optional<std::string_view> p = spillway::GetEnv("SIMGPU_STATS")) c.stats_path = *p;
   return c;
 }

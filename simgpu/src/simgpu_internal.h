@@ -216,7 +216,10 @@ CUresult ResolveStream(CUstream h, bool ptsz, Stream** out);
 // The same in any capture state, for queries and capture calls.
 CUresult ResolveStreamAnyState(CUstream h, bool ptsz, Stream** out);
 // Enqueues `body` (with extra dependencies) on `s`; returns the op's completion marker.
-MarkerPtr Enqueue(Stream* s, OpBody body, std::vector<MarkerPtr> extra_deps = {});
+// `publish`, when given, is set to the new operation's marker in the same critical section that
+// enqueues it (an event's recording: two threads recording one event at once leave the later).
+MarkerPtr Enqueue(Stream* s, OpBody body, std::vector<MarkerPtr> extra_deps = {},
+                  MarkerPtr* publish = nullptr);
 void WaitMarker(const MarkerPtr& m);
 bool MarkerDone(const MarkerPtr& m);
 void SynchronizeStream(Stream* s);
@@ -229,6 +232,10 @@ void SynchronizeContext(const Context* ctx);
 // legacy stream is then unusable (cuda.h); `invalidate` breaks those captures, as work on the
 // legacy stream does.
 bool LegacyStreamUnusable(bool invalidate);
+// CUDA_ERROR_STREAM_CAPTURE_IMPLICIT (and those captures broken) for work on the legacy stream
+// while it is unusable; for the paths that resolve a stream with ResolveStreamAnyState (launches,
+// stream-ordered allocations and frees), which ResolveStream does itself.
+CUresult RefuseLegacyDuringCapture(const Stream* s);
 double VirtualSeconds();
 
 struct Event {

@@ -137,9 +137,13 @@ CUresult ResolveStream(CUstream h, bool ptsz, Stream** out) {
     (*out)->capture_invalidated.store(true, std::memory_order_relaxed);  // as the driver does
     return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   }
+  return RefuseLegacyDuringCapture(*out);
+}
+
+CUresult RefuseLegacyDuringCapture(const Stream* s) {
   // cuda.h: while a blocking stream (of the context) captures, the legacy stream is unusable;
   // work on it would depend on the capture, which that breaks.
-  if ((*out)->legacy && LegacyStreamUnusable(/*invalidate=*/true)) {
+  if (s->legacy && LegacyStreamUnusable(/*invalidate=*/true)) {
     return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
   }
   return CUDA_SUCCESS;
@@ -160,7 +164,7 @@ CUresult ResolveStreamAnyState(CUstream h, bool ptsz, Stream** out) {
   return CUDA_SUCCESS;
 }
 
-MarkerPtr Enqueue(Stream* s, OpBody body, std::vector<MarkerPtr> extra_deps) {
+MarkerPtr Enqueue(Stream* s, OpBody body, std::vector<MarkerPtr> extra_deps, MarkerPtr* publish) {
   std::unique_lock<std::mutex> lock(*g_mu);
   // A full launch queue holds the host thread until the device takes an operation, as a real
   // GPU's does. Not a worker (a host function's body), which would wait for itself.
@@ -184,6 +188,7 @@ MarkerPtr Enqueue(Stream* s, OpBody body, std::vector<MarkerPtr> extra_deps) {
   op.done = std::make_shared<Marker>();
   MarkerPtr done = op.done;
   s->last = done;
+  if (publish != nullptr) *publish = done;
   s->queue.push_back(std::move(op));
   s->cv.notify_all();
   return done;

@@ -202,10 +202,12 @@ TEST(TrainLike, ReplicasOnTheirOwnThreadsAreLearnedThreadByThread) {
       << summary;
 }
 
-// simgpu runs a kernel's body as soon as its stream reaches it, so a move of the engine's that
+// simgpu runs a kernel's body as soon as its stream reaches it, so a discard of the engine's that
 // lacks its wait for a kernel on another stream would almost always land after it anyway. With
 // each kernel held 300 us first (SIMGPU_HOLD_KERNEL_US), as a GPU computes for a while, such a
-// move overtakes it: the results must still be the unconstrained run's.
+// discard overtakes it and the results differ from the unconstrained run's. (A prefetch or
+// eviction lacking its wait keeps the data on simgpu, as migration does on a GPU: only its cost
+// would show.)
 TEST(TrainLike, ResultsHoldWhenKernelsTakeTimeToRun) {
   const ShimRun shim = RunLearned(Job(2.0, 4, {}), {{"SIMGPU_HOLD_KERNEL_US", "300"}});
   ASSERT_EQ(shim.result.exit_code, 0) << shim.result.output;

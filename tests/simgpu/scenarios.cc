@@ -354,7 +354,7 @@ void DeviceAllocEvicts() {
 // capture; asking whether it captures fails the same way but breaks nothing. A capture of a
 // non-blocking stream leaves the legacy stream alone.
 void LegacyDuringCapture() {
-  Setup();
+  Kernels k = Setup();
   CUcontext ctx = nullptr;
   REQUIRE_OK(cuCtxGetCurrent(&ctx));
   CUdeviceptr m;
@@ -380,9 +380,21 @@ void LegacyDuringCapture() {
                 static_cast<int>(cuStreamIsCapturing(CU_STREAM_LEGACY, &status)));
     std::printf("%s_prefetch=%d\n", kind,
                 static_cast<int>(cuMemPrefetchAsync(m, kChunk, Device(), 0, CU_STREAM_LEGACY)));
+    char* p = reinterpret_cast<char*>(m);
+    uint64_t stride = kChunk;
+    uint32_t count = 1;
+    void* args[] = {&p, &stride, &count};
+    std::printf("%s_launch=%d\n", kind,
+                static_cast<int>(
+                    cuLaunchKernel(k.touch, 1, 1, 1, 1, 1, 1, 0, CU_STREAM_LEGACY, args, nullptr)));
+    CUdeviceptr async = 0;
+    const CUresult allocated = cuMemAllocAsync(&async, 4096, CU_STREAM_LEGACY);
+    std::printf("%s_alloc_async=%d\n", kind, static_cast<int>(allocated));
     stage = 2;
     capturer.join();
     std::printf("%s_capture_end=%d\n", kind, static_cast<int>(ended));
+    if (allocated == CUDA_SUCCESS) REQUIRE_OK(cuMemFreeAsync(async, CU_STREAM_LEGACY));
+    REQUIRE_OK(cuCtxSynchronize());
     REQUIRE_OK(cuStreamDestroy(captured));
   }
 }

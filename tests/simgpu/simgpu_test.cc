@@ -230,10 +230,14 @@ TEST(SimgpuScenario, TheLegacyStreamIsUnusableWhileABlockingStreamCaptures) {
   const int implicit = CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
   EXPECT_EQ(OutputNumber(r.output, "blocking_query"), implicit) << r.output;
   EXPECT_EQ(OutputNumber(r.output, "blocking_prefetch"), implicit) << r.output;
+  EXPECT_EQ(OutputNumber(r.output, "blocking_launch"), implicit) << r.output;
+  EXPECT_EQ(OutputNumber(r.output, "blocking_alloc_async"), implicit) << r.output;
   EXPECT_EQ(OutputNumber(r.output, "blocking_capture_end"), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)
       << r.output;
   EXPECT_EQ(OutputNumber(r.output, "separate_query"), 0) << r.output;
   EXPECT_EQ(OutputNumber(r.output, "separate_prefetch"), 0) << r.output;
+  EXPECT_EQ(OutputNumber(r.output, "separate_launch"), 0) << r.output;
+  EXPECT_EQ(OutputNumber(r.output, "separate_alloc_async"), 0) << r.output;
   EXPECT_EQ(OutputNumber(r.output, "separate_capture_end"), 0) << r.output;
 }
 
