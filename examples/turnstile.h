@@ -5,14 +5,16 @@
 #ifndef SPILLWAY_EXAMPLES_TURNSTILE_H_
 #define SPILLWAY_EXAMPLES_TURNSTILE_H_
 
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
 #include <vector>
-
-#include "absl/synchronization/mutex.h"
 
 namespace spillway_demo {
 
+// Its lock is a std::mutex, not an absl::Mutex: Debian's Abseil is not built for
+// ThreadSanitizer, which could not see what it orders (scripts/test.sh --tsan runs this).
 class Turnstile {
  public:
   // `draw(turn, launching)` picks the replica of the turn-th turn: the index, modulo `launching`,
@@ -20,7 +22,7 @@ class Turnstile {
   using Draw = uint32_t (*)(uint64_t turn, uint32_t launching);
 
   Turnstile(size_t replicas, Draw draw) : launching_(replicas, true), draw_(draw) {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard lock(mutex_);
     Next();
   }
 
@@ -29,47 +31,49 @@ class Turnstile {
 
   // Blocks until it is `replica`'s turn. The caller launches, then calls Pass.
   void Await(size_t replica) {
-    absl::MutexLock lock(&mu_);
-    const auto my_turn = [this, replica]()
-                             ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return turn_ == replica; };
-    mu_.Await(absl::Condition(&my_turn));
+    std::unique_lock lock(mutex_);
+    turn_changed_.wait(lock, [&] { return turn_ == replica; });
   }
 
   // Ends the current turn and draws the next.
   void Pass() {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard lock(mutex_);
     Next();
   }
 
   // `replica` launches no more; if the turn was its, the next is drawn.
   void Leave(size_t replica) {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard lock(mutex_);
     launching_[replica] = false;
     if (turn_ == replica) Next();
   }
 
  private:
-  void Next() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  // REQUIRES: mutex_ held.
+  void Next() {
     uint32_t count = 0;
     for (const bool launching : launching_) count += launching ? 1 : 0;
     turn_ = launching_.size();  // nobody's: all have left
-    if (count == 0) return;
-    uint32_t pick = draw_(turns_++, count) % count;
-    for (size_t r = 0; r < launching_.size(); ++r) {
-      if (!launching_[r]) continue;
-      if (pick == 0) {
-        turn_ = r;
-        return;
+    if (count != 0) {
+      uint32_t pick = draw_(turns_++, count) % count;
+      for (size_t r = 0; r < launching_.size(); ++r) {
+        if (!launching_[r]) continue;
+        if (pick == 0) {
+          turn_ = r;
+          break;
+        }
+        --pick;
       }
-      --pick;
     }
+    turn_changed_.notify_all();
   }
 
-  absl::Mutex mu_;
-  std::vector<bool> launching_ ABSL_GUARDED_BY(mu_);
+  std::mutex mutex_;
+  std::condition_variable turn_changed_;
+  std::vector<bool> launching_;  // guarded by mutex_, as the two below
   const Draw draw_;
-  uint64_t turns_ ABSL_GUARDED_BY(mu_) = 0;
-  size_t turn_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t turns_ = 0;
+  size_t turn_ = 0;
 };
 
 }  // namespace spillway_demo

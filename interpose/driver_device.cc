@@ -126,7 +126,7 @@ policy::DeviceResult DriverDevice::PrefetchToHost(uint64_t address, uint64_t byt
 
 void* DriverDevice::StandInFor(void* context) {
   {
-    absl::MutexLock lock(&stand_ins_mutex_);
+    std::lock_guard lock(stand_ins_mutex_);
     for (const auto& [owner, stream] : stand_ins_) {
       if (owner == context) return stream;
     }
@@ -136,7 +136,7 @@ void* DriverDevice::StandInFor(void* context) {
   if (create_stream == nullptr || create_stream(&stream, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) {
     return nullptr;
   }
-  absl::MutexLock lock(&stand_ins_mutex_);
+  std::lock_guard lock(stand_ins_mutex_);
   for (const auto& [owner, made] : stand_ins_) {
     if (owner == context) return made;  // another thread made one first; ours stays unused
   }

@@ -5,11 +5,10 @@
 #ifndef SPILLWAY_INTERPOSE_DRIVER_DEVICE_H_
 #define SPILLWAY_INTERPOSE_DRIVER_DEVICE_H_
 
+#include <mutex>
 #include <utility>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
 #include "policy/access_set.h"
 #include "policy/device.h"
 
@@ -52,8 +51,10 @@ class DriverDevice final : public policy::Device {
   // made), made at its first need; no driver call under the lock.
   void* StandInFor(void* context);
 
-  absl::Mutex stand_ins_mutex_;
-  std::vector<std::pair<void*, void*>> stand_ins_ ABSL_GUARDED_BY(stand_ins_mutex_);
+  // A std::mutex, not an absl::Mutex: Debian's Abseil is not built for ThreadSanitizer, which
+  // could not see what this lock orders (scripts/tsan.supp).
+  std::mutex stand_ins_mutex_;
+  std::vector<std::pair<void*, void*>> stand_ins_;  // context -> stream; guarded by the mutex
 };
 
 // The parameter layout of `function` (a CUfunction) from cuFuncGetParamInfo, cached; null when
