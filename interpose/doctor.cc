@@ -5,6 +5,7 @@
 #include <cuda.h>
 #include <dlfcn.h>
 #include <link.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstring>
@@ -124,6 +125,71 @@ std::string CheckManagedPool(const Driver& driver, CUdevice device) {
   return verdict;
 }
 
+// How cuMemDiscardBatchAsync behaves where spillway relies on it (docs/engine.md, "Frees"). The
+// legacy NULL stream: cuda.h says it is refused (spillway then uses a stand-in stream). Then on a
+// stream of its own, over 8 pages of managed memory filled by the host and prefetched to the
+// device, a discard from 100 bytes into the second page to 100 bytes into the sixth: what the host
+// reads afterwards in the whole pages of the range, in the parts of the range in partial pages,
+// and in the bytes of those pages outside the range (spillway names whole pages only, as the
+// driver does not say how it rounds). Sets `*legacy` and `*contents` to one line each.
+void CheckDiscard(const Driver& driver, CUdevice device, std::string* legacy,
+                  std::string* contents) {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const size_t bytes = 8 * page;
+  CUdeviceptr ptr = 0;
+  CUresult result = driver.Call("cuMemAllocManaged", &ptr, bytes, unsigned{CU_MEM_ATTACH_GLOBAL});
+  if (result != CUDA_SUCCESS) {
+    *legacy = *contents = "not checked (cuMemAllocManaged: " + driver.ErrorName(result) + ")";
+    return;
+  }
+  auto* host = reinterpret_cast<unsigned char*>(ptr);
+  std::memset(host, 0xa5, bytes);
+  CUdeviceptr whole[] = {ptr};
+  size_t whole_size[] = {bytes};
+  result = driver.Call("cuMemDiscardBatchAsync", static_cast<CUdeviceptr*>(whole),
+                       static_cast<size_t*>(whole_size), size_t{1}, 0ull, CUstream{nullptr});
+  *legacy =
+      result == CUDA_SUCCESS
+          ? "accepted (cuda.h says it is refused; spillway's stand-in stream is then unneeded)"
+          : "refused (" + driver.ErrorName(result) + "), as cuda.h says";
+  driver.Call("cuCtxSynchronize");
+  std::memset(host, 0xa5, bytes);  // whatever that did
+  CUstream stream = nullptr;
+  result = driver.Call("cuStreamCreate", &stream, unsigned{CU_STREAM_NON_BLOCKING});
+  if (result == CUDA_SUCCESS) {
+    CUmemLocation location{};
+    location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    location.id = device;
+    driver.Call("cuMemPrefetchAsync_v2", ptr, bytes, location, 0u, stream);
+    const size_t from = page + 100, to = 5 * page + 100;
+    CUdeviceptr range[] = {ptr + from};
+    size_t range_size[] = {to - from};
+    result = driver.Call("cuMemDiscardBatchAsync", static_cast<CUdeviceptr*>(range),
+                         static_cast<size_t*>(range_size), size_t{1}, 0ull, stream);
+    if (result == CUDA_SUCCESS) result = driver.Call("cuStreamSynchronize", stream);
+    driver.Call("cuStreamDestroy_v2", stream);
+  }
+  if (result != CUDA_SUCCESS) {
+    *contents = "not checked (" + driver.ErrorName(result) + ")";
+  } else {
+    // Whether every byte of [a, b) still holds the fill.
+    const auto kept = [&](size_t a, size_t b) {
+      for (size_t i = a; i < b; ++i) {
+        if (host[i] != 0xa5) return false;
+      }
+      return true;
+    };
+    const char* whole_pages = kept(2 * page, 5 * page) ? "kept" : "changed";
+    const char* partial =
+        kept(page + 100, 2 * page) && kept(5 * page, 5 * page + 100) ? "kept" : "changed";
+    const char* outside =
+        kept(page, page + 100) && kept(5 * page + 100, 6 * page) ? "kept" : "CHANGED";
+    *contents = std::string("whole pages of the range ") + whole_pages + ", its partial pages " +
+                partial + ", the bytes of those pages outside it " + outside;
+  }
+  driver.Call("cuMemFree_v2", ptr);
+}
+
 std::string CheckProcAddress(const Driver& driver, const char* symbol) {
   void* fn = nullptr;
   CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
@@ -217,6 +283,10 @@ int Run(const char* driver_path) {
   Report("cuMemDiscardBatchAsync", CheckProcAddress(driver, "cuMemDiscardBatchAsync"));
   Report("cuMemDiscardAndPrefetchBatchAsync",
          CheckProcAddress(driver, "cuMemDiscardAndPrefetchBatchAsync"));
+  std::string legacy, contents;
+  CheckDiscard(driver, device, &legacy, &contents);
+  Report("discard on the legacy stream", legacy);
+  Report("discard of a range inside pages", contents);
   CheckHooks(driver);
   driver.Call("cuDevicePrimaryCtxRelease_v2", device);
   return 0;

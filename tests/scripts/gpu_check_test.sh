@@ -55,6 +55,10 @@ else
     "$results" || fail "no oversubscribe planned row: $(grep '^|' "$results")"
   grep -q '^## doctor' "$results" || fail "results lack the doctor section"
   grep -q 'hooks active *yes' "$results" || fail "doctor: hooks not active: $(cat "$results")"
+  grep -q 'discard on the legacy stream *refused' "$results" ||
+    fail "doctor: no legacy-stream discard check: $(cat "$results")"
+  grep -q 'discard of a range inside pages *whole pages of the range changed, its partial pages kept, the bytes of those pages outside it kept' \
+    "$results" || fail "doctor: no partial-page discard check: $(cat "$results")"
 fi
 # A failing step is reported and the check goes on (a bundle whose doctor fails).
 mkdir -p "$tmp/broken"
