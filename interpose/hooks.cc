@@ -595,9 +595,6 @@ void PrepareMemset(CUdeviceptr dst, size_t count, policy::Stream stream) {
   PrepareOverwrite(dst, count * sizeof(T), stream);
 }
 
-uint64_t Address(CUdeviceptr pointer) { return pointer; }
-uint64_t Address(const void* pointer) { return reinterpret_cast<uintptr_t>(pointer); }
-
 // A copy of `bytes` from `src` into `dst`: only where the copy can read its source (a discard
 // before a copy that then fails would lose what the job wrote): not null; where it lies in an
 // allocation the shim tracks, inside it; for a device-to-device copy (`device_source`), in such an
@@ -619,7 +616,7 @@ struct ReplaceCopy {
   static constexpr bool kActive = true;
   static CUresult Run(CUresult (*real)(CUdeviceptr, Src, size_t), CUdeviceptr dst, Src src,
                       size_t bytes) {
-    PrepareCopy(dst, Address(src), bytes, kDeviceSource,
+    PrepareCopy(dst, record_hooks::Address(src), bytes, kDeviceSource,
                 kPerThread ? CU_STREAM_PER_THREAD : nullptr);
     return real(dst, src, bytes);
   }
@@ -630,7 +627,7 @@ struct ReplaceCopyAsync {
   static constexpr bool kActive = true;
   static CUresult Run(CUresult (*real)(CUdeviceptr, Src, size_t, CUstream), CUdeviceptr dst,
                       Src src, size_t bytes, CUstream stream) {
-    PrepareCopy(dst, Address(src), bytes, kDeviceSource,
+    PrepareCopy(dst, record_hooks::Address(src), bytes, kDeviceSource,
                 kPerThread && stream == nullptr ? CU_STREAM_PER_THREAD : stream);
     return real(dst, src, bytes, stream);
   }
