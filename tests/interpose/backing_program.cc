@@ -22,6 +22,8 @@
 //                  with each device's context current, then sums and frees
 // Prints one "key=value" line per fact the test checks; exits 0 when every call did what the
 // scenario expects of the driver, 2 on out of memory, 1 otherwise.
+#include "backing_program.h"
+
 #include <cuda.h>
 #include <dlfcn.h>
 
@@ -31,10 +33,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-int PerThreadStream(CUfunction fill, CUfunction sum);        // backing_program_ptsz.cc
-int Copies(int total_mib, CUfunction fill, CUfunction sum);  // backing_program_copies.cc
-int LegacyOrder(int total_mib, CUfunction fill);             // backing_program_copies.cc
 
 namespace {
 
@@ -65,10 +63,6 @@ void Fill(CUdeviceptr buffer, uint32_t value, uint64_t words, CUstream stream) {
 void Sum(CUdeviceptr buffer, uint64_t words, CUdeviceptr out, CUstream stream) {
   void* params[] = {&buffer, &words, &out};
   CHECK_CU(cuLaunchKernel(g_sum, 1, 1, 1, 1, 1, 1, 0, stream, params, nullptr));
-}
-
-uint64_t Expected(uint32_t value, uint64_t words) {
-  return words * value + words * (words - 1) / 2;
 }
 
 int Async(int total_mib) {

@@ -20,18 +20,34 @@
 #include <thread>
 #include <vector>
 
+#include "backing_program.h"
+
 namespace {
 
 constexpr uint64_t kBuffer = 4ull << 20;
 constexpr uint64_t kWords = kBuffer / 4;
 
-// The sum of n words value, value + 1, ...
-uint64_t Series(uint32_t value, uint64_t n) { return n * value + n * (n - 1) / 2; }
-
 std::vector<uint32_t> Words(uint32_t value, uint64_t n) {
   std::vector<uint32_t> words(n);
   for (uint64_t i = 0; i < n; ++i) words[i] = value + static_cast<uint32_t>(i);
   return words;
+}
+
+// `count` buffers of kBuffer from cuMemAlloc, each filled by `fill` with its index. False (and a
+// line said) when a call failed.
+bool AllocateFilled(int count, CUfunction fill, std::vector<CUdeviceptr>* buffers) {
+  buffers->assign(static_cast<size_t>(count), 0);
+  for (int b = 0; b < count; ++b) {
+    uint64_t words = kWords;
+    uint32_t value = static_cast<uint32_t>(b);
+    void* params[] = {&(*buffers)[b], &value, &words};
+    if (cuMemAlloc(&(*buffers)[b], kBuffer) != CUDA_SUCCESS ||
+        cuLaunchKernel(fill, 1, 1, 1, 1, 1, 1, 0, nullptr, params, nullptr) != CUDA_SUCCESS) {
+      std::printf("setup failed\n");
+      return false;
+    }
+  }
+  return true;
 }
 
 }  // namespace
@@ -42,26 +58,18 @@ int Copies(int total_mib, CUfunction fill, CUfunction sum) {
     std::printf("copies needs at least 24 MiB\n");
     return 1;
   }
-  std::vector<CUdeviceptr> buffers(count);
+  std::vector<CUdeviceptr> buffers;
   CUdeviceptr sums = 0;
   CUstream stream = nullptr;
-  bool ok =
-      cuMemAllocManaged(&sums, count * sizeof(uint64_t), CU_MEM_ATTACH_GLOBAL) == CUDA_SUCCESS &&
-      cuStreamCreate(&stream, CU_STREAM_DEFAULT) == CUDA_SUCCESS;
-  if (ok) std::memset(reinterpret_cast<void*>(sums), 0, count * sizeof(uint64_t));
-  for (int b = 0; ok && b < count; ++b) {
-    uint64_t words = kWords;
-    uint32_t value = static_cast<uint32_t>(b);
-    void* params[] = {&buffers[b], &value, &words};
-    ok = cuMemAlloc(&buffers[b], kBuffer) == CUDA_SUCCESS &&
-         cuLaunchKernel(fill, 1, 1, 1, 1, 1, 1, 0, nullptr, params, nullptr) == CUDA_SUCCESS;
-  }
-  if (!ok) {
+  if (cuMemAllocManaged(&sums, count * sizeof(uint64_t), CU_MEM_ATTACH_GLOBAL) != CUDA_SUCCESS ||
+      cuStreamCreate(&stream, CU_STREAM_DEFAULT) != CUDA_SUCCESS) {
     std::printf("setup failed\n");
     return 1;
   }
+  std::memset(reinterpret_cast<void*>(sums), 0, count * sizeof(uint64_t));
+  if (!AllocateFilled(count, fill, &buffers)) return 1;
   std::vector<uint64_t> expected(count);
-  for (int b = 0; b < count; ++b) expected[b] = Series(static_cast<uint32_t>(b), kWords);
+  for (int b = 0; b < count; ++b) expected[b] = Expected(static_cast<uint32_t>(b), kWords);
 
   // Refused by the driver: buffers 3 and 4 must keep what the kernel wrote.
   const CUresult null_source = cuMemcpyHtoD(buffers[3], nullptr, kBuffer);
@@ -75,14 +83,14 @@ int Copies(int total_mib, CUfunction fill, CUfunction sum) {
 
   const std::vector<uint32_t> whole = Words(1000, kWords);
   const std::vector<uint32_t> half = Words(2000, kWords / 2);
-  ok = cuMemcpyHtoD(buffers[0], whole.data(), kBuffer) == CUDA_SUCCESS &&
-       cuMemcpyDtoD(buffers[1], buffers[3], kBuffer) == CUDA_SUCCESS &&
-       cuMemcpyHtoDAsync(buffers[2] + kBuffer / 2, half.data(), kBuffer / 2, stream) ==
-           CUDA_SUCCESS &&
-       cuStreamSynchronize(stream) == CUDA_SUCCESS;
-  expected[0] = Series(1000, kWords);
-  expected[1] = Series(3, kWords);
-  expected[2] = Series(2, kWords / 2) + Series(2000, kWords / 2);
+  bool ok = cuMemcpyHtoD(buffers[0], whole.data(), kBuffer) == CUDA_SUCCESS &&
+            cuMemcpyDtoD(buffers[1], buffers[3], kBuffer) == CUDA_SUCCESS &&
+            cuMemcpyHtoDAsync(buffers[2] + kBuffer / 2, half.data(), kBuffer / 2, stream) ==
+                CUDA_SUCCESS &&
+            cuStreamSynchronize(stream) == CUDA_SUCCESS;
+  expected[0] = Expected(1000, kWords);
+  expected[1] = Expected(3, kWords);
+  expected[2] = Expected(2, kWords / 2) + Expected(2000, kWords / 2);
 
   for (int b = 0; ok && b < count; ++b) {
     uint64_t words = kWords;
@@ -102,18 +110,8 @@ int Copies(int total_mib, CUfunction fill, CUfunction sum) {
 }
 
 int LegacyOrder(int total_mib, CUfunction fill) {
-  const int count = total_mib / 4;
-  std::vector<CUdeviceptr> buffers(count);
-  for (int b = 0; b < count; ++b) {
-    uint64_t words = kWords;
-    uint32_t value = static_cast<uint32_t>(b);
-    void* params[] = {&buffers[b], &value, &words};
-    if (cuMemAlloc(&buffers[b], kBuffer) != CUDA_SUCCESS ||
-        cuLaunchKernel(fill, 1, 1, 1, 1, 1, 1, 0, nullptr, params, nullptr) != CUDA_SUCCESS) {
-      std::printf("setup failed\n");
-      return 1;
-    }
-  }
+  std::vector<CUdeviceptr> buffers;
+  if (!AllocateFilled(total_mib / 4, fill, &buffers)) return 1;
   if (cuCtxSynchronize() != CUDA_SUCCESS) return 1;  // the fills and evictions are done
   struct Read {
     const uint32_t* words;
@@ -128,7 +126,7 @@ int LegacyOrder(int total_mib, CUfunction fill) {
   const bool ok = cuLaunchHostFunc(nullptr, late_read, &read) == CUDA_SUCCESS &&
                   cuMemsetD32(buffers[0] + from * 4, 7, kWords - from) == CUDA_SUCCESS &&
                   cuCtxSynchronize() == CUDA_SUCCESS;
-  std::printf("legacy_order_wrong=%d\n", ok ? (read.sum != Series(0, kWords) ? 1 : 0) : -1);
+  std::printf("legacy_order_wrong=%d\n", ok ? (read.sum != Expected(0, kWords) ? 1 : 0) : -1);
   for (const CUdeviceptr buffer : buffers) cuMemFree(buffer);
-  return ok && read.sum == Series(0, kWords) ? 0 : 1;
+  return ok && read.sum == Expected(0, kWords) ? 0 : 1;
 }

@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "backing_program.h"
+
 int PerThreadStream(CUfunction fill, CUfunction sum) {
   constexpr uint64_t kBuffer = 4ull << 20;
   uint64_t words = kBuffer / 4;
@@ -30,7 +32,7 @@ int PerThreadStream(CUfunction fill, CUfunction sum) {
       cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, buffer) == CUDA_SUCCESS &&
       cuMemFreeAsync(buffer, nullptr) == CUDA_SUCCESS &&
       cuStreamSynchronize(nullptr) == CUDA_SUCCESS;
-  const uint64_t expected = words * value + words * (words - 1) / 2;
+  const uint64_t expected = Expected(value, words);
   const uint64_t got = *reinterpret_cast<const uint64_t*>(result);
   std::printf("ptsz_managed=%u ptsz_wrong=%d\n", managed, got != expected ? 1 : 0);
   cuMemFree(result);
