@@ -220,26 +220,29 @@ bool StreamIdle(Stream* s) {
   return !s->last || s->last->done;
 }
 
-void SynchronizeAll() {
+namespace {
+
+// Waits for the last operation queued so far on each stream `wanted` picks.
+template <typename Wanted>
+void SynchronizeStreams(Wanted wanted) {
   std::vector<MarkerPtr> pending;
   {
     std::lock_guard<std::mutex> lock(*g_mu);
     for (Stream* s : *g_streams) {
-      if (s->last) pending.push_back(s->last);
+      if (s->last && wanted(s)) pending.push_back(s->last);
     }
   }
   for (const MarkerPtr& m : pending) WaitMarker(m);
 }
 
+}  // namespace
+
+void SynchronizeAll() {
+  SynchronizeStreams([](const Stream*) { return true; });
+}
+
 void SynchronizeContext(const Context* ctx) {
-  std::vector<MarkerPtr> pending;
-  {
-    std::lock_guard<std::mutex> lock(*g_mu);
-    for (Stream* s : *g_streams) {
-      if (s->last && (s->ctx == ctx || s->ctx == nullptr)) pending.push_back(s->last);
-    }
-  }
-  for (const MarkerPtr& m : pending) WaitMarker(m);
+  SynchronizeStreams([ctx](const Stream* s) { return s->ctx == ctx || s->ctx == nullptr; });
 }
 
 double VirtualSeconds() {
