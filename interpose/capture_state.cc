@@ -9,8 +9,26 @@ namespace {
 // The calling thread's interaction mode (initial-exec: read on the launch path of a preloaded
 // library).
 thread_local int t_thread_mode __attribute__((tls_model("initial-exec"))) = CaptureTracker::kGlobal;
+// The calling thread's open NoCaptureScopes (and a Begin in progress on it).
+thread_local int t_scope_depth __attribute__((tls_model("initial-exec"))) = 0;
 
 }  // namespace
+
+CaptureTracker::ScopeDepth::ScopeDepth() : outermost_(t_scope_depth++ == 0) {}
+
+CaptureTracker::ScopeDepth::~ScopeDepth() { --t_scope_depth; }
+
+CaptureTracker::NoCaptureScope::NoCaptureScope(CaptureTracker& tracker) : tracker_(tracker) {
+  if (t_scope_depth++ == 0) {
+    tracker_.gate_.lock_shared();
+    locked_ = true;
+  }
+}
+
+CaptureTracker::NoCaptureScope::~NoCaptureScope() {
+  --t_scope_depth;
+  if (locked_) tracker_.gate_.unlock_shared();
+}
 
 void CaptureTracker::OnThreadModeSet(int mode) { t_thread_mode = mode; }
 

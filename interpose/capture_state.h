@@ -8,6 +8,11 @@
 // engine's moves and the recorder's events are skipped. The hooks report every successful
 // cuStreamBeginCapture / cuStreamEndCapture and cuThreadExchangeStreamCaptureMode here. Knows no
 // CUDA types, so it is unit-tested directly.
+//
+// A check and the calls it allows must not be split by a capture another thread begins between
+// them: the shim makes its own calls inside a NoCaptureScope, and the hooks begin captures through
+// Begin(), which waits until no scope is open. Only the shim's own, non-blocking calls go inside a
+// scope (never the job's call, never a wait for the device that could wait for that thread).
 #ifndef SPILLWAY_INTERPOSE_CAPTURE_STATE_H_
 #define SPILLWAY_INTERPOSE_CAPTURE_STATE_H_
 
@@ -16,7 +21,9 @@
 #include <atomic>
 #include <cstdint>
 #include <mutex>
+#include <shared_mutex>
 #include <unordered_map>
+#include <utility>
 
 namespace spillway::interpose {
 
@@ -26,6 +33,32 @@ class CaptureTracker {
   static constexpr int kGlobal = 0;
   static constexpr int kThreadLocal = 1;
   static constexpr int kRelaxed = 2;
+
+  // Captures do not begin while one is open: the checks made in it (AnyInProgress,
+  // ActiveForThisThread, IsCapturing) hold for the calls made in it. Captures may end meanwhile.
+  // Scopes nest on one thread (an inner one takes no lock).
+  class [[nodiscard]] NoCaptureScope {
+   public:
+    explicit NoCaptureScope(CaptureTracker& tracker);
+    ~NoCaptureScope();
+    NoCaptureScope(const NoCaptureScope&) = delete;
+    NoCaptureScope& operator=(const NoCaptureScope&) = delete;
+
+   private:
+    CaptureTracker& tracker_;
+    bool locked_ = false;
+  };
+
+  // Runs `begin` (the real cuStreamBeginCapture, then OnBegin when it succeeded) once no
+  // NoCaptureScope is open, none opening until it returns. `begin` runs as inside a scope: what
+  // it reaches of the shim (a CUPTI callback, say) opens no lock of its own.
+  template <typename Fn>
+  auto Begin(Fn&& begin) {
+    ScopeDepth depth;
+    std::unique_lock lock(gate_, std::defer_lock);
+    if (depth.outermost()) lock.lock();  // never inside the thread's own scope: that would hang
+    return std::forward<Fn>(begin)();
+  }
 
   // The calling thread began capturing `stream` in `mode`.
   void OnBegin(const void* stream, int mode);
@@ -51,10 +84,23 @@ class CaptureTracker {
   uint64_t held_back() const { return held_back_.load(std::memory_order_relaxed); }
 
  private:
+  // Counts the calling thread's open scopes (and a Begin in progress on it).
+  struct ScopeDepth {
+    ScopeDepth();
+    ~ScopeDepth();
+    bool outermost() const { return outermost_; }
+
+   private:
+    bool outermost_;
+  };
+
   struct Capture {
     int mode = kGlobal;
     pthread_t thread{};
   };
+  // Shared by the open scopes, exclusive while a capture begins. A std::shared_mutex, which
+  // ThreadSanitizer sees (Debian's Abseil is not built for it: scripts/tsan.supp).
+  std::shared_mutex gate_;
   mutable std::mutex mutex_;
   std::unordered_map<const void*, Capture> captures_;  // guarded by mutex_
   std::atomic<int> counted_{0};  // global + thread-local captures in captures_

@@ -156,7 +156,9 @@ void OnGraphExecDestroyed(CUgraphExec exec) { GraphAccess().Forget(Key(exec)); }
 void PrepareGraphLaunch(CUgraphExec exec, CUstream stream, bool per_thread) {
   if (!Enabled()) return;
   if (per_thread && stream == nullptr) stream = CU_STREAM_PER_THREAD;
-  // Launched into a capture, the graph becomes a child graph node: nothing runs now.
+  // Launched into a capture, the graph becomes a child graph node: nothing runs now. None
+  // begins before the engine's calls are made.
+  CaptureTracker::NoCaptureScope scope(Captures());
   if (Captures().IsCapturing(stream)) return;
   // A capture that this thread's unsafe calls would invalidate: no moves (demand paging).
   if (Captures().HoldsBack("the engine's moves for a graph launch")) return;

@@ -230,6 +230,33 @@ struct Replace<HookId::k_cuThreadExchangeStreamCaptureMode> {
   }
 };
 
+// A capture begins only while none of the shim's own calls is under way (CaptureTracker::
+// NoCaptureScope): the real call and its bookkeeping (After) run under the tracker's gate.
+template <HookId id>
+struct ReplaceBeginCapture {
+  static constexpr bool kActive = true;
+  template <typename... Params, typename... Args>
+  static CUresult Run(CUresult (*real)(Params...), Args... args) {
+    return Captures().Begin([&] {
+      const CUresult result = real(args...);
+      After<id>::Run(result, args...);
+      return result;
+    });
+  }
+};
+template <>
+struct Replace<HookId::k_cuStreamBeginCapture_v2>
+    : ReplaceBeginCapture<HookId::k_cuStreamBeginCapture_v2> {};
+template <>
+struct Replace<HookId::k_cuStreamBeginCapture_v2_ptsz>
+    : ReplaceBeginCapture<HookId::k_cuStreamBeginCapture_v2_ptsz> {};
+template <>
+struct Replace<HookId::k_cuStreamBeginCaptureToGraph>
+    : ReplaceBeginCapture<HookId::k_cuStreamBeginCaptureToGraph> {};
+template <>
+struct Replace<HookId::k_cuStreamBeginCaptureToGraph_ptsz>
+    : ReplaceBeginCapture<HookId::k_cuStreamBeginCaptureToGraph_ptsz> {};
+
 // Says `format` once per `flag` (and keeps it for the summary's errors).
 #define SPILLWAY_REPORT_ONCE(flag, ...)                    \
   do {                                                     \
@@ -300,29 +327,27 @@ struct Replace<HookId::k_cuMemFree_v2> {
   static constexpr bool kActive = true;
   static CUresult Run(CUresult (*real)(CUdeviceptr), CUdeviceptr dptr) {
     const std::optional<policy::Allocation> found = Allocations().Erase(dptr);
-    if (found.has_value()) {
-      policy::ResidencyEngine* engine = EngineOf(found->device);
+    policy::ResidencyEngine* engine = found.has_value() ? EngineOf(found->device) : nullptr;
+    if (engine != nullptr) {
       // During any capture the synchronization and the discard could fail or break it (the free
       // itself is the job's call): the engine only forgets the allocation.
-      if (engine != nullptr && Captures().AnyInProgress()) {
-        engine->Forget(*found);
-        return real(dptr);
-      }
-      if (engine != nullptr && found->backing == policy::Backing::kManaged) {
+      bool discard = !Captures().AnyInProgress();
+      if (discard && found->backing == policy::Backing::kManaged) {
         // cuMemFree waits for the device anyway; waiting first makes the discard safe even for
         // work on non-blocking streams that still reads the memory. That waits for the current
         // context only: memory made on another device is freed without a discard.
         using SyncFn = CUresult (*)();
         const auto sync = reinterpret_cast<SyncFn>(RealFunction(Index(HookId::k_cuCtxSynchronize)));
-        if (CurrentDevice() != found->device || sync == nullptr || sync() != CUDA_SUCCESS) {
-          engine->Forget(*found);
-          return real(dptr);
-        }
+        discard = CurrentDevice() == found->device && sync != nullptr && sync() == CUDA_SUCCESS;
       }
-      if (engine != nullptr) {
-        if (engine->OnFree(*found, nullptr) != 0) {
-          SPILLWAY_REPORT_ONCE(reported, "discard before cuMemFree failed; freeing without it");
-        }
+      // A capture begun during the wait is seen here, and none begins before the discard (on the
+      // legacy stream's stand-in) is enqueued. The wait is outside: it could wait for the thread
+      // that begins one.
+      CaptureTracker::NoCaptureScope scope(Captures());
+      if (!discard || Captures().AnyInProgress()) {
+        engine->Forget(*found);
+      } else if (engine->OnFree(*found, nullptr) != 0) {
+        SPILLWAY_REPORT_ONCE(reported, "discard before cuMemFree failed; freeing without it");
       }
     }
     return real(dptr);
@@ -423,6 +448,7 @@ struct ReplaceAsyncFree {
         const policy::Stream ordered =
             kPerThread && stream == nullptr ? CU_STREAM_PER_THREAD : stream;
         // A free into a capture, or while a capture forbids this thread's other calls: no discard.
+        CaptureTracker::NoCaptureScope scope(Captures());
         if (Captures().IsCapturing(ordered) || Captures().HoldsBack("a discard")) {
           engine->Forget(*found);
         } else if (engine->OnFree(*found, ordered) != 0) {
@@ -497,7 +523,8 @@ void PrepareLaunch(CUfunction function, CUstream stream, void** kernel_params, v
   // A launch on a capturing stream is recorded into a graph, not run: nothing to move now. Any
   // other launch while a capture forbids this thread's unsafe calls gets no moves either (they
   // could invalidate the capture; counted): it relies on demand paging. Neither starts the engine
-  // while such a capture lasts.
+  // while such a capture lasts, and none begins before the engine's calls are made.
+  CaptureTracker::NoCaptureScope scope(Captures());
   const bool captured = Captures().IsCapturing(stream);
   const bool held_back = captured ? Captures().ActiveForThisThread()
                                   : Captures().HoldsBack("the engine's moves for a launch");
@@ -574,6 +601,7 @@ struct Replace<HookId::k_cuLaunchCooperativeKernel_ptsz> : ReplaceLaunch<true> {
 // device (the engine's events belong to that device's context, the call's stream to the current
 // one); nothing during a capture.
 void PrepareOverwrite(CUdeviceptr dst, size_t bytes, policy::Stream stream) {
+  CaptureTracker::NoCaptureScope scope(Captures());  // none begins before its calls are made
   if (bytes == 0 || Captures().AnyInProgress()) return;
   const std::optional<policy::Allocation> found = Allocations().Find(dst);
   if (!found.has_value() || found->backing != policy::Backing::kManaged) return;

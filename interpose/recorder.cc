@@ -489,7 +489,9 @@ uint64_t BeginLaunch(uint64_t stream) {
   t_launch_start = nullptr;
   if (g_cupti_times.load(std::memory_order_relaxed) || Writer() == nullptr) return correlation;
   // Untimed: a launch into a capture (its events would be captured, not run), and any launch while
-  // a capture forbids this thread's unsafe calls (reading the events would invalidate it).
+  // a capture forbids this thread's unsafe calls (reading the events would invalidate it). None
+  // begins before the events are recorded.
+  CaptureTracker::NoCaptureScope scope(Captures());
   if (Captures().IsCapturing(reinterpret_cast<const void*>(stream)) ||
       Captures().HoldsBack("the recorder's kernel timing")) {
     return correlation;

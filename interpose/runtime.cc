@@ -386,6 +386,7 @@ policy::Allocation OnAllocated(uint64_t address, uint64_t bytes, policy::Backing
   // capture is in progress they wait for the next launch, which makes them on its stream before
   // its kernel.
   if (policy::ResidencyEngine* engine = EngineOf(device)) {
+    CaptureTracker::NoCaptureScope scope(Captures());  // none begins before they are made
     engine->OnAllocated(allocation, /*place_now=*/!Captures().AnyInProgress());
   }
   return allocation;

@@ -3,6 +3,8 @@
 #include <dlfcn.h>
 #include <zlib.h>  // types only: zlib is dlopen'ed by the test that needs it
 
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -102,6 +104,51 @@ TEST(CaptureTrackerTest, AThreadLocalModeThreadIgnoresOtherThreadsGlobalCaptures
   tracker.OnEnd(&g_stream_a);
   EXPECT_FALSE(tracker.AnyInProgress());
   CaptureTracker::OnThreadModeSet(CaptureTracker::kGlobal);
+}
+
+// A capture begins only once no NoCaptureScope is open, so what a scope checked holds for the
+// calls made in it.
+TEST(CaptureTrackerTest, ACaptureBeginsOnlyOnceNoScopeIsOpen) {
+  CaptureTracker tracker;
+  std::atomic<bool> begun{false};
+  std::optional<CaptureTracker::NoCaptureScope> scope(std::in_place, tracker);
+  std::thread capturer([&] {
+    const int result = tracker.Begin([&] {
+      tracker.OnBegin(&g_stream_a, CaptureTracker::kRelaxed);
+      begun = true;
+      return 7;
+    });
+    EXPECT_EQ(result, 7);  // the real call's result comes back
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_FALSE(begun.load());
+  EXPECT_FALSE(tracker.AnyInProgress());
+  {
+    // Another scope on the same thread while the capture waits: no lock of its own, no wait.
+    CaptureTracker::NoCaptureScope inner(tracker);
+    EXPECT_FALSE(tracker.AnyInProgress());
+  }
+  scope.reset();
+  capturer.join();
+  EXPECT_TRUE(begun.load());
+  {
+    CaptureTracker::NoCaptureScope after(tracker);
+    EXPECT_TRUE(tracker.AnyInProgress());
+  }
+  tracker.OnEnd(&g_stream_a);
+}
+
+// A capture begun from inside the thread's own scope (what a callback reached from the shim's
+// calls could do) does not wait for that scope, which would never end.
+TEST(CaptureTrackerTest, ABeginInsideTheThreadsOwnScopeDoesNotWait) {
+  CaptureTracker tracker;
+  CaptureTracker::NoCaptureScope scope(tracker);
+  tracker.Begin([&] {
+    tracker.OnBegin(&g_stream_a, CaptureTracker::kGlobal);
+    return 0;
+  });
+  EXPECT_TRUE(tracker.AnyInProgress());
+  tracker.OnEnd(&g_stream_a);
 }
 
 TEST(CallerModuleTest, ListedIsASubstringMatch) {
