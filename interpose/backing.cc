@@ -170,10 +170,11 @@ CUmemoryPool ManagedPool() {
   return pools.pool[device];
 }
 
-bool IsDevicePool(CUmemoryPool pool) {
-  if (pool == nullptr) return false;
-  const int device = CurrentDevice();
-  if (device < 0 || device >= kMaxDevices) return false;
+namespace {
+
+// The current device's default pool (cached), or null.
+CUmemoryPool DefaultPool(int device) {
+  if (device < 0 || device >= kMaxDevices) return nullptr;
   using DevicePoolFn = CUresult (*)(CUmemoryPool*, CUdevice);
   Pools& pools = ThePools();
   CUmemoryPool default_pool = nullptr;
@@ -189,10 +190,24 @@ bool IsDevicePool(CUmemoryPool pool) {
       }
     }
   }
-  if (pool == default_pool) return true;
+  return default_pool;
+}
+
+}  // namespace
+
+bool IsDevicePool(CUmemoryPool pool) {
+  return pool != nullptr && pool == DefaultPool(CurrentDevice());
+}
+
+bool CurrentPoolIsDefault() {
+  const int device = CurrentDevice();
+  const CUmemoryPool default_pool = DefaultPool(device);
+  if (default_pool == nullptr) return false;
+  using DevicePoolFn = CUresult (*)(CUmemoryPool*, CUdevice);
   CUmemoryPool current = nullptr;
   const auto get_current = Lookup<DevicePoolFn>(g_device_current_pool);
-  return get_current != nullptr && get_current(&current, device) == CUDA_SUCCESS && pool == current;
+  return get_current != nullptr && get_current(&current, device) == CUDA_SUCCESS &&
+         current == default_pool;
 }
 
 bool IsManagedMemory(CUdeviceptr address) {

@@ -53,9 +53,13 @@ void CountDeviceException(DeviceReason reason);  // no requirement
 // pool). Null when the driver offers none: said once, stream-ordered allocations pass through.
 CUmemoryPool ManagedPool();
 
-// True when `pool` is the current device's default or current pool (what cuMemAllocAsync would
-// use): allocations from it are backed like cuMemAllocAsync. Pools the job created stay its own.
+// True when `pool` is the current device's default pool: allocations from it are backed like
+// cuMemAllocAsync's. Pools the job created stay its own.
 bool IsDevicePool(CUmemoryPool pool);
+
+// True when the current device's current pool (what cuMemAllocAsync allocates from) is its
+// default one, not a pool the job made current with cuDeviceSetMemPool.
+bool CurrentPoolIsDefault();
 
 // True when the driver says `address` lies in managed memory.
 bool IsManagedMemory(CUdeviceptr address);

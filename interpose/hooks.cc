@@ -307,10 +307,13 @@ struct Replace<HookId::k_cuMemAllocPitch_v2> {
   static CUresult Run(CUresult (*real)(CUdeviceptr*, size_t*, size_t, size_t, unsigned int),
                       CUdeviceptr* dptr, size_t* pitch, size_t width, size_t height,
                       unsigned int element_bytes) {
+    // A size that does not fit in 64 bits goes to the driver, which refuses it.
     const bool valid = pitch != nullptr && width != 0 && height != 0 &&
-                       (element_bytes == 4 || element_bytes == 8 || element_bytes == 16);
-    if (valid) {
-      const size_t rounded = (width + kPitchAlignment - 1) / kPitchAlignment * kPitchAlignment;
+                       (element_bytes == 4 || element_bytes == 8 || element_bytes == 16) &&
+                       width <= SIZE_MAX - (kPitchAlignment - 1);
+    const size_t rounded =
+        valid ? (width + kPitchAlignment - 1) / kPitchAlignment * kPitchAlignment : 0;
+    if (valid && rounded <= SIZE_MAX / height) {
       if (AllocateManagedInstead(dptr, static_cast<uint64_t>(rounded) * height)) {
         *pitch = rounded;
         return CUDA_SUCCESS;
@@ -364,6 +367,9 @@ std::optional<CUresult> AllocateFromManagedPool(CUdeviceptr* dptr, size_t bytes,
     CountDeviceException(*reason);
     return std::nullopt;
   }
+  // A pool the job made current keeps its properties (IPC export, statistics, trimming): its
+  // allocations pass through as from any pool of its own.
+  if (!CurrentPoolIsDefault()) return std::nullopt;
   CUmemoryPool pool = ManagedPool();
   if (pool == nullptr) return std::nullopt;
   constexpr HookId kFromPool =
@@ -407,10 +413,11 @@ struct Replace<HookId::k_cuMemAllocAsync> : ReplaceAsyncAlloc<false> {};
 template <>
 struct Replace<HookId::k_cuMemAllocAsync_ptsz> : ReplaceAsyncAlloc<true> {};
 
-// A pool the job names: the device's default or current pool is what cuMemAllocAsync would use,
-// so it is backed the same way (TensorFlow's cuda_malloc_async allocates from the default pool
-// by name). A pool the job created itself keeps its properties (IPC export, access, location):
-// passthrough, registered as managed only when the driver says it is (a managed pool).
+// A pool the job names: the device's default pool is what cuMemAllocAsync uses unless the job
+// made another current, so it is backed the same way (TensorFlow's cuda_malloc_async allocates
+// from the default pool by name). A pool the job created itself keeps its properties (IPC export,
+// access, location): passthrough, registered as managed only when the driver says it is (a
+// managed pool).
 template <bool kPerThread>
 struct ReplacePoolAlloc {
   static constexpr bool kActive = true;

@@ -114,8 +114,33 @@ int UserPool() {
   CUipcMemHandle handle;
   std::printf("ipc_result=%d\n", static_cast<int>(cuIpcGetMemHandle(&handle, buffer)));
   CHECK_CU(cuMemFreeAsync(buffer, nullptr));
+  // Made the device's current pool, it is what cuMemAllocAsync allocates from: still the job's.
+  CUdevice device = 0;
+  CHECK_CU(cuCtxGetDevice(&device));
+  CHECK_CU(cuDeviceSetMemPool(device, pool));
+  CHECK_CU(cuMemAllocAsync(&buffer, 1 << 20, nullptr));
+  CUmemoryPool owner = nullptr;
+  CHECK_CU(cuPointerGetAttribute(&owner, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, buffer));
+  std::printf("current_pool_managed=%u\n", IsManaged(buffer));
+  std::printf("current_pool_owns=%d\n", owner == pool ? 1 : 0);
+  CHECK_CU(cuMemFreeAsync(buffer, nullptr));
+  CUmemoryPool default_pool = nullptr;
+  CHECK_CU(cuDeviceGetDefaultMemPool(&default_pool, device));
+  CHECK_CU(cuDeviceSetMemPool(device, default_pool));
   CHECK_CU(cuCtxSynchronize());
   CHECK_CU(cuMemPoolDestroy(pool));
+  return 0;
+}
+
+// A pitched allocation whose size does not fit in 64 bits: the driver refuses it.
+int PitchOverflow() {
+  CUdeviceptr buffer = 0;
+  size_t pitch = 0;
+  const CUresult result = cuMemAllocPitch(&buffer, &pitch, size_t{1} << 33, (size_t{1} << 31) + 1, 4);
+  std::printf("overflow_result=%d\n", static_cast<int>(result));
+  CHECK_CU(cuMemAllocPitch(&buffer, &pitch, 1000, 3, 4));
+  std::printf("pitch=%zu managed=%u\n", pitch, IsManaged(buffer));
+  CHECK_CU(cuMemFree(buffer));
   return 0;
 }
 
@@ -322,6 +347,7 @@ int main(int argc, char** argv) {
   int status = 1;
   if (scenario == "async") status = Async(std::atoi(arg));
   if (scenario == "userpool") status = UserPool();
+  if (scenario == "pitch") status = PitchOverflow();
   if (scenario == "ipc") status = Ipc();
   if (scenario == "module") status = Module(arg);
   if (scenario == "info") status = Info();

@@ -136,8 +136,19 @@ TEST(BackingTest, APoolTheJobCreatedStaysDeviceMemory) {
   ASSERT_EQ(run.status, 0) << run.output;
   EXPECT_EQ(Fact(run.output, "userpool_managed"), 0) << run.output;
   EXPECT_EQ(Fact(run.output, "ipc_result"), 0) << run.output;
+  // Made current, cuMemAllocAsync allocates from it, not from spillway's managed pool.
+  EXPECT_EQ(Fact(run.output, "current_pool_managed"), 0) << run.output;
+  EXPECT_EQ(Fact(run.output, "current_pool_owns"), 1) << run.output;
   EXPECT_EQ(JsonInt(run.summary, "managed_bytes_peak"), 0) << run.summary;
   EXPECT_EQ(JsonInt(run.summary, "ipc_refused"), 0) << run.summary;
+}
+
+TEST(BackingTest, APitchedAllocationTooLargeForSixtyFourBitsIsRefusedAsWithoutSpillway) {
+  const Outcome run = RunScenario({"pitch"}, {});
+  ASSERT_EQ(run.status, 0) << run.output;
+  EXPECT_EQ(Fact(run.output, "overflow_result"), 2) << run.output;  // CUDA_ERROR_OUT_OF_MEMORY
+  EXPECT_EQ(Fact(run.output, "pitch"), 1024) << run.output;  // 1000 rounded up to 512s
+  EXPECT_EQ(Fact(run.output, "managed"), 1) << run.output;
 }
 
 TEST(BackingTest, IpcHandleForManagedMemoryIsRefusedClearly) {
