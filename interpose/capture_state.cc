@@ -9,6 +9,9 @@ namespace {
 // The calling thread's interaction mode (initial-exec: read on the launch path of a preloaded
 // library).
 thread_local int t_thread_mode __attribute__((tls_model("initial-exec"))) = CaptureTracker::kGlobal;
+// Stands for the calling thread's own per-thread default stream: every thread names it
+// CU_STREAM_PER_THREAD, yet each has its own, and each may capture it.
+thread_local char t_per_thread_stream __attribute__((tls_model("initial-exec")));
 // The calling thread's open NoCaptureScopes (and a Begin in progress on it).
 thread_local int t_scope_depth __attribute__((tls_model("initial-exec"))) = 0;
 
@@ -30,11 +33,16 @@ CaptureTracker::NoCaptureScope::~NoCaptureScope() {
   if (locked_) tracker_.gate_.unlock_shared();
 }
 
+const void* CaptureTracker::Key(const void* stream) {
+  return reinterpret_cast<uintptr_t>(stream) == kPerThreadStream ? &t_per_thread_stream : stream;
+}
+
 void CaptureTracker::OnThreadModeSet(int mode) { t_thread_mode = mode; }
 
 int CaptureTracker::ThreadMode() { return t_thread_mode; }
 
 void CaptureTracker::OnBegin(const void* stream, int mode) {
+  stream = Key(stream);
   std::lock_guard lock(mutex_);
   const auto [it, inserted] = captures_.try_emplace(stream, Capture{mode, pthread_self()});
   if (!inserted) {
@@ -46,6 +54,7 @@ void CaptureTracker::OnBegin(const void* stream, int mode) {
 }
 
 void CaptureTracker::OnEnd(const void* stream) {
+  stream = Key(stream);
   std::lock_guard lock(mutex_);
   const auto it = captures_.find(stream);
   if (it == captures_.end()) return;
@@ -57,7 +66,7 @@ void CaptureTracker::OnEnd(const void* stream) {
 bool CaptureTracker::IsCapturing(const void* stream) const {
   if (all_.load(std::memory_order_relaxed) == 0) return false;
   std::lock_guard lock(mutex_);
-  return captures_.count(stream) != 0;
+  return captures_.count(Key(stream)) != 0;
 }
 
 bool CaptureTracker::ActiveForThisThread() const {

@@ -60,6 +60,10 @@ class CaptureTracker {
     return std::forward<Fn>(begin)();
   }
 
+  // CU_STREAM_PER_THREAD: the calling thread's own per-thread default stream, wherever a stream
+  // is named below (each thread's is a capture of its own).
+  static constexpr uintptr_t kPerThreadStream = 0x2;
+
   // The calling thread began capturing `stream` in `mode`.
   void OnBegin(const void* stream, int mode);
   // The capture of `stream` ended (or was invalidated); unknown streams are ignored.
@@ -84,6 +88,8 @@ class CaptureTracker {
   uint64_t held_back() const { return held_back_.load(std::memory_order_relaxed); }
 
  private:
+  // The key a capture of `stream` is kept under: the calling thread's own for kPerThreadStream.
+  static const void* Key(const void* stream);
   // Counts the calling thread's open scopes (and a Begin in progress on it).
   struct ScopeDepth {
     ScopeDepth();

@@ -320,9 +320,11 @@ policy::ResidencyEngine* StartEngine(int ordinal) {
         device, std::move(eviction), budget,
         policy::EngineOptions{g_config->lookahead, spillway::kChunkBytes,
                               g_config->lookahead_auto});
-    // Allocations made on this device before the engine started.
+    // Allocations made on this device before the engine started. Host placements a policy
+    // file's rules give them are made at the next launch, on its stream: not on the legacy stream
+    // under this lock, where a capture in progress would be invalidated by them.
     for (const policy::Allocation& allocation : Registry().Snapshot()) {
-      if (allocation.device == ordinal) engine->OnAllocated(allocation);
+      if (allocation.device == ordinal) engine->OnAllocated(allocation, /*place_now=*/false);
     }
     g_engines[ordinal].store(engine, std::memory_order_release);
   }

@@ -138,6 +138,29 @@ TEST(CaptureTrackerTest, ACaptureBeginsOnlyOnceNoScopeIsOpen) {
   tracker.OnEnd(&g_stream_a);
 }
 
+// Every thread names its own per-thread default stream CU_STREAM_PER_THREAD: one thread's capture
+// of it is not another's.
+TEST(CaptureTrackerTest, EachThreadCapturesItsOwnPerThreadStream) {
+  CaptureTracker tracker;
+  const void* per_thread = reinterpret_cast<const void*>(CaptureTracker::kPerThreadStream);
+  tracker.OnBegin(per_thread, CaptureTracker::kRelaxed);
+  bool other_sees_capture = true;
+  bool other_still_capturing = false;
+  std::thread([&] {
+    other_sees_capture = tracker.IsCapturing(per_thread);
+    tracker.OnBegin(per_thread, CaptureTracker::kRelaxed);
+    tracker.OnEnd(per_thread);  // its own capture ends, not the first thread's
+    other_still_capturing = tracker.IsCapturing(per_thread);
+  }).join();
+  EXPECT_FALSE(other_sees_capture);
+  EXPECT_FALSE(other_still_capturing);
+  EXPECT_TRUE(tracker.IsCapturing(per_thread));
+  EXPECT_TRUE(tracker.AnyInProgress());
+  tracker.OnEnd(per_thread);
+  EXPECT_FALSE(tracker.IsCapturing(per_thread));
+  EXPECT_FALSE(tracker.AnyInProgress());
+}
+
 // A capture begun from inside the thread's own scope (what a callback reached from the shim's
 // calls could do) does not wait for that scope, which would never end.
 TEST(CaptureTrackerTest, ABeginInsideTheThreadsOwnScopeDoesNotWait) {
