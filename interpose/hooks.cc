@@ -505,7 +505,8 @@ struct Replace<HookId::k_cuMemGetInfo_v2> {
     if (result != CUDA_SUCCESS || free == nullptr || total == nullptr) return result;
     const uint64_t reported = ReportedTotal(*total);
     if (reported != *total || Engine() != nullptr) {
-      const uint64_t live = Allocations().live_bytes();
+      // What the job holds on this device (the context's); other devices' memory is their own.
+      const uint64_t live = Allocations().live_bytes(CurrentDevice());
       *total = reported;
       *free = reported > live ? reported - live : 0;
     }

@@ -17,6 +17,11 @@ void RaisePeak(std::atomic<uint64_t>& peak, uint64_t value) {
 void AllocationRegistry::AddBytes(const Allocation& allocation) {
   const uint64_t live = live_bytes_.load(std::memory_order_relaxed) + allocation.size;
   live_bytes_.store(live, std::memory_order_relaxed);
+  if (allocation.device >= 0 && allocation.device < kCountedDevices) {
+    std::atomic<uint64_t>& device_live = device_live_bytes_[allocation.device];
+    device_live.store(device_live.load(std::memory_order_relaxed) + allocation.size,
+                      std::memory_order_relaxed);
+  }
   RaisePeak(bytes_peak_, live);
   if (allocation.backing == Backing::kManaged) {
     const uint64_t managed = managed_bytes_.load(std::memory_order_relaxed) + allocation.size;
@@ -28,6 +33,11 @@ void AllocationRegistry::AddBytes(const Allocation& allocation) {
 void AllocationRegistry::RemoveBytes(const Allocation& allocation) {
   live_bytes_.store(live_bytes_.load(std::memory_order_relaxed) - allocation.size,
                     std::memory_order_relaxed);
+  if (allocation.device >= 0 && allocation.device < kCountedDevices) {
+    std::atomic<uint64_t>& device_live = device_live_bytes_[allocation.device];
+    device_live.store(device_live.load(std::memory_order_relaxed) - allocation.size,
+                      std::memory_order_relaxed);
+  }
   if (allocation.backing == Backing::kManaged) {
     managed_bytes_.store(managed_bytes_.load(std::memory_order_relaxed) - allocation.size,
                          std::memory_order_relaxed);
@@ -104,6 +114,9 @@ void AllocationRegistry::ResetInForkedChild() {
   for (auto* counter :
        {&live_bytes_, &managed_bytes_, &bytes_peak_, &managed_bytes_peak_, &count_, &vmm_count_}) {
     counter->store(0, std::memory_order_relaxed);
+  }
+  for (std::atomic<uint64_t>& counter : device_live_bytes_) {
+    counter.store(0, std::memory_order_relaxed);
   }
 }
 

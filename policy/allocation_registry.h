@@ -4,6 +4,7 @@
 #ifndef SPILLWAY_POLICY_ALLOCATION_REGISTRY_H_
 #define SPILLWAY_POLICY_ALLOCATION_REGISTRY_H_
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <map>
@@ -60,6 +61,14 @@ class AllocationRegistry {
   std::vector<Allocation> Snapshot() const;
 
   uint64_t live_bytes() const { return live_bytes_.load(std::memory_order_relaxed); }
+  // Of live_bytes(), those of allocations made on device `device` (0 for an ordinal not below
+  // kCountedDevices).
+  uint64_t live_bytes(int device) const {
+    return device >= 0 && device < kCountedDevices
+               ? device_live_bytes_[device].load(std::memory_order_relaxed)
+               : 0;
+  }
+  static constexpr int kCountedDevices = 64;
   uint64_t managed_bytes() const { return managed_bytes_.load(std::memory_order_relaxed); }
   uint64_t bytes_peak() const { return bytes_peak_.load(std::memory_order_relaxed); }
   uint64_t managed_bytes_peak() const {
@@ -88,6 +97,7 @@ class AllocationRegistry {
   uint64_t next_id_ = 1;                    // guarded by mutex_
   // Written under mutex_, read anywhere.
   std::atomic<uint64_t> live_bytes_{0};
+  std::array<std::atomic<uint64_t>, kCountedDevices> device_live_bytes_{};
   std::atomic<uint64_t> managed_bytes_{0};
   std::atomic<uint64_t> bytes_peak_{0};
   std::atomic<uint64_t> managed_bytes_peak_{0};

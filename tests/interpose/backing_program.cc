@@ -136,7 +136,8 @@ int UserPool() {
 int PitchOverflow() {
   CUdeviceptr buffer = 0;
   size_t pitch = 0;
-  const CUresult result = cuMemAllocPitch(&buffer, &pitch, size_t{1} << 33, (size_t{1} << 31) + 1, 4);
+  const CUresult result =
+      cuMemAllocPitch(&buffer, &pitch, size_t{1} << 33, (size_t{1} << 31) + 1, 4);
   std::printf("overflow_result=%d\n", static_cast<int>(result));
   CHECK_CU(cuMemAllocPitch(&buffer, &pitch, 1000, 3, 4));
   std::printf("pitch=%zu managed=%u\n", pitch, IsManaged(buffer));
@@ -275,6 +276,10 @@ int Multi(int total_mib) {
       wrong += results[i] != Expected(static_cast<uint32_t>(i * kDevices + d), kWords) ? 1 : 0;
     }
     CHECK_CU(cuStreamDestroy(streams[d]));
+    // What the device reports as taken: its own allocations, not the other device's.
+    size_t free_bytes = 0, total_bytes = 0;
+    CHECK_CU(cuMemGetInfo(&free_bytes, &total_bytes));
+    std::printf("device%d_taken_mib=%zu\n", d, (total_bytes - free_bytes) >> 20);
   }
   // Everything is freed with the first device's context current, the second device's memory too.
   CHECK_CU(cuCtxSetCurrent(contexts[0]));

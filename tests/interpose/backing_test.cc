@@ -147,7 +147,7 @@ TEST(BackingTest, APitchedAllocationTooLargeForSixtyFourBitsIsRefusedAsWithoutSp
   const Outcome run = RunScenario({"pitch"}, {});
   ASSERT_EQ(run.status, 0) << run.output;
   EXPECT_EQ(Fact(run.output, "overflow_result"), 2) << run.output;  // CUDA_ERROR_OUT_OF_MEMORY
-  EXPECT_EQ(Fact(run.output, "pitch"), 1024) << run.output;  // 1000 rounded up to 512s
+  EXPECT_EQ(Fact(run.output, "pitch"), 1024) << run.output;         // 1000 rounded up to 512s
   EXPECT_EQ(Fact(run.output, "managed"), 1) << run.output;
 }
 
@@ -205,12 +205,17 @@ TEST(BackingTest, WithoutTheListTheModulesAllocationsAreManaged) {
 TEST(BackingTest, EachDeviceHasItsOwnEngineAndBudget) {
   // Two simulated devices of 64 MiB each; 128 MiB of buffers on each, budget 32 MiB per device.
   const Outcome run =
-      RunScenario({"multi", "128"}, {{"SIMGPU_DEVICES", "2"}, {"SPILLWAY_DEVICE_MEMORY", "32MiB"}});
+      RunScenario({"multi", "128"}, {{"SIMGPU_DEVICES", "2"},
+                                     {"SPILLWAY_DEVICE_MEMORY", "32MiB"},
+                                     {"SPILLWAY_HOST_MEMORY", "1GiB"}});  // reported: 1056 MiB
   ASSERT_EQ(run.status, 0) << run.output;
   EXPECT_EQ(Fact(run.output, "buffers"), 64) << run.output;
   EXPECT_EQ(Fact(run.output, "wrong"), 0) << run.output;
   EXPECT_EQ(Fact(run.output, "device0_ordinal"), 0) << run.output;
   EXPECT_EQ(Fact(run.output, "device1_ordinal"), 1) << run.output;
+  // cuMemGetInfo on each device counts that device's 128 MiB of buffers, not both devices'.
+  EXPECT_EQ(Fact(run.output, "device0_taken_mib"), 128) << run.output;
+  EXPECT_EQ(Fact(run.output, "device1_taken_mib"), 128) << run.output;
   const std::string& s = run.summary;
   EXPECT_EQ(JsonInt(s, "devices"), 2) << s;
   EXPECT_EQ(JsonInt(s, "budget_bytes"), 64ll << 20) << s;  // 2 x 32 MiB

@@ -42,6 +42,20 @@ TEST(AllocationRegistry, CountsLiveAndPeakBytes) {
   EXPECT_EQ(registry.count(), 2u);
 }
 
+TEST(AllocationRegistry, CountsLiveBytesPerDevice) {
+  AllocationRegistry registry;
+  registry.Insert(0x1000, 100, Backing::kManaged, false, false, /*device=*/0);
+  registry.Insert(0x9000, 30, Backing::kDevice, false, false, /*device=*/1);
+  registry.Insert(0xa000, 20, Backing::kManaged, false, false, /*device=*/1);
+  EXPECT_EQ(registry.live_bytes(0), 100u);
+  EXPECT_EQ(registry.live_bytes(1), 50u);
+  EXPECT_EQ(registry.live_bytes(2), 0u);
+  EXPECT_EQ(registry.live_bytes(-1), 0u);
+  registry.Erase(0x9000);
+  EXPECT_EQ(registry.live_bytes(1), 20u);
+  EXPECT_EQ(registry.live_bytes(), 120u);
+}
+
 TEST(AllocationRegistry, ReplacesAnAllocationAtTheSameBase) {
   AllocationRegistry registry;
   registry.Insert(0x1000, 100, Backing::kManaged, false, true);
