@@ -90,6 +90,20 @@ CaptureTracker& Captures() {
   return *tracker;
 }
 
+bool StreamTakenByCapture(CUstream stream) {
+  if (!Captures().AnyInProgress()) return false;
+  using IsCapturingFn = CUresult (*)(CUstream, CUstreamCaptureStatus*);
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  const auto is_capturing = Lookup<IsCapturingFn>(g_stream_is_capturing);
+  // The legacy stream while a blocking stream captures: CUDA_ERROR_STREAM_CAPTURE_IMPLICIT.
+  if (is_capturing != nullptr && is_capturing(stream, &status) == CUDA_SUCCESS &&
+      status == CU_STREAM_CAPTURE_STATUS_NONE) {
+    return false;
+  }
+  Captures().CountSkip("the engine's calls on a stream a capture has taken");
+  return true;
+}
+
 int CurrentDevice() {
   // With one device (the common case) the answer is 0 without a driver call per launch.
   static constinit std::atomic<int> device_count{0};  // 0: not known yet

@@ -37,6 +37,13 @@ struct BackingCounts {
 // The stream captures in progress, fed by the capture hooks. No requirement.
 CaptureTracker& Captures();
 
+// True when work the shim enqueued on `stream` now would be captured into a job's graph or
+// invalidate its capture: the stream is capturing (begun on it, or joined to another stream's
+// capture by an event wait, which the tracker does not see), or it is the legacy stream while a
+// blocking stream captures. The driver is asked only while a capture is in progress; when it
+// cannot tell, true. Each such stream is counted in engine.capture_skips.
+bool StreamTakenByCapture(CUstream stream);
+
 // The current context's device ordinal; -1 without a current context. In a process that sees one
 // device, 0 without asking the driver (also before a context exists).
 int CurrentDevice();

@@ -86,14 +86,19 @@ bool CaptureTracker::ActiveForThisThread() const {
 
 bool CaptureTracker::HoldsBack(const char* what) {
   if (!ActiveForThisThread()) return false;
+  CountSkip(what);
+  return true;
+}
+
+void CaptureTracker::CountSkip(const char* what) {
   held_back_.fetch_add(1, std::memory_order_relaxed);
   if (!said_.exchange(true, std::memory_order_relaxed)) {
     Log(LogLevel::kInfo,
-        "a stream capture is in progress that a driver call from this thread would invalidate: "
-        "%s skipped (and any such call while it lasts; counted in engine.capture_skips)",
+        "a stream capture is in progress that a driver call of spillway's would join or "
+        "invalidate: %s skipped (and any such call while it lasts; counted in "
+        "engine.capture_skips)",
         what);
   }
-  return true;
 }
 
 }  // namespace spillway::interpose

@@ -84,7 +84,9 @@ class CaptureTracker {
   // ActiveForThisThread(), for a call the shim itself would make: when true, the caller skips
   // `what`; the skip is counted and the first one said (at info level).
   bool HoldsBack(const char* what);
-  // The calls HoldsBack skipped so far (the summary's engine.capture_skips).
+  // Counts a call the shim skipped because of a capture, and says the first (at info level).
+  void CountSkip(const char* what);
+  // The calls HoldsBack and CountSkip skipped so far (the summary's engine.capture_skips).
   uint64_t held_back() const { return held_back_.load(std::memory_order_relaxed); }
 
  private:

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "interpose/backing.h"
 #include "interpose/hook_table.h"
 #include "interpose/page_range.h"
 #include "interpose/real_driver.h"
@@ -57,7 +58,12 @@ CUmemLocation DeviceLocation() {
   return location;
 }
 
+// What a call on a stream a capture has taken gets instead of being made (StreamTakenByCapture):
+// made, it would be captured into the job's graph, or invalidate the capture.
+constexpr CUresult kTakenByCapture = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+
 CUresult Prefetch(uint64_t address, uint64_t bytes, CUmemLocation location, void* stream) {
+  if (StreamTakenByCapture(static_cast<CUstream>(stream))) return kTakenByCapture;
   const auto prefetch = Lookup<PrefetchFn>(g_prefetch);
   if (prefetch == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
   return prefetch(address, bytes, location, 0, static_cast<CUstream>(stream));
@@ -177,6 +183,7 @@ const ThreadEvents* EventsFor(CUcontext context) {
 
 template <typename Issue>
 policy::DeviceResult DriverDevice::OnLegacyStandIn(policy::Stream stream, Issue issue) {
+  if (StreamTakenByCapture(static_cast<CUstream>(stream))) return kTakenByCapture;
   if (stream != nullptr && stream != CU_STREAM_LEGACY) return issue(static_cast<CUstream>(stream));
   using CtxGetCurrentFn = CUresult (*)(CUcontext*);
   using StreamSyncFn = CUresult (*)(CUstream);
@@ -290,12 +297,14 @@ policy::DeviceResult DriverDevice::ElapsedMilliseconds(policy::Event start, poli
 policy::DeviceResult DriverDevice::RecordEvent(policy::Event event, policy::Stream stream) {
   const auto record = Lookup<EventRecordFn>(g_event_record);
   if (record == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  if (StreamTakenByCapture(static_cast<CUstream>(stream))) return kTakenByCapture;
   return record(static_cast<CUevent>(event), static_cast<CUstream>(stream));
 }
 
 policy::DeviceResult DriverDevice::StreamWaitEvent(policy::Stream stream, policy::Event event) {
   const auto wait = Lookup<StreamWaitEventFn>(g_stream_wait_event);
   if (wait == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  if (StreamTakenByCapture(static_cast<CUstream>(stream))) return kTakenByCapture;
   return wait(static_cast<CUstream>(stream), static_cast<CUevent>(event), 0);
 }
 

@@ -293,6 +293,47 @@ int Multi(int total_mib) {
 // synchronous memsets from their second MiB on, each over an evicted buffer, the first with the
 // first device's context current, the second with the second's; then sums, and frees from the
 // second's.
+// A relaxed-mode capture of stream A, whose last launches used buffers the engine then evicts for
+// launches on stream B: the eviction's wait for A's last use must not go on A, where it would be
+// captured and join B to the capture.
+int CaptureElsewhere() {
+  constexpr uint64_t kBuffer = 4ull << 20;
+  constexpr uint64_t kWords = kBuffer / 4;
+  constexpr int kCount = 8;
+  CUstream a = nullptr, b = nullptr;
+  CHECK_CU(cuStreamCreate(&a, CU_STREAM_NON_BLOCKING));
+  CHECK_CU(cuStreamCreate(&b, CU_STREAM_NON_BLOCKING));
+  std::vector<CUdeviceptr> used_on_a(kCount), used_on_b(kCount);
+  for (int i = 0; i < kCount; ++i) {
+    CHECK_CU(cuMemAlloc(&used_on_a[i], kBuffer));
+    CHECK_CU(cuMemAlloc(&used_on_b[i], kBuffer));
+  }
+  for (int round = 0; round < 3; ++round) {
+    for (int i = 0; i < kCount; ++i) Fill(used_on_a[i], static_cast<uint32_t>(i), kWords, a);
+  }
+  CHECK_CU(cuStreamSynchronize(a));
+  CHECK_CU(cuStreamBeginCapture(a, CU_STREAM_CAPTURE_MODE_RELAXED));
+  for (int i = 0; i < kCount; ++i) Fill(used_on_b[i], static_cast<uint32_t>(100 + i), kWords, b);
+  CUstreamCaptureStatus b_status = CU_STREAM_CAPTURE_STATUS_NONE;
+  CHECK_CU(cuStreamIsCapturing(b, &b_status));
+  std::printf("b_capture_status=%d\n", static_cast<int>(b_status));
+  Fill(used_on_a[0], 7, kWords, a);  // captured
+  CUgraph graph = nullptr;
+  std::printf("end_result=%d\n", static_cast<int>(cuStreamEndCapture(a, &graph)));
+  CHECK_CU(cuCtxSynchronize());
+  int wrong = 0;
+  for (int i = 0; i < kCount; ++i) {
+    uint32_t word = 0;
+    CHECK_CU(cuMemcpyDtoH(&word, used_on_b[i] + 4, sizeof(word)));
+    wrong += word != 100u + i + 1 ? 1 : 0;
+    CHECK_CU(cuMemcpyDtoH(&word, used_on_a[i] + 4, sizeof(word)));
+    wrong += word != static_cast<uint32_t>(i) + 1 ? 1 : 0;  // the captured fill never ran
+  }
+  std::printf("elsewhere_wrong=%d\n", wrong);
+  if (graph != nullptr) CHECK_CU(cuGraphDestroy(graph));
+  return 0;
+}
+
 int CrossContext() {
   constexpr uint64_t kBuffer = 4ull << 20;
   constexpr uint64_t kWords = kBuffer / 4;
@@ -361,6 +402,7 @@ int main(int argc, char** argv) {
   if (scenario == "ptsz") status = PerThreadStream(g_fill, g_sum);
   if (scenario == "copies") status = Copies(std::atoi(arg), g_fill, g_sum);
   if (scenario == "crossctx") status = CrossContext();
+  if (scenario == "capture_elsewhere") status = CaptureElsewhere();
   if (scenario == "legacy_order") status = LegacyOrder(std::atoi(arg), g_fill);
   std::printf("done=%d\n", status);
   return status;

@@ -260,6 +260,19 @@ TEST(BackingTest, AMemsetFromAnotherDevicesContextLeavesItsRangeToFaults) {
   EXPECT_GE(JsonInt(s, "discard_bytes"), 24ll << 20) << s;
 }
 
+TEST(BackingTest, TheEnginesCallsStayOffAStreamAnotherCaptureHasTaken) {
+  // 64 MiB of buffers, 24 MiB of budget: the launches on B evict what A used last.
+  const Outcome run = RunScenario({"capture_elsewhere"}, {{"SPILLWAY_DEVICE_MEMORY", "24MiB"}});
+  ASSERT_EQ(run.status, 0) << run.output;
+  EXPECT_EQ(Fact(run.output, "b_capture_status"), 0) << run.output;  // not joined
+  EXPECT_EQ(Fact(run.output, "end_result"), 0) << run.output;
+  EXPECT_EQ(Fact(run.output, "elsewhere_wrong"), 0) << run.output;
+  const std::string& s = run.summary;
+  EXPECT_GT(JsonInt(s, "evict_bytes"), 0) << s;
+  EXPECT_GT(JsonInt(s, "capture_skips"), 0) << s;
+  EXPECT_NE(s.find("\"errors\":[]"), std::string::npos) << s;
+}
+
 TEST(BackingTest, BallastHoldsThePhysicalMemoryBeyondTheBudget) {
   const Outcome run = RunScenario(
       {"info"},
