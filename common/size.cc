@@ -58,7 +58,7 @@ absl::StatusOr<uint64_t> ParseSize(std::string_view text) {
   if (!std::isfinite(value) || value >= 18446744073709551615.0L) {
     return absl::InvalidArgumentError(absl::StrCat("size '", original, "' is too large"));
   }
-  return static_cast<uint64_t>(std::llround(value));
+  return static_cast<uint64_t>(std::roundl(value));  // llround stops at 2^63
 }
 
 std::string FormatSize(uint64_t bytes) {

@@ -28,6 +28,12 @@ TEST(ParseSize, RejectsWhatIsNotASize) {
   EXPECT_FALSE(ParseSize("99999999999TiB").ok());
 }
 
+TEST(ParseSize, SizesFrom8EiBUpTo16EiBAreExact) {
+  EXPECT_EQ(*ParseSize("10000PiB"), 10000ull << 50);
+  EXPECT_EQ(*ParseSize("15000PB"), 15000ull * 1000 * 1000 * 1000 * 1000 * 1000);
+  EXPECT_FALSE(ParseSize("16384PiB").ok());  // 2^64
+}
+
 TEST(FormatSize, PicksABinaryUnit) {
   EXPECT_EQ(FormatSize(512), "512 B");
   EXPECT_EQ(FormatSize(3ull << 29), "1.50 GiB");
