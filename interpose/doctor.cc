@@ -93,13 +93,42 @@ std::string CheckManagedMemory(const Driver& driver) {
 }
 
 // Creates a managed pool on `device` and allocates from it in stream order.
+// What the memory of a managed pool made as spillway makes its own (interpose/backing.cc: managed,
+// no location) supports of what the engine does with it: prefetches both ways, a discard, and the
+// advice of a host placement. cuda.h names only cuMemAllocManaged memory for the discard and the
+// prefetch; a refusal costs spillway its moves of stream-ordered allocations, not correctness.
+std::string PoolMemoryMoves(const Driver& driver, CUdevice device, CUdeviceptr ptr, size_t bytes,
+                            CUstream stream) {
+  CUmemLocation on_device{};
+  on_device.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  on_device.id = device;
+  CUmemLocation host{};
+  host.type = CU_MEM_LOCATION_TYPE_HOST;
+  const auto said = [&](const char* what, CUresult result) {
+    return std::string(what) + " " + (result == CUDA_SUCCESS ? "ok" : driver.ErrorName(result));
+  };
+  std::string line = "on its memory: ";
+  line += said("prefetch to the device",
+               driver.Call("cuMemPrefetchAsync_v2", ptr, bytes, on_device, 0u, stream));
+  line += ", " +
+          said("to the host", driver.Call("cuMemPrefetchAsync_v2", ptr, bytes, host, 0u, stream));
+  CUdeviceptr range[] = {ptr};
+  size_t range_size[] = {bytes};
+  line += ", " +
+          said("discard", driver.Call("cuMemDiscardBatchAsync", static_cast<CUdeviceptr*>(range),
+                                      static_cast<size_t*>(range_size), size_t{1}, 0ull, stream));
+  line += ", " + said("advice", driver.Call("cuMemAdvise_v2", ptr, bytes,
+                                            CU_MEM_ADVISE_SET_PREFERRED_LOCATION, host));
+  driver.Call("cuMemAdvise_v2", ptr, bytes, CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION, host);
+  return line;
+}
+
 std::string CheckManagedPool(const Driver& driver, CUdevice device) {
   CUmemPoolProps props;
   std::memset(&props, 0, sizeof(props));
   props.allocType = CU_MEM_ALLOCATION_TYPE_MANAGED;
   props.handleTypes = CU_MEM_HANDLE_TYPE_NONE;
-  props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  props.location.id = device;
+  props.location.type = CU_MEM_LOCATION_TYPE_NONE;  // as spillway's own pool
   CUmemoryPool pool = nullptr;
   CUresult result =
       driver.Call("cuMemPoolCreate", &pool, static_cast<const CUmemPoolProps*>(&props));
@@ -110,12 +139,15 @@ std::string CheckManagedPool(const Driver& driver, CUdevice device) {
   if (result != CUDA_SUCCESS) {
     verdict = Yes(false, "cuStreamCreate: " + driver.ErrorName(result));
   } else {
+    constexpr size_t kBytes = size_t{2} << 20;
     CUdeviceptr ptr = 0;
-    result = driver.Call("cuMemAllocFromPoolAsync", &ptr, size_t{1} << 20, pool, stream);
+    result = driver.Call("cuMemAllocFromPoolAsync", &ptr, kBytes, pool, stream);
     if (result == CUDA_SUCCESS) {
+      const std::string moves = PoolMemoryMoves(driver, device, ptr, kBytes, stream);
       driver.Call("cuMemFreeAsync", ptr, stream);
       result = driver.Call("cuStreamSynchronize", stream);
-      verdict = Yes(result == CUDA_SUCCESS, "cuMemPoolCreate + cuMemAllocFromPoolAsync");
+      verdict = Yes(result == CUDA_SUCCESS,
+                    "cuMemPoolCreate (no location) + cuMemAllocFromPoolAsync; " + moves);
     } else {
       verdict = Yes(false, "cuMemAllocFromPoolAsync: " + driver.ErrorName(result));
     }

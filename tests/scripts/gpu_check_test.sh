@@ -59,6 +59,8 @@ else
     fail "doctor: no legacy-stream discard check: $(cat "$results")"
   grep -q 'discard of a range inside pages *whole pages of the range changed, its partial pages kept, the bytes of those pages outside it kept' \
     "$results" || fail "doctor: no partial-page discard check: $(cat "$results")"
+  grep -q 'managed memory pools *yes (cuMemPoolCreate (no location) + cuMemAllocFromPoolAsync; on its memory: prefetch to the device ok, to the host ok, discard ok, advice ok)' \
+    "$results" || fail "doctor: no check of what pool memory supports: $(cat "$results")"
 fi
 # A failing step is reported and the check goes on (a bundle whose doctor fails).
 mkdir -p "$tmp/broken"
