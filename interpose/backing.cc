@@ -17,14 +17,14 @@
 namespace spillway::interpose {
 namespace {
 
-constinit UnhookedFunction g_ctx_get_device{"cuCtxGetDevice"};
-constinit UnhookedFunction g_device_get_count{"cuDeviceGetCount"};
-constinit UnhookedFunction g_stream_is_capturing{"cuStreamIsCapturing"};
-constinit UnhookedFunction g_pool_create{"cuMemPoolCreate"};
-constinit UnhookedFunction g_get_mem_pool{"cuMemGetMemPool"};
-constinit UnhookedFunction g_device_default_pool{"cuDeviceGetDefaultMemPool"};
-constinit UnhookedFunction g_device_current_pool{"cuDeviceGetMemPool"};
-constinit UnhookedFunction g_pointer_attribute{"cuPointerGetAttribute"};
+constinit UnhookedFunction g_ctx_get_device{"cuCtxGetDevice", 2000};
+constinit UnhookedFunction g_device_get_count{"cuDeviceGetCount", 2000};
+constinit UnhookedFunction g_stream_is_capturing{"cuStreamIsCapturing", 10000};
+constinit UnhookedFunction g_pool_create{"cuMemPoolCreate", 11020};
+constinit UnhookedFunction g_get_mem_pool{"cuMemGetMemPool", 13000};
+constinit UnhookedFunction g_device_default_pool{"cuDeviceGetDefaultMemPool", 11020};
+constinit UnhookedFunction g_device_current_pool{"cuDeviceGetMemPool", 11020};
+constinit UnhookedFunction g_pointer_attribute{"cuPointerGetAttribute", 4000};
 
 constinit std::atomic<uint64_t> g_capture_count{0};
 constinit std::atomic<uint64_t> g_module_count{0};

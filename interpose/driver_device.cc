@@ -30,18 +30,21 @@ using EventQueryFn = CUresult (*)(CUevent);
 using EventElapsedFn = CUresult (*)(float*, CUevent, CUevent);
 using AdviseFn = CUresult (*)(CUdeviceptr, size_t, CUmem_advise, CUmemLocation);
 
-constinit UnhookedFunction g_prefetch{"cuMemPrefetchAsync"};
-constinit UnhookedFunction g_discard{"cuMemDiscardBatchAsync"};
-constinit UnhookedFunction g_param_info{"cuFuncGetParamInfo"};
-constinit UnhookedFunction g_ctx_get_device{"cuCtxGetDevice"};
-constinit UnhookedFunction g_ctx_get_current{"cuCtxGetCurrent"};
-constinit UnhookedFunction g_stream_create{"cuStreamCreate"};
-constinit UnhookedFunction g_event_create{"cuEventCreate"};
-constinit UnhookedFunction g_event_record{"cuEventRecord"};
-constinit UnhookedFunction g_stream_wait_event{"cuStreamWaitEvent"};
-constinit UnhookedFunction g_event_query{"cuEventQuery"};
-constinit UnhookedFunction g_event_elapsed{"cuEventElapsedTime"};
-constinit UnhookedFunction g_advise{"cuMemAdvise"};  // at the 13.0 ABI: cuMemAdvise_v2
+// Versions: cudaTypedefs.h's PFN_*_vNNNNN whose signature the typedefs above have. At 12020
+// cuMemPrefetchAsync and cuMemAdvise are the _v2 variants (a CUmemLocation); cuCtxGetDevice stays
+// at the one-argument variant (13000 would give cuCtxGetDevice_v2, which takes a context too).
+constinit UnhookedFunction g_prefetch{"cuMemPrefetchAsync", 12020};
+constinit UnhookedFunction g_discard{"cuMemDiscardBatchAsync", 13000};
+constinit UnhookedFunction g_param_info{"cuFuncGetParamInfo", 12040};
+constinit UnhookedFunction g_ctx_get_device{"cuCtxGetDevice", 2000};
+constinit UnhookedFunction g_ctx_get_current{"cuCtxGetCurrent", 4000};
+constinit UnhookedFunction g_stream_create{"cuStreamCreate", 2000};
+constinit UnhookedFunction g_event_create{"cuEventCreate", 2000};
+constinit UnhookedFunction g_event_record{"cuEventRecord", 2000};
+constinit UnhookedFunction g_stream_wait_event{"cuStreamWaitEvent", 3020};
+constinit UnhookedFunction g_event_query{"cuEventQuery", 2000};
+constinit UnhookedFunction g_event_elapsed{"cuEventElapsedTime", 12080};
+constinit UnhookedFunction g_advise{"cuMemAdvise", 12020};
 
 template <typename Fn>
 Fn Real(HookId id) {

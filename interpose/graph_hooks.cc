@@ -25,11 +25,11 @@ using NodeTypeFn = CUresult (*)(CUgraphNode, CUgraphNodeType*);
 using KernelParamsFn = CUresult (*)(CUgraphNode, CUDA_KERNEL_NODE_PARAMS*);
 using ChildGraphFn = CUresult (*)(CUgraphNode, CUgraph*);
 
-constinit UnhookedFunction g_get_nodes{"cuGraphGetNodes"};
-constinit UnhookedFunction g_node_type{"cuGraphNodeGetType"};
-// At the CUDA 13.0 ABI: cuGraphKernelNodeGetParams_v2 (CUDA_KERNEL_NODE_PARAMS_v2).
-constinit UnhookedFunction g_kernel_params{"cuGraphKernelNodeGetParams"};
-constinit UnhookedFunction g_child_graph{"cuGraphChildGraphNodeGetGraph"};
+constinit UnhookedFunction g_get_nodes{"cuGraphGetNodes", 10000};
+constinit UnhookedFunction g_node_type{"cuGraphNodeGetType", 10000};
+// At 12000: cuGraphKernelNodeGetParams_v2 (CUDA_KERNEL_NODE_PARAMS_v2).
+constinit UnhookedFunction g_kernel_params{"cuGraphKernelNodeGetParams", 12000};
+constinit UnhookedFunction g_child_graph{"cuGraphChildGraphNodeGetGraph", 10000};
 
 // How deep child graphs are followed. The driver's own nesting is finite (a child node embeds a
 // clone); the limit only guards against a driver that answers with a graph already being read.

@@ -53,14 +53,14 @@ constinit std::atomic<uint64_t> g_correlation{0};
 constinit std::atomic<bool> g_exit_handler{false};  // CollectTimesAtExit registered
 std::mutex g_open_mutex;
 
-constinit UnhookedFunction g_device_get{"cuDeviceGet"};
-constinit UnhookedFunction g_device_get_name{"cuDeviceGetName"};
-constinit UnhookedFunction g_driver_get_version{"cuDriverGetVersion"};
-constinit UnhookedFunction g_func_get_name{"cuFuncGetName"};
-constinit UnhookedFunction g_event_create{"cuEventCreate"};
-constinit UnhookedFunction g_event_record{"cuEventRecord"};
-constinit UnhookedFunction g_event_query{"cuEventQuery"};
-constinit UnhookedFunction g_event_elapsed{"cuEventElapsedTime"};
+constinit UnhookedFunction g_device_get{"cuDeviceGet", 2000};
+constinit UnhookedFunction g_device_get_name{"cuDeviceGetName", 2000};
+constinit UnhookedFunction g_driver_get_version{"cuDriverGetVersion", 2020};
+constinit UnhookedFunction g_func_get_name{"cuFuncGetName", 12030};
+constinit UnhookedFunction g_event_create{"cuEventCreate", 2000};
+constinit UnhookedFunction g_event_record{"cuEventRecord", 2000};
+constinit UnhookedFunction g_event_query{"cuEventQuery", 2000};
+constinit UnhookedFunction g_event_elapsed{"cuEventElapsedTime", 12080};
 
 std::string CommandLine() {
   std::string line;

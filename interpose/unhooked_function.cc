@@ -17,8 +17,8 @@ void* ResolveUnhooked(UnhookedFunction& function) {
     const auto get =
         reinterpret_cast<ProcAddressFn>(RealFunction(Index(HookId::k_cuGetProcAddress_v2)));
     CUdriverProcAddressQueryResult status;
-    if (get == nullptr ||
-        get(function.name, &found, 13000, CU_GET_PROC_ADDRESS_DEFAULT, &status) != CUDA_SUCCESS) {
+    if (get == nullptr || get(function.name, &found, function.version, CU_GET_PROC_ADDRESS_DEFAULT,
+                              &status) != CUDA_SUCCESS) {
       found = nullptr;
     }
     function.function.store(found, std::memory_order_relaxed);

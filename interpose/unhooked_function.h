@@ -1,6 +1,6 @@
 // Driver functions the shim calls but does not hook (prefetch, discard, pools, events, ...): each
-// is looked up once through the real cuGetProcAddress at the CUDA 13.0 ABI, lazily, from any
-// thread, with no lock.
+// is looked up once through the real cuGetProcAddress, lazily, from any thread, with no lock, at
+// the CUDA version whose signature its caller's typedef has.
 #ifndef SPILLWAY_INTERPOSE_UNHOOKED_FUNCTION_H_
 #define SPILLWAY_INTERPOSE_UNHOOKED_FUNCTION_H_
 
@@ -10,6 +10,12 @@ namespace spillway::interpose {
 
 struct UnhookedFunction {
   const char* name;
+  // The cudaVersion passed to cuGetProcAddress: the NNNNN of cudaTypedefs.h's PFN_<name>_vNNNNN
+  // whose signature the caller casts the answer to. The driver answers with the newest variant
+  // not newer than this, so a newer driver never hands back a changed signature (cuCtxGetDevice
+  // at 13000 is cuCtxGetDevice_v2, which takes a context too); an older driver that lacks the
+  // variant answers with nothing.
+  int version;
   std::atomic<int> state{0};  // 0 unresolved, 1 resolved
   std::atomic<void*> function{nullptr};
 };

@@ -654,6 +654,17 @@ CUresult cuCtxGetDevice(CUdevice* device) {
   return CUDA_SUCCESS;
 }
 
+// CUDA 13's variant (cuGetProcAddress("cuCtxGetDevice") at 13000): the given context's device,
+// or the current context's for a null one.
+CUresult cuCtxGetDevice_v2(CUdevice* device, CUcontext ctx) {
+  SIMGPU_REQUIRE_INIT();
+  if (device == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Context* c = ctx ? reinterpret_cast<Context*>(ctx) : CurrentContext();
+  if (c == nullptr || !IsLiveContext(c)) return CUDA_ERROR_INVALID_CONTEXT;
+  *device = c->device;
+  return CUDA_SUCCESS;
+}
+
 CUresult cuCtxGetFlags(unsigned int* flags) {
   SIMGPU_REQUIRE_CTX();
   if (flags == nullptr) return CUDA_ERROR_INVALID_VALUE;
@@ -690,6 +701,17 @@ CUresult cuCtxSynchronize(void) {
   SIMGPU_REQUIRE_CTX();
   if (CUresult r = RefuseIfCaptureForbids()) return r;
   SynchronizeContext(CurrentContext());  // the current context's work only, as on the driver
+  return CUDA_SUCCESS;
+}
+
+// CUDA 13's variant (cuGetProcAddress("cuCtxSynchronize") at 13000): the given context's work, or
+// the current context's for a null one.
+CUresult cuCtxSynchronize_v2(CUcontext ctx) {
+  SIMGPU_REQUIRE_INIT();
+  Context* c = ctx ? reinterpret_cast<Context*>(ctx) : CurrentContext();
+  if (c == nullptr || !IsLiveContext(c)) return CUDA_ERROR_INVALID_CONTEXT;
+  if (CUresult r = RefuseIfCaptureForbids()) return r;
+  SynchronizeContext(c);
   return CUDA_SUCCESS;
 }
 

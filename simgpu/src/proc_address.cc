@@ -1,6 +1,7 @@
 // cuGetProcAddress: one table of (name, version introduced, function, per-thread-stream variant)
 // answers lookups as the real driver does: the newest entry whose version is <= the requested
-// one; the _ptsz/_ptds variant when CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM is set.
+// one (cudaTypedefs.h's PFN_<name>_vNNNNN, one entry per signature); the _ptsz/_ptds variant when
+// CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM is set; nothing above the driver's version.
 #include <cstring>
 
 #include "simgpu_internal.h"
@@ -60,11 +61,13 @@ const ProcEntry kProcs[] = {
     F("cuCtxPopCurrent", 2000, cuCtxPopCurrent),
     F("cuCtxPopCurrent", 4000, cuCtxPopCurrent_v2),
     F("cuCtxGetDevice", 2000, cuCtxGetDevice),
+    F("cuCtxGetDevice", 13000, cuCtxGetDevice_v2),
     F("cuCtxGetFlags", 7000, cuCtxGetFlags),
     F("cuCtxGetId", 12000, cuCtxGetId),
     F("cuCtxGetApiVersion", 3020, cuCtxGetApiVersion),
     F("cuCtxGetStreamPriorityRange", 5050, cuCtxGetStreamPriorityRange),
     F("cuCtxSynchronize", 2000, cuCtxSynchronize),
+    F("cuCtxSynchronize", 13000, cuCtxSynchronize_v2),
     F("cuMemGetInfo", 2000, cuMemGetInfo),
     F("cuMemGetInfo", 3020, cuMemGetInfo_v2),
     F("cuMemAlloc", 2000, cuMemAlloc),
@@ -106,9 +109,9 @@ const ProcEntry kProcs[] = {
     PT("cuMemsetD32Async", 3020, cuMemsetD32Async, cuMemsetD32Async_ptsz),
     PT("cuMemPrefetchAsync", 8000, cuMemPrefetchAsync, cuMemPrefetchAsync_ptsz),
     PT("cuMemPrefetchAsync", 12020, cuMemPrefetchAsync_v2, cuMemPrefetchAsync_v2_ptsz),
-    PT("cuMemPrefetchBatchAsync", 12080, cuMemPrefetchBatchAsync, cuMemPrefetchBatchAsync_ptsz),
-    PT("cuMemDiscardBatchAsync", 12080, cuMemDiscardBatchAsync, cuMemDiscardBatchAsync_ptsz),
-    PT("cuMemDiscardAndPrefetchBatchAsync", 12080, cuMemDiscardAndPrefetchBatchAsync,
+    PT("cuMemPrefetchBatchAsync", 13000, cuMemPrefetchBatchAsync, cuMemPrefetchBatchAsync_ptsz),
+    PT("cuMemDiscardBatchAsync", 13000, cuMemDiscardBatchAsync, cuMemDiscardBatchAsync_ptsz),
+    PT("cuMemDiscardAndPrefetchBatchAsync", 13000, cuMemDiscardAndPrefetchBatchAsync,
        cuMemDiscardAndPrefetchBatchAsync_ptsz),
     F("cuMemAdvise", 8000, cuMemAdvise),
     F("cuMemAdvise", 12020, cuMemAdvise_v2),
@@ -218,6 +221,8 @@ CUresult Lookup(const char* symbol, void** pfn, int version, cuuint64_t flags,
     return CUDA_ERROR_INVALID_VALUE;
   }
   *pfn = nullptr;
+  // cuda.h: a version newer than the driver's is refused (a CUDA 12 driver refuses 13000).
+  if (version > CUDA_VERSION) return CUDA_ERROR_INVALID_VALUE;
   const ProcEntry* best = nullptr;
   bool named = false;
   for (const ProcEntry& e : kProcs) {

@@ -20,6 +20,8 @@
 //                  (backing_program_copies.cc)
 //   crossctx       (SIMGPU_DEVICES=2) memsets over the second device's evicted buffers, one
 //                  with each device's context current, then sums and frees
+//   asyncpool      on the last device (its context current), a stream-ordered allocation;
+//                  reports the pool that owns it
 // Prints one "key=value" line per fact the test checks; exits 0 when every call did what the
 // scenario expects of the driver, 2 on out of memory, 1 otherwise.
 #include "backing_program.h"
@@ -371,6 +373,33 @@ int CrossContext() {
   return wrong == 0 ? 0 : 1;
 }
 
+// A stream-ordered allocation on the last device, its context current (with two devices, the
+// shim must tell which device's context is current to back it with that device's managed pool);
+// reports the pool that owns it.
+int AsyncPool() {
+  int count = 0;
+  CHECK_CU(cuDeviceGetCount(&count));
+  const CUdevice device = count - 1;
+  CUcontext context = nullptr;
+  CHECK_CU(cuDevicePrimaryCtxRetain(&context, device));
+  CHECK_CU(cuCtxSetCurrent(context));
+  CUmemoryPool device_pool = nullptr;
+  CHECK_CU(cuDeviceGetDefaultMemPool(&device_pool, device));
+  CUstream stream = nullptr;
+  CHECK_CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+  CUdeviceptr pointer = 0;
+  CHECK_CU(cuMemAllocAsync(&pointer, 4 << 20, stream));
+  CUmemoryPool owner = nullptr;
+  CHECK_CU(cuPointerGetAttribute(&owner, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, pointer));
+  std::printf("asyncpool_device=%d\n", device);
+  std::printf("asyncpool_managed=%u\n", IsManaged(pointer));
+  std::printf("asyncpool_owner_is_device_pool=%d\n", owner == device_pool ? 1 : 0);
+  CHECK_CU(cuMemFreeAsync(pointer, stream));
+  CHECK_CU(cuStreamSynchronize(stream));
+  CHECK_CU(cuStreamDestroy(stream));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -404,6 +433,7 @@ int main(int argc, char** argv) {
   if (scenario == "crossctx") status = CrossContext();
   if (scenario == "capture_elsewhere") status = CaptureElsewhere();
   if (scenario == "legacy_order") status = LegacyOrder(std::atoi(arg), g_fill);
+  if (scenario == "asyncpool") status = AsyncPool();
   std::printf("done=%d\n", status);
   return status;
 }

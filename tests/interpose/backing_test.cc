@@ -273,6 +273,22 @@ TEST(BackingTest, TheEnginesCallsStayOffAStreamAnotherCaptureHasTaken) {
   EXPECT_NE(s.find("\"errors\":[]"), std::string::npos) << s;
 }
 
+// On the second of two devices, a stream-ordered allocation comes from that device's managed pool:
+// the shim finds the current device (cuCtxGetDevice looked up at its one-argument signature).
+TEST(BackingTest, StreamOrderedAllocationsOnTheSecondDeviceAreManaged) {
+  const Outcome plain = RunScenario({"asyncpool"}, {{"SIMGPU_DEVICES", "2"}}, /*shim=*/false);
+  ASSERT_EQ(plain.status, 0) << plain.output;
+  EXPECT_EQ(Fact(plain.output, "asyncpool_managed"), 0) << plain.output;
+  EXPECT_EQ(Fact(plain.output, "asyncpool_owner_is_device_pool"), 1) << plain.output;
+
+  const Outcome run = RunScenario({"asyncpool"}, {{"SIMGPU_DEVICES", "2"}});
+  ASSERT_EQ(run.status, 0) << run.output;
+  EXPECT_EQ(Fact(run.output, "asyncpool_device"), 1) << run.output;
+  EXPECT_EQ(Fact(run.output, "asyncpool_managed"), 1) << run.output;
+  EXPECT_EQ(Fact(run.output, "asyncpool_owner_is_device_pool"), 0) << run.output;
+  EXPECT_NE(run.summary.find("\"errors\":[]"), std::string::npos) << run.summary;
+}
+
 TEST(BackingTest, BallastHoldsThePhysicalMemoryBeyondTheBudget) {
   const Outcome run = RunScenario(
       {"info"},

@@ -819,6 +819,58 @@ TEST(SimgpuProcAddress, VersionsVariantsAndMisses) {
   EXPECT_EQ(cuGetExportTable(&table, &id), CUDA_ERROR_NOT_SUPPORTED);
 }
 
+// CUDA 13 changed cuCtxGetDevice and cuCtxSynchronize (cudaTypedefs.h: PFN_*_v13000 take a
+// CUcontext): a lookup at 13000 must hand back the new signature and one below it the old, so
+// that a caller casting to the wrong one is caught here rather than on a real driver.
+TEST_F(Simgpu, ProcAddressFollowsSignatureChangesAtCuda13) {
+  CUdriverProcAddressQueryResult st = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+  void* get_device_13 = nullptr;
+  void* get_device_12 = nullptr;
+  ASSERT_EQ(cuGetProcAddress("cuCtxGetDevice", &get_device_13, 13000, 0, &st), CUDA_SUCCESS);
+  ASSERT_EQ(cuGetProcAddress("cuCtxGetDevice", &get_device_12, 12000, 0, &st), CUDA_SUCCESS);
+  EXPECT_EQ(get_device_13, reinterpret_cast<void*>(&cuCtxGetDevice_v2));
+  EXPECT_EQ(get_device_12, reinterpret_cast<void*>(&cuCtxGetDevice));
+  CUdevice device = -1;
+  using GetDeviceV2 = CUresult (*)(CUdevice*, CUcontext);
+  EXPECT_EQ(reinterpret_cast<GetDeviceV2>(get_device_13)(&device, nullptr), CUDA_SUCCESS);
+  EXPECT_EQ(device, 0);  // null: the current context's device
+  device = -1;
+  EXPECT_EQ(reinterpret_cast<GetDeviceV2>(get_device_13)(&device, ctx_), CUDA_SUCCESS);
+  EXPECT_EQ(device, 0);
+  int not_a_context = 0;
+  EXPECT_EQ(reinterpret_cast<GetDeviceV2>(get_device_13)(
+                &device, reinterpret_cast<CUcontext>(&not_a_context)),
+            CUDA_ERROR_INVALID_CONTEXT);
+  device = -1;
+  EXPECT_EQ(reinterpret_cast<CUresult (*)(CUdevice*)>(get_device_12)(&device), CUDA_SUCCESS);
+  EXPECT_EQ(device, 0);
+
+  void* sync_13 = nullptr;
+  void* sync_12 = nullptr;
+  ASSERT_EQ(cuGetProcAddress("cuCtxSynchronize", &sync_13, 13000, 0, &st), CUDA_SUCCESS);
+  ASSERT_EQ(cuGetProcAddress("cuCtxSynchronize", &sync_12, 12080, 0, &st), CUDA_SUCCESS);
+  EXPECT_EQ(sync_13, reinterpret_cast<void*>(&cuCtxSynchronize_v2));
+  EXPECT_EQ(sync_12, reinterpret_cast<void*>(&cuCtxSynchronize));
+  using SyncV2 = CUresult (*)(CUcontext);
+  EXPECT_EQ(reinterpret_cast<SyncV2>(sync_13)(nullptr), CUDA_SUCCESS);
+  EXPECT_EQ(reinterpret_cast<SyncV2>(sync_13)(ctx_), CUDA_SUCCESS);
+  EXPECT_EQ(reinterpret_cast<SyncV2>(sync_13)(reinterpret_cast<CUcontext>(&not_a_context)),
+            CUDA_ERROR_INVALID_CONTEXT);
+
+  // New in 13.0 (PFN_cuMemDiscardBatchAsync_v13000): a 12.8 request finds nothing.
+  void* discard = nullptr;
+  EXPECT_EQ(cuGetProcAddress("cuMemDiscardBatchAsync", &discard, 12080, 0, &st),
+            CUDA_ERROR_NOT_FOUND);
+  EXPECT_EQ(st, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
+  EXPECT_EQ(discard, nullptr);
+  EXPECT_EQ(cuGetProcAddress("cuMemDiscardBatchAsync", &discard, 13000, 0, &st), CUDA_SUCCESS);
+  EXPECT_NE(discard, nullptr);
+  // A version newer than the driver's (13000) is refused, as by a CUDA 12 driver asked for 13000.
+  void* newer = nullptr;
+  EXPECT_EQ(cuGetProcAddress("cuCtxGetDevice", &newer, 13010, 0, &st), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(newer, nullptr);
+}
+
 TEST(SimgpuErrors, NamesAndStrings) {
   const char* s = nullptr;
   EXPECT_EQ(cuGetErrorName(CUDA_SUCCESS, &s), CUDA_SUCCESS);
