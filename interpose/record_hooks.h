@@ -337,6 +337,11 @@ struct RecordWait {
     RecordSynchronize(trace::SyncWhat::kContext, 0, start);
     return result;
   }
+  // cuCtxSynchronize_v2: recorded as cuCtxSynchronize is (a context's wait; no handle).
+  template <typename Dispatch>
+  static CUresult Run(Dispatch dispatch, CUcontext) {
+    return Run(dispatch);
+  }
   template <typename Dispatch>
   static CUresult Run(Dispatch dispatch, CUstream stream) {
     const uint64_t start = RecordClockNs();
@@ -354,6 +359,8 @@ struct RecordWait {
 };
 template <>
 struct Record<HookId::k_cuCtxSynchronize> : RecordWait<false> {};
+template <>
+struct Record<HookId::k_cuCtxSynchronize_v2> : RecordWait<false> {};
 template <>
 struct Record<HookId::k_cuStreamSynchronize> : RecordWait<false> {};
 template <>

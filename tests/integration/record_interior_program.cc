@@ -2,7 +2,9 @@
 // noop kernel library, given as argv[1]) writes a value 4096 bytes into a 64 KiB buffer. For
 // record mode's test that a launch's access carries the offset of the pointer it was given.
 // With --launch-at-exit it launches `store` once more after its last synchronization and exits
-// without synchronizing again (the recorder must still time that launch).
+// without synchronizing again (the recorder must still time that launch). With --sync-v2 it
+// synchronizes through what cuGetProcAddress answers for cuCtxSynchronize at 13000, as CUDA 13's
+// cudart does: cuCtxSynchronize_v2, which takes a context.
 #include <cuda.h>
 
 #include <cstdint>
@@ -23,8 +25,10 @@ void Check(CUresult result, const char* what) {
 
 int main(int argc, char** argv) {
   const bool launch_at_exit = argc == 3 && std::strcmp(argv[2], "--launch-at-exit") == 0;
-  if (argc != 2 && !launch_at_exit) {
-    std::fprintf(stderr, "usage: record_interior_program KERNEL_LIBRARY [--launch-at-exit]\n");
+  const bool sync_v2 = argc == 3 && std::strcmp(argv[2], "--sync-v2") == 0;
+  if (argc != 2 && !launch_at_exit && !sync_v2) {
+    std::fprintf(stderr,
+                 "usage: record_interior_program KERNEL_LIBRARY [--launch-at-exit|--sync-v2]\n");
     return 2;
   }
   Check(cuInit(0), "cuInit");
@@ -45,7 +49,16 @@ int main(int argc, char** argv) {
   Check(cuLaunchKernel(store, 1, 1, 1, 1, 1, 1, 0, nullptr, params, nullptr), "cuLaunchKernel");
   uint32_t back = 0;
   Check(cuMemcpyDtoH(&back, buffer + 4096, sizeof(back)), "cuMemcpyDtoH");
-  Check(cuCtxSynchronize(), "cuCtxSynchronize");
+  if (sync_v2) {
+    void* fn = nullptr;
+    CUdriverProcAddressQueryResult status;
+    Check(cuGetProcAddress("cuCtxSynchronize", &fn, 13000, CU_GET_PROC_ADDRESS_DEFAULT, &status),
+          "cuGetProcAddress(cuCtxSynchronize, 13000)");
+    if (fn == nullptr) Check(CUDA_ERROR_NOT_FOUND, "cuCtxSynchronize at 13000");
+    Check(reinterpret_cast<CUresult (*)(CUcontext)>(fn)(nullptr), "cuCtxSynchronize_v2");
+  } else {
+    Check(cuCtxSynchronize(), "cuCtxSynchronize");
+  }
   std::printf("stored %u\n", back);
   if (launch_at_exit) {  // never synchronized, never freed: exit right after the launch
     Check(cuLaunchKernel(store, 1, 1, 1, 1, 1, 1, 0, nullptr, params, nullptr), "cuLaunchKernel");

@@ -326,6 +326,22 @@ TEST(Record, LaunchAfterTheLastSynchronizationIsTimedAtExit) {
   for (const trace::LaunchRecord& l : trace.launches) EXPECT_TRUE(timed.contains(l.correlation_id));
 }
 
+// CUDA 13's cudart synchronizes a device through cuCtxSynchronize_v2 (cuGetProcAddress at 13000):
+// recorded as cuCtxSynchronize is, and its launch timed there rather than at exit.
+TEST(Record, ContextSynchronizeV2IsRecorded) {
+  for (const bool v2 : {false, true}) {
+    const std::string dir = TempDir(v2 ? "sync_v2" : "sync_v1");
+    const std::string path = dir + "/run.trace";
+    std::vector<std::string> argv = {kOut + "/record_interior_program", KERNEL_LIBRARY};
+    if (v2) argv.push_back("--sync-v2");
+    const ProcessResult run = RunProcess(argv, RecordEnv(path));
+    ASSERT_EQ(run.exit_code, 0) << run.output;
+    const Trace trace = Load(path);
+    EXPECT_EQ(trace.syncs, 1u) << (v2 ? "cuCtxSynchronize_v2" : "cuCtxSynchronize");
+    EXPECT_EQ(trace.kernel_times.size(), 1u);
+  }
+}
+
 TEST(Record, CallSiteIdsAreTheSameInTwoRuns) {
   const std::string dir = TempDir("stable");
   std::vector<std::vector<uint64_t>> runs;

@@ -52,6 +52,7 @@ TEST(HookTableTest, ListsEveryRequiredEntryPoint) {
                            "cuMemcpyHtoD_v2_ptds",
                            "cuMemsetD32Async_ptsz",
                            "cuCtxSynchronize",
+                           "cuCtxSynchronize_v2",
                            "cuStreamSynchronize_ptsz",
                            "cuEventSynchronize"}) {
     EXPECT_TRUE(FindHook(name).has_value()) << name;

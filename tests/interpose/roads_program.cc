@@ -124,6 +124,21 @@ void ProcAddressRoad(CUfunction noop) {
     Check(InSpillway(hook), "cuGetProcAddress answer is a hook");
   }
   Check(launch != launch_ptsz, "per-thread cuLaunchKernel is a different hook");
+  // CUDA 13's cudart asks for cuCtxSynchronize at 13000 and gets cuCtxSynchronize_v2 (a
+  // context argument); an older one, at 12000, the argument-less one. Each must be a hook.
+  void* ctx_sync_v2 = nullptr;
+  void* ctx_sync = nullptr;
+  CheckCu(get_proc("cuCtxSynchronize", &ctx_sync_v2, 13000, CU_GET_PROC_ADDRESS_DEFAULT, &status),
+          "gpa cuCtxSynchronize 13000");
+  CheckCu(get_proc("cuCtxSynchronize", &ctx_sync, 12000, CU_GET_PROC_ADDRESS_DEFAULT, &status),
+          "gpa cuCtxSynchronize 12000");
+  Check(InSpillway(ctx_sync_v2), "cuCtxSynchronize at 13000 is a hook");
+  Check(InSpillway(ctx_sync), "cuCtxSynchronize at 12000 is a hook");
+  Check(ctx_sync_v2 != ctx_sync, "cuCtxSynchronize_v2 is a different hook");
+  if (ctx_sync_v2 != nullptr) {
+    CheckCu(reinterpret_cast<CUresult (*)(CUcontext)>(ctx_sync_v2)(nullptr), "gpa sync v2");
+  }
+  if (ctx_sync != nullptr) CheckCu(reinterpret_cast<CUresult (*)()>(ctx_sync)(), "gpa sync");
   void* export_table = nullptr;
   get_proc("cuGetExportTable", &export_table, 12000, CU_GET_PROC_ADDRESS_DEFAULT, &status);
   Check(export_table == nullptr || !InSpillway(export_table), "cuGetExportTable passes through");

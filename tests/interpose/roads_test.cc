@@ -105,12 +105,13 @@ TEST(RoadsTest, EveryRoadReachesTheHooksAndIsCounted) {
   EXPECT_EQ(Calls(s, "cuMemcpyDtoH_v2"), 1) << s;
   EXPECT_EQ(Calls(s, "cuLaunchKernel"), 4) << s;       // 2 linked, 1 dlsym, 1 gpa
   EXPECT_EQ(Calls(s, "cuLaunchKernel_ptsz"), 1) << s;  // gpa, per-thread flag
-  EXPECT_EQ(Calls(s, "cuCtxSynchronize"), 1) << s;
+  EXPECT_EQ(Calls(s, "cuCtxSynchronize"), 2) << s;     // linked, gpa at 12000
+  EXPECT_EQ(Calls(s, "cuCtxSynchronize_v2"), 1) << s;  // gpa at 13000
   EXPECT_EQ(Calls(s, "cuStreamSynchronize"), 1) << s;
   EXPECT_EQ(Calls(s, "cuStreamSynchronize_ptsz"), 1) << s;
   EXPECT_EQ(Calls(s, "cuMemGetInfo_v2"), 2) << s;  // linked, legacy gpa
   EXPECT_EQ(Calls(s, "cuMemFree_v2"), 4) << s;
-  EXPECT_EQ(Calls(s, "cuGetProcAddress_v2"), 8) << s;  // 2 from dlsym's pointer, 6 via gpa
+  EXPECT_EQ(Calls(s, "cuGetProcAddress_v2"), 10) << s;  // 2 from dlsym's pointer, 8 via gpa
   EXPECT_EQ(Calls(s, "cuGetProcAddress"), 1) << s;
   EXPECT_EQ(IntField(s, "launches"), 5) << s;
   EXPECT_EQ(IntField(s, "graph_launches"), 0) << s;
