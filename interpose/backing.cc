@@ -25,6 +25,8 @@ constinit UnhookedFunction g_get_mem_pool{"cuMemGetMemPool", 13000};
 constinit UnhookedFunction g_device_default_pool{"cuDeviceGetDefaultMemPool", 11020};
 constinit UnhookedFunction g_device_current_pool{"cuDeviceGetMemPool", 11020};
 constinit UnhookedFunction g_pointer_attribute{"cuPointerGetAttribute", 4000};
+constinit UnhookedFunction g_pool_get_attribute{"cuMemPoolGetAttribute", 11020};
+constinit UnhookedFunction g_pool_set_attribute{"cuMemPoolSetAttribute", 11020};
 
 constinit std::atomic<uint64_t> g_capture_count{0};
 constinit std::atomic<uint64_t> g_module_count{0};
@@ -42,6 +44,56 @@ Pools& ThePools() {
   return *pools;
 }
 
+using DevicePoolFn = CUresult (*)(CUmemoryPool*, CUdevice);
+
+// The pool the device's cuMemAllocAsync allocations would come from without the shim: its
+// current pool (cuDeviceGetMemPool), else its default one. Null when the driver says neither.
+CUmemoryPool DevicePoolOf(int device) {
+  CUmemoryPool pool = nullptr;
+  for (UnhookedFunction* function : {&g_device_current_pool, &g_device_default_pool}) {
+    const auto get = Lookup<DevicePoolFn>(*function);
+    if (get != nullptr && get(&pool, device) == CUDA_SUCCESS && pool != nullptr) return pool;
+  }
+  return nullptr;
+}
+
+// The job's settings of its device pool carry over to the managed pool that now serves its
+// stream-ordered allocations: the release threshold (PyTorch's cudaMallocAsync backend sets
+// UINT64_MAX, so that a synchronize does not hand the pool's memory back to the OS) and the
+// reuse policies. One that cannot be copied keeps the driver's default (logged at info).
+void CopyDevicePoolAttributes(int device, CUmemoryPool managed) {
+  using AttributeFn = CUresult (*)(CUmemoryPool, CUmemPool_attribute, void*);
+  const auto get = Lookup<AttributeFn>(g_pool_get_attribute);
+  const auto set = Lookup<AttributeFn>(g_pool_set_attribute);
+  const CUmemoryPool source = DevicePoolOf(device);
+  if (get == nullptr || set == nullptr || source == nullptr) {
+    Log(LogLevel::kInfo,
+        "device %d: the device pool's attributes are not copied to the managed pool", device);
+    return;
+  }
+  struct Copied {
+    CUmemPool_attribute attribute;
+    const char* name;
+  };
+  static constexpr Copied kCopied[] = {
+      {CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, "RELEASE_THRESHOLD"},
+      {CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES, "REUSE_FOLLOW_EVENT_DEPENDENCIES"},
+      {CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC, "REUSE_ALLOW_OPPORTUNISTIC"},
+      {CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES, "REUSE_ALLOW_INTERNAL_DEPENDENCIES"},
+  };
+  for (const Copied& copied : kCopied) {
+    // Wide enough for either type: cuuint64_t (the threshold) or int (the reuse flags).
+    cuuint64_t value = 0;
+    CUresult result = get(source, copied.attribute, &value);
+    if (result == CUDA_SUCCESS) result = set(managed, copied.attribute, &value);
+    if (result != CUDA_SUCCESS) {
+      Log(LogLevel::kInfo,
+          "device %d: CU_MEMPOOL_ATTR_%s not copied to the managed pool (error %d)", device,
+          copied.name, result);
+    }
+  }
+}
+
 CUmemoryPool CreateManagedPool(int device) {
   CUmemLocation none{};
   none.type = CU_MEM_LOCATION_TYPE_NONE;
@@ -53,7 +105,10 @@ CUmemoryPool CreateManagedPool(int device) {
     props.location = none;
     CUmemoryPool pool = nullptr;
     const CUresult result = create(&pool, &props);
-    if (result == CUDA_SUCCESS && pool != nullptr) return pool;
+    if (result == CUDA_SUCCESS && pool != nullptr) {
+      CopyDevicePoolAttributes(device, pool);
+      return pool;
+    }
     Log(LogLevel::kInfo, "device %d: cuMemPoolCreate (managed) failed (error %d)", device, result);
   }
   if (const auto get = Lookup<CUresult (*)(CUmemoryPool*, CUmemLocation*, CUmemAllocationType)>(
@@ -189,7 +244,6 @@ namespace {
 // The current device's default pool (cached), or null.
 CUmemoryPool DefaultPool(int device) {
   if (device < 0 || device >= kMaxDevices) return nullptr;
-  using DevicePoolFn = CUresult (*)(CUmemoryPool*, CUdevice);
   Pools& pools = ThePools();
   CUmemoryPool default_pool = nullptr;
   {
@@ -217,7 +271,6 @@ bool CurrentPoolIsDefault() {
   const int device = CurrentDevice();
   const CUmemoryPool default_pool = DefaultPool(device);
   if (default_pool == nullptr) return false;
-  using DevicePoolFn = CUresult (*)(CUmemoryPool*, CUdevice);
   CUmemoryPool current = nullptr;
   const auto get_current = Lookup<DevicePoolFn>(g_device_current_pool);
   return get_current != nullptr && get_current(&current, device) == CUDA_SUCCESS &&

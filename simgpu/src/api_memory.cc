@@ -593,8 +593,22 @@ CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void
   SIMGPU_REQUIRE_INIT();
   Pool* p = reinterpret_cast<Pool*>(pool);
   if (!IsLivePool(p) || value == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (attr == CU_MEMPOOL_ATTR_RELEASE_THRESHOLD)
-    p->release_threshold = *static_cast<cuuint64_t*>(value);
+  switch (attr) {
+    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
+      p->release_threshold = *static_cast<cuuint64_t*>(value);
+      break;
+    case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
+      p->reuse_follow_event_dependencies = *static_cast<int*>(value) != 0;
+      break;
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
+      p->reuse_allow_opportunistic = *static_cast<int*>(value) != 0;
+      break;
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
+      p->reuse_allow_internal_dependencies = *static_cast<int*>(value) != 0;
+      break;
+    default:
+      break;
+  }
   return CUDA_SUCCESS;
 }
 
@@ -604,9 +618,13 @@ CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void
   if (!IsLivePool(p) || value == nullptr) return CUDA_ERROR_INVALID_VALUE;
   switch (attr) {
     case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
+      *static_cast<int*>(value) = p->reuse_follow_event_dependencies;
+      return CUDA_SUCCESS;
     case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
+      *static_cast<int*>(value) = p->reuse_allow_opportunistic;
+      return CUDA_SUCCESS;
     case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
-      *static_cast<int*>(value) = 1;
+      *static_cast<int*>(value) = p->reuse_allow_internal_dependencies;
       return CUDA_SUCCESS;
     case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
       *static_cast<cuuint64_t*>(value) = p->release_threshold;

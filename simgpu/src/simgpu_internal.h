@@ -296,6 +296,10 @@ struct Pool {
   bool managed = false;
   CUmemLocation location{};
   uint64_t release_threshold = 0;
+  // CU_MEMPOOL_ATTR_REUSE_*: stored and reported only (all on by default, as on the driver).
+  int reuse_follow_event_dependencies = 1;
+  int reuse_allow_opportunistic = 1;
+  int reuse_allow_internal_dependencies = 1;
 };
 
 // ---- shared state of the API layer (api_core.cc) -----------------------------------------------

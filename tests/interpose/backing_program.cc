@@ -20,8 +20,9 @@
 //                  (backing_program_copies.cc)
 //   crossctx       (SIMGPU_DEVICES=2) memsets over the second device's evicted buffers, one
 //                  with each device's context current, then sums and frees
-//   asyncpool      on the last device (its context current), a stream-ordered allocation;
-//                  reports the pool that owns it
+//   asyncpool      on the last device (its context current), sets the device's default pool's
+//                  release threshold to UINT64_MAX and turns off its opportunistic reuse, then
+//                  makes a stream-ordered allocation and reports the pool that owns it
 // Prints one "key=value" line per fact the test checks; exits 0 when every call did what the
 // scenario expects of the driver, 2 on out of memory, 1 otherwise.
 #include "backing_program.h"
@@ -29,6 +30,7 @@
 #include <cuda.h>
 #include <dlfcn.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -374,8 +376,9 @@ int CrossContext() {
 }
 
 // A stream-ordered allocation on the last device, its context current (with two devices, the
-// shim must tell which device's context is current to back it with that device's managed pool);
-// reports the pool that owns it.
+// shim must tell which device's context is current to back it with that device's managed pool),
+// after the job set its device pool's release threshold to UINT64_MAX and turned off its
+// opportunistic reuse, as PyTorch's cudaMallocAsync backend does; reports the pool that owns it.
 int AsyncPool() {
   int count = 0;
   CHECK_CU(cuDeviceGetCount(&count));
@@ -385,15 +388,31 @@ int AsyncPool() {
   CHECK_CU(cuCtxSetCurrent(context));
   CUmemoryPool device_pool = nullptr;
   CHECK_CU(cuDeviceGetDefaultMemPool(&device_pool, device));
+  cuuint64_t threshold = UINT64_MAX;
+  CHECK_CU(cuMemPoolSetAttribute(device_pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold));
+  int opportunistic = 0;
+  CHECK_CU(cuMemPoolSetAttribute(device_pool, CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC,
+                                 &opportunistic));
   CUstream stream = nullptr;
   CHECK_CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
   CUdeviceptr pointer = 0;
   CHECK_CU(cuMemAllocAsync(&pointer, 4 << 20, stream));
   CUmemoryPool owner = nullptr;
   CHECK_CU(cuPointerGetAttribute(&owner, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, pointer));
+  cuuint64_t owner_threshold = 0;
+  CHECK_CU(cuMemPoolGetAttribute(owner, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &owner_threshold));
+  int owner_opportunistic = -1;
+  CHECK_CU(cuMemPoolGetAttribute(owner, CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC,
+                                 &owner_opportunistic));
+  int owner_internal = -1;
+  CHECK_CU(cuMemPoolGetAttribute(owner, CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES,
+                                 &owner_internal));
   std::printf("asyncpool_device=%d\n", device);
   std::printf("asyncpool_managed=%u\n", IsManaged(pointer));
   std::printf("asyncpool_owner_is_device_pool=%d\n", owner == device_pool ? 1 : 0);
+  std::printf("asyncpool_threshold_max=%d\n", owner_threshold == UINT64_MAX ? 1 : 0);
+  std::printf("asyncpool_opportunistic=%d\n", owner_opportunistic);
+  std::printf("asyncpool_internal=%d\n", owner_internal);
   CHECK_CU(cuMemFreeAsync(pointer, stream));
   CHECK_CU(cuStreamSynchronize(stream));
   CHECK_CU(cuStreamDestroy(stream));

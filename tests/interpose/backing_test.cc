@@ -289,6 +289,16 @@ TEST(BackingTest, StreamOrderedAllocationsOnTheSecondDeviceAreManaged) {
   EXPECT_NE(run.summary.find("\"errors\":[]"), std::string::npos) << run.summary;
 }
 
+// The job's release threshold and reuse flags on its device pool are the managed pool's too.
+TEST(BackingTest, TheManagedPoolTakesTheDevicePoolsAttributes) {
+  const Outcome run = RunScenario({"asyncpool"}, {{"SIMGPU_DEVICES", "2"}});
+  ASSERT_EQ(run.status, 0) << run.output;
+  ASSERT_EQ(Fact(run.output, "asyncpool_owner_is_device_pool"), 0) << run.output;
+  EXPECT_EQ(Fact(run.output, "asyncpool_threshold_max"), 1) << run.output;
+  EXPECT_EQ(Fact(run.output, "asyncpool_opportunistic"), 0) << run.output;
+  EXPECT_EQ(Fact(run.output, "asyncpool_internal"), 1) << run.output;  // left as it was
+}
+
 TEST(BackingTest, BallastHoldsThePhysicalMemoryBeyondTheBudget) {
   const Outcome run = RunScenario(
       {"info"},
