@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdint>
 #include <mutex>
 #include <unordered_map>
 
@@ -82,10 +83,17 @@ PageRange DiscardablePages(uint64_t address, uint64_t bytes) {
   return InnerPages(address, bytes, page);
 }
 
-// The layout cache. Never freed: layouts are handed out as stable pointers.
+// The layout cache. Layouts are handed out as stable pointers, so none is ever freed: forgetting
+// them (after a module or library unload, when a new function may get a freed one's handle) only
+// starts a new generation, and a launch on another thread keeps using the layout it holds.
 struct Layouts {
+  struct Entry {
+    std::vector<policy::ParamInfo>* layout;  // null: the driver could not tell
+    uint64_t generation;                     // an entry of an older generation is forgotten
+  };
   std::mutex mutex;
-  std::unordered_map<void*, std::vector<policy::ParamInfo>*> by_function;
+  std::unordered_map<void*, Entry> by_function;  // guarded by mutex
+  uint64_t generation = 0;                       // guarded by mutex
 };
 Layouts& LayoutCache() {
   static Layouts* layouts = new Layouts;
@@ -313,10 +321,14 @@ policy::DeviceResult DriverDevice::StreamWaitEvent(policy::Stream stream, policy
 
 const std::vector<policy::ParamInfo>* ParamLayoutOf(void* function) {
   Layouts& cache = LayoutCache();
+  uint64_t generation = 0;
   {
     std::lock_guard lock(cache.mutex);
+    generation = cache.generation;
     const auto it = cache.by_function.find(function);
-    if (it != cache.by_function.end()) return it->second;
+    if (it != cache.by_function.end() && it->second.generation == generation) {
+      return it->second.layout;
+    }
   }
   const auto param_info = Lookup<ParamInfoFn>(g_param_info);
   std::vector<policy::ParamInfo>* layout = nullptr;
@@ -334,9 +346,22 @@ const std::vector<policy::ParamInfo>* ParamLayoutOf(void* function) {
     }
   }
   std::lock_guard lock(cache.mutex);
-  const auto [it, inserted] = cache.by_function.try_emplace(function, layout);
-  if (!inserted) delete layout;  // another thread got there first
-  return it->second;
+  // Read across an unload: `function` may be the unloaded one; used once, not cached.
+  if (cache.generation != generation) return layout;
+  const auto [it, inserted] =
+      cache.by_function.try_emplace(function, Layouts::Entry{layout, generation});
+  if (inserted || it->second.generation != generation) {
+    it->second = Layouts::Entry{layout, generation};  // the older one stays alive (see Layouts)
+  } else {
+    delete layout;  // another thread got there first
+  }
+  return it->second.layout;
+}
+
+void ForgetParamLayouts() {
+  Layouts& cache = LayoutCache();
+  std::lock_guard lock(cache.mutex);
+  ++cache.generation;  // no allocation or free here: entries are replaced as they are next read
 }
 
 }  // namespace spillway::interpose

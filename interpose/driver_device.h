@@ -61,6 +61,10 @@ class DriverDevice final : public policy::Device {
 // the driver cannot tell. The returned layout lives for the rest of the process.
 const std::vector<policy::ParamInfo>* ParamLayoutOf(void* function);
 
+// Forgets every cached layout, after a module or library was unloaded: a function loaded later may
+// get an unloaded one's handle. Layouts already returned stay valid.
+void ForgetParamLayouts();
+
 }  // namespace spillway::interpose
 
 #endif  // SPILLWAY_INTERPOSE_DRIVER_DEVICE_H_

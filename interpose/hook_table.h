@@ -26,7 +26,7 @@ enum class HookKind {
   kSync,
   kCapture,  // stream capture begins and ends (device-memory exceptions)
   kIpc,      // IPC handles (refused for managed memory)
-  kModule,   // CUDA modules and libraries loaded (record mode writes them)
+  kModule,   // CUDA modules and libraries loaded (record mode writes them) and unloaded
 };
 
 // Enumerators are the driver names prefixed with k_ (pasted, so cuda.h's macros never rename

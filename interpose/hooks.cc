@@ -146,6 +146,19 @@ struct After<HookId::k_cuStreamEndCapture> : AfterEndCapture<false> {};
 template <>
 struct After<HookId::k_cuStreamEndCapture_ptsz> : AfterEndCapture<true> {};
 
+// Unloads: a function loaded later may get an unloaded one's handle, and with it a stale parameter
+// layout (more parameters than its launches pass): the cached layouts are forgotten.
+struct AfterUnload {
+  template <typename Handle>
+  static void Run(CUresult r, Handle) {
+    if (r == CUDA_SUCCESS) ForgetParamLayouts();
+  }
+};
+template <>
+struct After<HookId::k_cuModuleUnload> : AfterUnload {};
+template <>
+struct After<HookId::k_cuLibraryUnload> : AfterUnload {};
+
 // Graphs: the kernel-node access sets of each instantiated graph (graph_hooks.cc).
 template <>
 struct After<HookId::k_cuGraphInstantiateWithFlags> {

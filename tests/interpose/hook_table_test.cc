@@ -49,6 +49,8 @@ TEST(HookTableTest, ListsEveryRequiredEntryPoint) {
                            "cuGraphExecUpdate_v2",
                            "cuGraphExecKernelNodeSetParams_v2",
                            "cuGraphExecDestroy",
+                           "cuModuleUnload",
+                           "cuLibraryUnload",
                            "cuMemcpyHtoD_v2_ptds",
                            "cuMemsetD32Async_ptsz",
                            "cuCtxSynchronize",

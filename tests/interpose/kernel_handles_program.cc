@@ -1,0 +1,108 @@
+// A driver-API program run by kernel_handles_test under libspillway.so: launches through handles
+// whose parameter layout the shim must not get wrong. One scenario per run:
+//   usage: interpose_kernel_handles_program SCENARIO FOUR_LIBRARY THREE_LIBRARY
+//   reuse   64 rounds of: load FOUR_LIBRARY, launch its 4-parameter `scale_add`, unload; load
+//           THREE_LIBRARY, launch its 3-parameter `fill` with its parameter array ending at a
+//           guard page, unload. A new function may get an unloaded one's handle; a shim that kept
+//           the 4-parameter layout would read past the 3-entry array (SIGSEGV).
+// Prints one "key=value" line per fact the test checks; exits 0 when every call and result was as
+// expected, 1 otherwise.
+#include <cuda.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <set>
+#include <string>
+
+namespace {
+
+#define CHECK_CU(call)                                             \
+  do {                                                             \
+    const CUresult r_ = (call);                                    \
+    if (r_ != CUDA_SUCCESS) {                                      \
+      std::printf("%s failed: %d\n", #call, static_cast<int>(r_)); \
+      std::exit(1);                                                \
+    }                                                              \
+  } while (0)
+
+constexpr uint64_t kWords = 1024;
+
+// An array of `count` parameter pointers that ends where an inaccessible page begins.
+void** GuardedParams(size_t count) {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  void* mapping =
+      mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mapping == MAP_FAILED) std::exit(1);
+  char* bytes = static_cast<char*>(mapping);
+  if (mprotect(bytes + page, page, PROT_NONE) != 0) std::exit(1);
+  return reinterpret_cast<void**>(bytes + page - count * sizeof(void*));
+}
+
+// Rounds of 4-parameter and 3-parameter kernels from modules loaded and unloaded in turn.
+int Reuse(const char* four_library, const char* three_library) {
+  CUdeviceptr dst = 0, src = 0;
+  CHECK_CU(cuMemAlloc(&dst, kWords * 4));
+  CHECK_CU(cuMemAlloc(&src, kWords * 4));
+  CHECK_CU(cuMemsetD32(dst, 0, kWords));
+  CHECK_CU(cuMemsetD32(src, 1, kWords));
+  void** three_params = GuardedParams(3);
+  std::set<CUfunction> four_handles;
+  int reused = 0, wrong = 0;
+  constexpr int kRounds = 64;
+  for (int round = 0; round < kRounds; ++round) {
+    CUmodule four_module = nullptr;
+    CHECK_CU(cuModuleLoad(&four_module, four_library));
+    CUfunction scale_add = nullptr;
+    CHECK_CU(cuModuleGetFunction(&scale_add, four_module, "scale_add"));
+    four_handles.insert(scale_add);
+    uint32_t factor = 1;
+    uint64_t words = kWords;
+    void* four_params[] = {&dst, &src, &factor, &words};
+    CHECK_CU(cuLaunchKernel(scale_add, 1, 1, 1, 1, 1, 1, 0, nullptr, four_params, nullptr));
+    CHECK_CU(cuCtxSynchronize());
+    CHECK_CU(cuModuleUnload(four_module));
+
+    CUmodule three_module = nullptr;
+    CHECK_CU(cuModuleLoad(&three_module, three_library));
+    CUfunction fill = nullptr;
+    CHECK_CU(cuModuleGetFunction(&fill, three_module, "fill"));
+    if (four_handles.count(fill) != 0) ++reused;
+    uint32_t value = static_cast<uint32_t>(round);
+    three_params[0] = &dst;
+    three_params[1] = &value;
+    three_params[2] = &words;
+    CHECK_CU(cuLaunchKernel(fill, 1, 1, 1, 1, 1, 1, 0, nullptr, three_params, nullptr));
+    CHECK_CU(cuCtxSynchronize());
+    uint32_t last = 0;
+    CHECK_CU(cuMemcpyDtoH(&last, dst + (kWords - 1) * 4, 4));
+    if (last != value + kWords - 1) ++wrong;
+    CHECK_CU(cuModuleUnload(three_module));
+  }
+  std::printf("launches=%d\nreused=%d\nwrong=%d\n", 2 * kRounds, reused, wrong);
+  CHECK_CU(cuMemFree(dst));
+  CHECK_CU(cuMemFree(src));
+  return wrong == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 4) {
+    std::fprintf(stderr, "usage: %s SCENARIO FOUR_LIBRARY THREE_LIBRARY\n", argv[0]);
+    return 1;
+  }
+  const std::string scenario = argv[1];
+  CHECK_CU(cuInit(0));
+  CUdevice device = 0;
+  CHECK_CU(cuDeviceGet(&device, 0));
+  CUcontext context = nullptr;
+  CHECK_CU(cuDevicePrimaryCtxRetain(&context, device));
+  CHECK_CU(cuCtxSetCurrent(context));
+  int status = 1;
+  if (scenario == "reuse") status = Reuse(argv[2], argv[3]);
+  std::printf("done=%d\n", status);
+  return status;
+}

@@ -1,0 +1,73 @@
+// Launch handles the shim must read the right parameter layout for, end to end on simgpu
+// (kernel_handles_program.cc under the preload): a function that gets an unloaded function's
+// handle must not inherit its cached layout.
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tests/integration/subprocess.h"
+
+namespace spillway::testing {
+namespace {
+
+struct Outcome {
+  int status = -1;
+  std::string output;
+  std::string summary;
+};
+
+// The integer after "key=" in the program's output, or -1.
+long long Fact(const std::string& output, const std::string& key) {
+  const size_t at = output.find(key + "=");
+  if (at == std::string::npos) return -1;
+  return std::strtoll(output.c_str() + at + key.size() + 1, nullptr, 10);
+}
+
+// Runs `scenario` under the shim, unless `shim` is false.
+Outcome RunScenario(const std::string& scenario, bool shim = true) {
+  const std::string summary =
+      ::testing::TempDir() + "kernel_handles_" + std::to_string(::getpid()) + "_" +
+      ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".json";
+  std::remove(summary.c_str());
+  std::map<std::string, std::string> env;
+  env["LD_LIBRARY_PATH"] = SIMGPU_DIR;
+  env["SIMGPU_MEMORY"] = "64MiB";
+  if (shim) {
+    const char* runner = std::getenv("SPILLWAY_TEST_PRELOAD");  // sanitizer runtimes
+    env["LD_PRELOAD"] = runner != nullptr && *runner != '\0'
+                            ? std::string(runner) + ":" + SPILLWAY_LIB
+                            : std::string(SPILLWAY_LIB);
+    env["SPILLWAY_SUMMARY"] = summary;
+  }
+  const ProcessResult process =
+      RunProcess({KERNEL_HANDLES_PROGRAM, scenario, FOUR_LIBRARY, THREE_LIBRARY}, env);
+  Outcome run{process.exit_code, process.output, ReadFile(summary)};
+  std::remove(summary.c_str());
+  return run;
+}
+
+TEST(KernelHandlesTest, AFunctionWithAnUnloadedFunctionsHandleGetsItsOwnLayout) {
+  const Outcome without = RunScenario("reuse", /*shim=*/false);
+  ASSERT_EQ(without.status, 0) << without.output;
+  const Outcome run = RunScenario("reuse");
+  // A stale 4-parameter layout for `fill` reads past its 3-entry array into a guard page.
+  ASSERT_EQ(run.status, 0) << run.output;
+  EXPECT_EQ(Fact(run.output, "wrong"), 0) << run.output;
+  if (Fact(run.output, "reused") == 0) {
+#if defined(__SANITIZE_ADDRESS__)
+    GTEST_SKIP() << "no handle was reused (AddressSanitizer's quarantine): nothing was checked";
+#else
+    ADD_FAILURE() << "no function got an unloaded one's handle: the test checked nothing\n"
+                  << run.output;
+#endif
+  }
+  EXPECT_EQ(JsonInt(run.summary, "launches_resolved"), Fact(run.output, "launches")) << run.summary;
+}
+
+}  // namespace
+}  // namespace spillway::testing
