@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <mutex>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "interpose/backing.h"
 #include "interpose/hook_table.h"
@@ -22,6 +24,7 @@ namespace {
 using PrefetchFn = CUresult (*)(CUdeviceptr, size_t, CUmemLocation, unsigned int, CUstream);
 using DiscardBatchFn = CUresult (*)(CUdeviceptr*, size_t*, size_t, unsigned long long, CUstream);
 using ParamInfoFn = CUresult (*)(CUfunction, size_t, size_t*, size_t*);
+using KernelParamInfoFn = CUresult (*)(CUkernel, size_t, size_t*, size_t*);
 using CtxGetDeviceFn = CUresult (*)(CUdevice*);
 using StreamCreateFn = CUresult (*)(CUstream*, unsigned int);
 using EventCreateFn = CUresult (*)(CUevent*, unsigned int);
@@ -37,6 +40,7 @@ using AdviseFn = CUresult (*)(CUdeviceptr, size_t, CUmem_advise, CUmemLocation);
 constinit UnhookedFunction g_prefetch{"cuMemPrefetchAsync", 12020};
 constinit UnhookedFunction g_discard{"cuMemDiscardBatchAsync", 13000};
 constinit UnhookedFunction g_param_info{"cuFuncGetParamInfo", 12040};
+constinit UnhookedFunction g_kernel_param_info{"cuKernelGetParamInfo", 12040};
 constinit UnhookedFunction g_ctx_get_device{"cuCtxGetDevice", 2000};
 constinit UnhookedFunction g_ctx_get_current{"cuCtxGetCurrent", 4000};
 constinit UnhookedFunction g_stream_create{"cuStreamCreate", 2000};
@@ -98,6 +102,33 @@ struct Layouts {
 Layouts& LayoutCache() {
   static Layouts* layouts = new Layouts;
   return *layouts;
+}
+
+// Appends what `param_info` says of `handle`'s parameters, from index 0 up to the first it refuses.
+template <typename Fn, typename Handle>
+void AppendLayout(Fn param_info, Handle handle, std::vector<policy::ParamInfo>* layout) {
+  for (size_t i = 0; i < 4096; ++i) {
+    size_t offset = 0, size = 0;
+    if (param_info(handle, i, &offset, &size) != CUDA_SUCCESS) break;
+    layout->push_back(policy::ParamInfo{offset, size});
+  }
+}
+
+// The layout of launch handle `function` from the driver; empty when it has no parameters or the
+// driver cannot say. cuLaunchKernel takes a CUfunction or a CUkernel cast to one (what the CUDA
+// runtime launches); cuFuncGetParamInfo documents a CUfunction only and may refuse a CUkernel, so
+// a handle it refuses at index 0 is asked of cuKernelGetParamInfo as a CUkernel.
+std::vector<policy::ParamInfo> ReadLayout(void* function) {
+  std::vector<policy::ParamInfo> layout;
+  if (const auto param_info = Lookup<ParamInfoFn>(g_param_info)) {
+    AppendLayout(param_info, static_cast<CUfunction>(function), &layout);
+  }
+  if (layout.empty()) {
+    if (const auto kernel_param_info = Lookup<KernelParamInfoFn>(g_kernel_param_info)) {
+      AppendLayout(kernel_param_info, static_cast<CUkernel>(function), &layout);
+    }
+  }
+  return layout;
 }
 
 }  // namespace
@@ -330,21 +361,10 @@ const std::vector<policy::ParamInfo>* ParamLayoutOf(void* function) {
       return it->second.layout;
     }
   }
-  const auto param_info = Lookup<ParamInfoFn>(g_param_info);
-  std::vector<policy::ParamInfo>* layout = nullptr;
-  if (param_info != nullptr) {
-    layout = new std::vector<policy::ParamInfo>;
-    for (size_t i = 0; i < 4096; ++i) {
-      size_t offset = 0, size = 0;
-      if (param_info(static_cast<CUfunction>(function), i, &offset, &size) != CUDA_SUCCESS) break;
-      layout->push_back(policy::ParamInfo{offset, size});
-    }
-    if (layout->empty()) {
-      // No parameters, or the driver cannot say: either way nothing to resolve by layout.
-      delete layout;
-      layout = nullptr;
-    }
-  }
+  // No parameters, or the driver cannot say: either way nothing to resolve by layout (null).
+  std::vector<policy::ParamInfo> read = ReadLayout(function);
+  std::vector<policy::ParamInfo>* layout =
+      read.empty() ? nullptr : new std::vector<policy::ParamInfo>(std::move(read));
   std::lock_guard lock(cache.mutex);
   // Read across an unload: `function` may be the unloaded one; used once, not cached.
   if (cache.generation != generation) return layout;

@@ -57,8 +57,9 @@ class DriverDevice final : public policy::Device {
   std::vector<std::pair<void*, void*>> stand_ins_;  // context -> stream; guarded by the mutex
 };
 
-// The parameter layout of `function` (a CUfunction) from cuFuncGetParamInfo, cached; null when
-// the driver cannot tell. The returned layout lives for the rest of the process.
+// The parameter layout of launch handle `function` (a CUfunction, or a CUkernel cast to one) from
+// cuFuncGetParamInfo, or cuKernelGetParamInfo where that refuses the handle, cached; null when the
+// driver cannot tell. The returned layout lives for the rest of the process.
 const std::vector<policy::ParamInfo>* ParamLayoutOf(void* function);
 
 // Forgets every cached layout, after a module or library was unloaded: a function loaded later may

@@ -15,7 +15,7 @@ namespace spillway::interpose {
 
 // One kernel node of an instantiated graph.
 struct GraphKernelNode {
-  uint64_t function = 0;        // the CUfunction
+  uint64_t function = 0;        // the CUfunction (or CUkernel, for a node given one)
   std::vector<uint64_t> words;  // its parameters' 8-byte words that pointed into allocations
 };
 

@@ -51,12 +51,19 @@ bool Enabled() {
 
 uint64_t Key(CUgraphExec exec) { return reinterpret_cast<uintptr_t>(exec); }
 
+// A kernel node's launch handle: its CUfunction, or its CUkernel where `func` is NULL (cuda.h:
+// `kern` "will only be referenced if func is NULL").
+void* NodeFunction(const CUDA_KERNEL_NODE_PARAMS& params) {
+  return params.func != nullptr ? static_cast<void*>(params.func) : static_cast<void*>(params.kern);
+}
+
 // The words of one kernel node that point into a live allocation.
 std::vector<uint64_t> NodeWords(const CUDA_KERNEL_NODE_PARAMS& params) {
   policy::AccessSet access;
   std::vector<uint64_t> words;
-  if (params.kernelParams != nullptr && params.func != nullptr) {
-    if (const std::vector<policy::ParamInfo>* layout = ParamLayoutOf(params.func)) {
+  void* function = NodeFunction(params);
+  if (params.kernelParams != nullptr && function != nullptr) {
+    if (const std::vector<policy::ParamInfo>* layout = ParamLayoutOf(function)) {
       policy::ResolveFromKernelParams(Allocations(), *layout, params.kernelParams, &access, &words);
     }
   } else if (params.extra != nullptr) {
@@ -104,7 +111,7 @@ bool ReadKernelNodes(CUgraph graph, int depth, std::vector<GraphKernelNode>* ker
     CUDA_KERNEL_NODE_PARAMS params{};
     if (kernel_params(node, &params) != CUDA_SUCCESS) return false;
     kernels->push_back(
-        GraphKernelNode{reinterpret_cast<uintptr_t>(params.func), NodeWords(params)});
+        GraphKernelNode{reinterpret_cast<uintptr_t>(NodeFunction(params)), NodeWords(params)});
   }
   return true;
 }

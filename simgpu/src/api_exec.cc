@@ -15,9 +15,10 @@ namespace simgpu {
 namespace {
 
 std::mutex* g_obj_mu = new std::mutex();
-std::set<Event*>* g_events = new std::set<Event*>();           // guarded by g_obj_mu
-std::set<Module*>* g_modules = new std::set<Module*>();        // guarded by g_obj_mu
-std::set<Function*>* g_functions = new std::set<Function*>();  // guarded by g_obj_mu
+std::set<Event*>* g_events = new std::set<Event*>();                 // guarded by g_obj_mu
+std::set<Module*>* g_modules = new std::set<Module*>();              // guarded by g_obj_mu
+std::set<Function*>* g_functions = new std::set<Function*>();        // guarded by g_obj_mu
+std::set<KernelHandle*>* g_kernels = new std::set<KernelHandle*>();  // guarded by g_obj_mu
 
 Event* LiveEvent(CUevent h) {
   Event* e = reinterpret_cast<Event*>(h);
@@ -29,6 +30,27 @@ Function* LiveFunction(CUfunction h) {
   Function* f = reinterpret_cast<Function*>(h);
   std::lock_guard<std::mutex> lock(*g_obj_mu);
   return g_functions->count(f) ? f : nullptr;
+}
+
+Function* LiveKernel(CUkernel h) {
+  KernelHandle* k = reinterpret_cast<KernelHandle*>(h);
+  std::lock_guard<std::mutex> lock(*g_obj_mu);
+  return g_kernels->count(k) ? k->function : nullptr;
+}
+
+// The offset and size of `f`'s parameter `index` (cuFuncGetParamInfo, cuKernelGetParamInfo).
+CUresult ParamInfo(const Function* f, size_t index, size_t* offset, size_t* size) {
+  if (index >= f->kernel->num_params) return CUDA_ERROR_INVALID_VALUE;
+  if (offset) *offset = f->kernel->params[index].offset;
+  if (size) *size = f->kernel->params[index].size;
+  return CUDA_SUCCESS;
+}
+
+// What cuLaunchKernel and the cuFunc* queries other than cuFuncGetParamInfo accept: a CUfunction
+// or a CUkernel cast to one.
+Function* FunctionOrKernel(CUfunction h) {
+  Function* f = LiveFunction(h);
+  return f != nullptr ? f : LiveKernel(reinterpret_cast<CUkernel>(h));
 }
 
 // dlopen()s a host kernel library (simgpu/include/simgpu/kernel_library.h).
@@ -65,7 +87,10 @@ CUresult LoadKernelLibrary(const char* fname, bool as_library, Module** out) {
   }
   std::lock_guard<std::mutex> lock(*g_obj_mu);
   g_modules->insert(m);
-  for (auto& f : m->functions) g_functions->insert(f.get());
+  for (auto& f : m->functions) {
+    g_functions->insert(f.get());
+    g_kernels->insert(&f->as_kernel);
+  }
   *out = m;
   return CUDA_SUCCESS;
 }
@@ -75,7 +100,10 @@ CUresult UnloadKernelLibrary(Module* m, bool as_library) {
     std::lock_guard<std::mutex> lock(*g_obj_mu);
     if (g_modules->count(m) == 0 || m->is_library != as_library) return CUDA_ERROR_INVALID_HANDLE;
     g_modules->erase(m);
-    for (auto& f : m->functions) g_functions->erase(f.get());
+    for (auto& f : m->functions) {
+      g_functions->erase(f.get());
+      g_kernels->erase(&f->as_kernel);
+    }
   }
   SynchronizeAll();  // no launch of its kernels may still be queued
   dlclose(m->handle);
@@ -162,6 +190,7 @@ CUresult ElapsedTime(float* ms, CUevent start, CUevent end) {
 }  // namespace
 
 Function* LiveFunctionOf(CUfunction h) { return LiveFunction(h); }
+Function* LiveKernelOf(CUkernel h) { return LiveKernel(h); }
 
 CUresult PackKernelParams(const SimgpuKernel* k, void** params, void** extra,
                           std::vector<char>* out) {
@@ -245,7 +274,7 @@ namespace {
 CUresult Launch(CUfunction f, const LaunchDims& dims, CUstream h, void** params, void** extra,
                 bool ptsz) {
   SIMGPU_REQUIRE_CTX();
-  Function* fn = LiveFunction(f);
+  Function* fn = FunctionOrKernel(f);  // cuda.h: "a CUDA function ::CUfunction or a CUDA kernel"
   if (fn == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   if (CUresult r = CheckLaunchDims(dims)) return r;
   const SimgpuKernel* k = fn->kernel;
@@ -534,8 +563,9 @@ CUresult cuModuleGetFunction(CUfunction* hfunc, CUmodule hmod, const char* name)
   return CUDA_SUCCESS;
 }
 
-// Context-independent loading (CUDA 12): a CUlibrary is a loaded kernel library, a CUkernel is
-// the same object as its CUfunction, so either may be launched.
+// Context-independent loading (CUDA 12): a CUlibrary is a loaded kernel library; a CUkernel is a
+// handle of its own (Function::as_kernel), launched as is or through cuKernelGetFunction's
+// CUfunction.
 CUresult cuLibraryLoadFromFile(CUlibrary* library, const char* fileName, CUjit_option* jitOptions,
                                void** jitOptionsValues, unsigned int numJitOptions,
                                CUlibraryOption* libraryOptions, void** libraryOptionValues,
@@ -560,7 +590,7 @@ CUresult cuLibraryGetKernel(CUkernel* pKernel, CUlibrary library, const char* na
   if (pKernel == nullptr) return CUDA_ERROR_INVALID_VALUE;
   Function* f = nullptr;
   if (CUresult r = FindKernel(reinterpret_cast<Module*>(library), name, &f)) return r;
-  *pKernel = reinterpret_cast<CUkernel>(f);
+  *pKernel = reinterpret_cast<CUkernel>(&f->as_kernel);
   return CUDA_SUCCESS;
 }
 
@@ -587,20 +617,27 @@ CUresult cuLibraryGetKernelCount(unsigned int* count, CUlibrary lib) {
 CUresult cuKernelGetFunction(CUfunction* pFunc, CUkernel kernel) {
   SIMGPU_REQUIRE_CTX();
   if (pFunc == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  Function* f = LiveFunction(reinterpret_cast<CUfunction>(kernel));
+  Function* f = LiveKernel(kernel);
   if (f == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   *pFunc = reinterpret_cast<CUfunction>(f);
   return CUDA_SUCCESS;
 }
 
 CUresult cuKernelGetName(const char** name, CUkernel hfunc) {
-  return cuFuncGetName(name, reinterpret_cast<CUfunction>(hfunc));
+  SIMGPU_REQUIRE_INIT();
+  if (name == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Function* f = LiveKernel(hfunc);
+  if (f == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  *name = f->kernel->name;
+  return CUDA_SUCCESS;
 }
 
 CUresult cuKernelGetParamInfo(CUkernel kernel, size_t paramIndex, size_t* paramOffset,
                               size_t* paramSize) {
-  return cuFuncGetParamInfo(reinterpret_cast<CUfunction>(kernel), paramIndex, paramOffset,
-                            paramSize);
+  SIMGPU_REQUIRE_INIT();
+  Function* f = LiveKernel(kernel);
+  if (f == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  return ParamInfo(f, paramIndex, paramOffset, paramSize);
 }
 
 CUresult cuModuleGetFunctionCount(unsigned int* count, CUmodule mod) {
@@ -616,7 +653,7 @@ CUresult cuModuleGetFunctionCount(unsigned int* count, CUmodule mod) {
 CUresult cuFuncGetName(const char** name, CUfunction hfunc) {
   SIMGPU_REQUIRE_INIT();
   if (name == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  Function* f = LiveFunction(hfunc);
+  Function* f = FunctionOrKernel(hfunc);
   if (f == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   *name = f->kernel->name;
   return CUDA_SUCCESS;
@@ -625,18 +662,17 @@ CUresult cuFuncGetName(const char** name, CUfunction hfunc) {
 CUresult cuFuncGetParamInfo(CUfunction func, size_t paramIndex, size_t* paramOffset,
                             size_t* paramSize) {
   SIMGPU_REQUIRE_INIT();
+  // A CUkernel is refused (deliberately strict: cuda.h documents a CUfunction here and points to
+  // cuKernelGetParamInfo for kernels; see README.md).
   Function* f = LiveFunction(func);
   if (f == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  if (paramIndex >= f->kernel->num_params) return CUDA_ERROR_INVALID_VALUE;
-  if (paramOffset) *paramOffset = f->kernel->params[paramIndex].offset;
-  if (paramSize) *paramSize = f->kernel->params[paramIndex].size;
-  return CUDA_SUCCESS;
+  return ParamInfo(f, paramIndex, paramOffset, paramSize);
 }
 
 CUresult cuFuncGetAttribute(int* pi, CUfunction_attribute attrib, CUfunction hfunc) {
   SIMGPU_REQUIRE_INIT();
   if (pi == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  Function* f = LiveFunction(hfunc);
+  Function* f = FunctionOrKernel(hfunc);
   if (f == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   switch (attrib) {
     case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK:
@@ -662,7 +698,7 @@ CUresult cuFuncGetAttribute(int* pi, CUfunction_attribute attrib, CUfunction hfu
 CUresult cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib, int value) {
   SIMGPU_REQUIRE_INIT();
   (void)attrib, (void)value;
-  return LiveFunction(hfunc) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+  return FunctionOrKernel(hfunc) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
 // ---- launches ----------------------------------------------------------------------------------

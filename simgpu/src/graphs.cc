@@ -26,6 +26,7 @@ struct Node {
   std::vector<Node*> deps;
   // Kernel nodes: the function, the geometry and the packed parameter values.
   Function* fn = nullptr;
+  bool by_kernel = false;  // made from a CUkernel (`kern`, `func` NULL): handed back that way
   LaunchDims dims{};
   std::vector<char> buffer;
   std::vector<void*> args;  // parameter i's address in `buffer` (what GetParams hands out)
@@ -132,15 +133,15 @@ KernelSpec SpecWithKernel(const P& p) {
 
 // Fills a kernel node's function, geometry and parameter values from `spec`.
 CUresult SetKernel(Node* n, const KernelSpec& spec) {
-  // A CUkernel is the same object as its CUfunction in simgpu.
-  CUfunction handle = spec.func != nullptr ? spec.func : reinterpret_cast<CUfunction>(spec.kern);
-  Function* fn = LiveFunctionOf(handle);
+  // cuda.h: `kern` "will only be referenced if func is NULL".
+  Function* fn = spec.func != nullptr ? LiveFunctionOf(spec.func) : LiveKernelOf(spec.kern);
   if (fn == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (CUresult r = CheckLaunchDims(spec.dims)) return r;
   std::vector<char> buffer;
   if (CUresult r = PackKernelParams(fn->kernel, spec.params, spec.extra, &buffer)) return r;
   n->type = CU_GRAPH_NODE_TYPE_KERNEL;
   n->fn = fn;
+  n->by_kernel = spec.func == nullptr;
   n->dims = spec.dims;
   n->buffer = std::move(buffer);
   n->args.assign(fn->kernel->num_params, nullptr);
@@ -220,6 +221,7 @@ Graph* CloneGraphLocked(const Graph& source) {  // REQUIRES: g_mu held
     node->type = n->type;
     for (const Node* d : n->deps) node->deps.push_back(copies.at(d));
     node->fn = n->fn;
+    node->by_kernel = n->by_kernel;
     node->dims = n->dims;
     node->buffer = n->buffer;
     node->args.assign(n->args.size(), nullptr);
@@ -762,7 +764,9 @@ CUresult cuGraphKernelNodeGetParams_v2(CUgraphNode hNode, CUDA_KERNEL_NODE_PARAM
   Node* n = nullptr;
   if (CUresult r = KernelParamsOf(hNode, &n)) return r;
   FillParams(*n, nodeParams);
-  nodeParams->kern = nullptr;
+  // A node made from a CUkernel names it as it was given (the v1 struct has only `func`).
+  nodeParams->kern = n->by_kernel ? reinterpret_cast<CUkernel>(&n->fn->as_kernel) : nullptr;
+  if (n->by_kernel) nodeParams->func = nullptr;
   nodeParams->ctx = nullptr;
   return CUDA_SUCCESS;
 }

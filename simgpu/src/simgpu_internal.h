@@ -247,9 +247,16 @@ struct Event {
 // ---- modules -----------------------------------------------------------------------------------
 
 struct Module;
+struct Function;
+// A CUkernel (cuLibraryGetKernel): a handle of its own, distinct from its function's CUfunction,
+// as on the driver.
+struct KernelHandle {
+  Function* function = nullptr;
+};
 struct Function {
   Module* module = nullptr;
   const SimgpuKernel* kernel = nullptr;
+  KernelHandle as_kernel{this};  // its CUkernel
 };
 struct Module {
   void* handle = nullptr;
@@ -266,8 +273,10 @@ struct LaunchDims {
   unsigned shared;
 };
 
-// The function behind handle `h` if it is live, else null.
+// The function behind CUfunction `h` if it is live, else null.
 Function* LiveFunctionOf(CUfunction h);
+// The function behind CUkernel `h` if it is live, else null.
+Function* LiveKernelOf(CUkernel h);
 // CUDA_ERROR_INVALID_VALUE for a zero dimension or more than 1024 threads a block.
 CUresult CheckLaunchDims(const LaunchDims& dims);
 // Packs a launch's parameters (kernelParams, or extra's CU_LAUNCH_PARAM_BUFFER_*) into `out`,

@@ -5,6 +5,10 @@
 //           THREE_LIBRARY, launch its 3-parameter `fill` with its parameter array ending at a
 //           guard page, unload. A new function may get an unloaded one's handle; a shim that kept
 //           the 4-parameter layout would read past the 3-entry array (SIGSEGV).
+//   kernel  THREE_LIBRARY loaded with cuLibraryLoadFromFile; its `fill` CUkernel
+//   (cuLibraryGetKernel,
+//           as the CUDA runtime launches) launched with cuLaunchKernel and cuLaunchKernelEx.
+//   kernel_graph  the same CUkernel in a graph's kernel node (`kern` set, `func` NULL), launched.
 // Prints one "key=value" line per fact the test checks; exits 0 when every call and result was as
 // expected, 1 otherwise.
 #include <cuda.h>
@@ -87,6 +91,78 @@ int Reuse(const char* four_library, const char* three_library) {
   return wrong == 0 ? 0 : 1;
 }
 
+// THREE_LIBRARY's `fill` as a CUkernel, and `fill`'s 3 parameters filling `buffer` with `value`.
+struct KernelLaunch {
+  CUlibrary library = nullptr;
+  CUkernel fill = nullptr;
+  CUdeviceptr buffer = 0;
+  uint32_t value = 7;
+  uint64_t words = kWords;
+  void* params[3] = {&buffer, &value, &words};
+};
+
+void LoadFill(const char* three_library, KernelLaunch* launch) {
+  CHECK_CU(cuLibraryLoadFromFile(&launch->library, three_library, nullptr, nullptr, 0, nullptr,
+                                 nullptr, 0));
+  CHECK_CU(cuLibraryGetKernel(&launch->fill, launch->library, "fill"));
+  CHECK_CU(cuMemAlloc(&launch->buffer, kWords * 4));
+}
+
+// 1 when `launch`'s buffer holds what `fill` writes, else 0.
+int Filled(const KernelLaunch& launch) {
+  uint32_t last = 0;
+  CHECK_CU(cuMemcpyDtoH(&last, launch.buffer + (kWords - 1) * 4, 4));
+  return last == launch.value + kWords - 1 ? 1 : 0;
+}
+
+// A CUkernel launched directly.
+int Kernel(const char* three_library) {
+  KernelLaunch launch;
+  LoadFill(three_library, &launch);
+  const CUfunction as_function = reinterpret_cast<CUfunction>(launch.fill);
+  CHECK_CU(cuLaunchKernel(as_function, 1, 1, 1, 1, 1, 1, 0, nullptr, launch.params, nullptr));
+  CHECK_CU(cuCtxSynchronize());
+  int filled = Filled(launch);
+  launch.value = 9;
+  CUlaunchConfig config{};
+  config.gridDimX = config.gridDimY = config.gridDimZ = 1;
+  config.blockDimX = config.blockDimY = config.blockDimZ = 1;
+  CHECK_CU(cuLaunchKernelEx(&config, as_function, launch.params, nullptr));
+  CHECK_CU(cuCtxSynchronize());
+  filled += Filled(launch);
+  std::printf("launches=2\nfilled=%d\n", filled);
+  CHECK_CU(cuMemFree(launch.buffer));
+  CHECK_CU(cuLibraryUnload(launch.library));
+  return filled == 2 ? 0 : 1;
+}
+
+// A CUkernel in a graph's kernel node.
+int KernelGraph(const char* three_library) {
+  KernelLaunch launch;
+  LoadFill(three_library, &launch);
+  CUgraph graph = nullptr;
+  CHECK_CU(cuGraphCreate(&graph, 0));
+  CUDA_KERNEL_NODE_PARAMS node_params{};
+  node_params.func = nullptr;
+  node_params.kern = launch.fill;  // cuda.h: "will only be referenced if func is NULL"
+  node_params.gridDimX = node_params.gridDimY = node_params.gridDimZ = 1;
+  node_params.blockDimX = node_params.blockDimY = node_params.blockDimZ = 1;
+  node_params.kernelParams = launch.params;
+  CUgraphNode node = nullptr;
+  CHECK_CU(cuGraphAddKernelNode(&node, graph, nullptr, 0, &node_params));
+  CUgraphExec exec = nullptr;
+  CHECK_CU(cuGraphInstantiate(&exec, graph, 0));
+  CHECK_CU(cuGraphLaunch(exec, nullptr));
+  CHECK_CU(cuCtxSynchronize());
+  const int filled = Filled(launch);
+  std::printf("graph_launches=1\nfilled=%d\n", filled);
+  CHECK_CU(cuGraphExecDestroy(exec));
+  CHECK_CU(cuGraphDestroy(graph));
+  CHECK_CU(cuMemFree(launch.buffer));
+  CHECK_CU(cuLibraryUnload(launch.library));
+  return filled == 1 ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -103,6 +179,8 @@ int main(int argc, char** argv) {
   CHECK_CU(cuCtxSetCurrent(context));
   int status = 1;
   if (scenario == "reuse") status = Reuse(argv[2], argv[3]);
+  if (scenario == "kernel") status = Kernel(argv[3]);
+  if (scenario == "kernel_graph") status = KernelGraph(argv[3]);
   std::printf("done=%d\n", status);
   return status;
 }

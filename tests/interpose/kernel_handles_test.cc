@@ -1,6 +1,8 @@
 // Launch handles the shim must read the right parameter layout for, end to end on simgpu
 // (kernel_handles_program.cc under the preload): a function that gets an unloaded function's
-// handle must not inherit its cached layout.
+// handle must not inherit its cached layout, and a CUkernel (cuLibraryGetKernel, what the CUDA
+// runtime launches), which simgpu's cuFuncGetParamInfo refuses as a strict driver may, gets its
+// layout from cuKernelGetParamInfo, launched directly or from a graph's kernel node.
 #include <unistd.h>
 
 #include <cstdio>
@@ -67,6 +69,22 @@ TEST(KernelHandlesTest, AFunctionWithAnUnloadedFunctionsHandleGetsItsOwnLayout) 
 #endif
   }
   EXPECT_EQ(JsonInt(run.summary, "launches_resolved"), Fact(run.output, "launches")) << run.summary;
+}
+
+TEST(KernelHandlesTest, ACUkernelLaunchGetsItsAccessSet) {
+  const Outcome run = RunScenario("kernel");
+  ASSERT_EQ(run.status, 0) << run.output;
+  EXPECT_EQ(Fact(run.output, "filled"), 2) << run.output;
+  EXPECT_EQ(JsonInt(run.summary, "launches_resolved"), 2) << run.summary;
+}
+
+TEST(KernelHandlesTest, AGraphNodeGivenACUkernelGetsItsAccessSet) {
+  const Outcome run = RunScenario("kernel_graph");
+  ASSERT_EQ(run.status, 0) << run.output;
+  EXPECT_EQ(Fact(run.output, "filled"), 1) << run.output;
+  EXPECT_EQ(JsonInt(run.summary, "graph_launches"), 1) << run.summary;
+  // The engine brought the node's buffer in before the launch: it knew the access set.
+  EXPECT_GT(JsonInt(run.summary, "prefetch_bytes"), 0) << run.summary;
 }
 
 }  // namespace

@@ -645,9 +645,22 @@ TEST_F(Simgpu, LibrariesAndKernels) {
   ASSERT_EQ(cuLibraryGetKernel(&kernel, lib, "grid_product"), CUDA_SUCCESS);
   CUfunction f = nullptr;
   ASSERT_EQ(cuKernelGetFunction(&f, kernel), CUDA_SUCCESS);
+  // A CUkernel is a handle of its own; cuFuncGetParamInfo takes only the CUfunction (strict).
+  EXPECT_NE(reinterpret_cast<void*>(f), reinterpret_cast<void*>(kernel));
+  size_t offset = 1, size = 0;
+  EXPECT_EQ(cuFuncGetParamInfo(reinterpret_cast<CUfunction>(kernel), 0, &offset, &size),
+            CUDA_ERROR_INVALID_HANDLE);
+  ASSERT_EQ(cuKernelGetParamInfo(kernel, 0, &offset, &size), CUDA_SUCCESS);
+  EXPECT_EQ(offset, 0u);
+  EXPECT_EQ(size, 8u);
+  EXPECT_EQ(cuKernelGetParamInfo(kernel, 1, &offset, &size), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuFuncGetParamInfo(f, 0, &offset, &size), CUDA_SUCCESS);
+  EXPECT_EQ(cuKernelGetParamInfo(reinterpret_cast<CUkernel>(f), 0, &offset, &size),
+            CUDA_ERROR_INVALID_HANDLE);
   const char* name = nullptr;
   EXPECT_EQ(cuKernelGetName(&name, kernel), CUDA_SUCCESS);
   EXPECT_STREQ(name, "grid_product");
+  EXPECT_EQ(cuFuncGetName(&name, reinterpret_cast<CUfunction>(kernel)), CUDA_SUCCESS);
   CUdeviceptr out = 0;
   ASSERT_EQ(cuMemAlloc(&out, 8), CUDA_SUCCESS);
   uint64_t* out_p = reinterpret_cast<uint64_t*>(out);
@@ -659,10 +672,16 @@ TEST_F(Simgpu, LibrariesAndKernels) {
   uint64_t product = 0;
   ASSERT_EQ(cuMemcpyDtoH(&product, out, 8), CUDA_SUCCESS);
   EXPECT_EQ(product, 15u);
+  ASSERT_EQ(cuLaunchKernel(f, 2, 1, 1, 5, 1, 1, 0, nullptr, args, nullptr), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemcpyDtoH(&product, out, 8), CUDA_SUCCESS);
+  EXPECT_EQ(product, 10u);
   EXPECT_EQ(cuMemFree(out), CUDA_SUCCESS);
   EXPECT_EQ(cuModuleUnload(reinterpret_cast<CUmodule>(lib)), CUDA_ERROR_INVALID_HANDLE);
   EXPECT_EQ(cuLibraryUnload(lib), CUDA_SUCCESS);
   EXPECT_EQ(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, nullptr, args, nullptr),
+            CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuLaunchKernel(reinterpret_cast<CUfunction>(kernel), 1, 1, 1, 1, 1, 1, 0, nullptr, args,
+                           nullptr),
             CUDA_ERROR_INVALID_HANDLE);
 }
 
