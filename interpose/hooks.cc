@@ -147,11 +147,14 @@ template <>
 struct After<HookId::k_cuStreamEndCapture_ptsz> : AfterEndCapture<true> {};
 
 // Unloads: a function loaded later may get an unloaded one's handle, and with it a stale parameter
-// layout (more parameters than its launches pass): the cached layouts are forgotten.
+// layout (more parameters than its launches pass) and, in record mode, a stale name: both are
+// forgotten.
 struct AfterUnload {
   template <typename Handle>
   static void Run(CUresult r, Handle) {
-    if (r == CUDA_SUCCESS) ForgetParamLayouts();
+    if (r != CUDA_SUCCESS) return;
+    ForgetParamLayouts();
+    ForgetFunctionNames();
   }
 };
 template <>

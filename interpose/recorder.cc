@@ -653,6 +653,12 @@ void RecordSynchronize(trace::SyncWhat what, uint64_t handle, uint64_t start_ns)
   if (g_times != nullptr && !g_times->pending.empty()) CollectTimes(*g_times, writer);
 }
 
+void ForgetFunctionNames() {
+  std::lock_guard lock(g_names_mutex);
+  if (g_names != nullptr) g_names->clear();
+  g_names_generation.fetch_add(1, std::memory_order_relaxed);
+}
+
 void RecordModuleLoad(uint64_t handle, const char* name) {
   trace::TraceWriter* writer = Writer();
   if (writer == nullptr) return;

@@ -74,6 +74,9 @@ void EndGraphLaunch(uint64_t correlation_id, bool launched, uint64_t graph_exec,
                     const policy::AccessSet& accesses, const std::vector<uint64_t>& words);
 // A CUDA module or library loaded from `name` (a file path), with its handle.
 void RecordModuleLoad(uint64_t handle, const char* name);
+// A module or library was unloaded: a function loaded later may get one of its functions'
+// handles, so the names known by handle are forgotten.
+void ForgetFunctionNames();
 
 // The trace clock (CLOCK_MONOTONIC ns).
 uint64_t RecordClockNs();

@@ -9,9 +9,11 @@
 #include <cstdlib>
 #include <map>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "profiler/trace/trace_reader.h"
 #include "tests/integration/subprocess.h"
 
 namespace spillway::testing {
@@ -30,8 +32,9 @@ long long Fact(const std::string& output, const std::string& key) {
   return std::strtoll(output.c_str() + at + key.size() + 1, nullptr, 10);
 }
 
-// Runs `scenario` under the shim, unless `shim` is false.
-Outcome RunScenario(const std::string& scenario, bool shim = true) {
+// Runs `scenario` under the shim, unless `shim` is false, with `extra` in its environment.
+Outcome RunScenario(const std::string& scenario, bool shim = true,
+                    const std::map<std::string, std::string>& extra = {}) {
   const std::string summary =
       ::testing::TempDir() + "kernel_handles_" + std::to_string(::getpid()) + "_" +
       ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".json";
@@ -46,6 +49,7 @@ Outcome RunScenario(const std::string& scenario, bool shim = true) {
                             : std::string(SPILLWAY_LIB);
     env["SPILLWAY_SUMMARY"] = summary;
   }
+  for (const auto& [key, value] : extra) env[key] = value;
   const ProcessResult process =
       RunProcess({KERNEL_HANDLES_PROGRAM, scenario, FOUR_LIBRARY, THREE_LIBRARY}, env);
   Outcome run{process.exit_code, process.output, ReadFile(summary)};
@@ -69,6 +73,39 @@ TEST(KernelHandlesTest, AFunctionWithAnUnloadedFunctionsHandleGetsItsOwnLayout) 
 #endif
   }
   EXPECT_EQ(JsonInt(run.summary, "launches_resolved"), Fact(run.output, "launches")) << run.summary;
+}
+
+// Record mode names each launch's kernel: a function with an unloaded one's handle gets its own.
+TEST(KernelHandlesTest, ATraceNamesAFunctionWithAnUnloadedFunctionsHandleByItsOwnName) {
+  const std::string trace_path =
+      ::testing::TempDir() + "kernel_handles_" + std::to_string(::getpid()) + ".trace";
+  const Outcome run = RunScenario("reuse", /*shim=*/true,
+                                  {{"SPILLWAY_MODE", "record"}, {"SPILLWAY_TRACE", trace_path}});
+  ASSERT_EQ(run.status, 0) << run.output;
+  if (Fact(run.output, "reused") == 0) {
+    std::remove(trace_path.c_str());
+    GTEST_SKIP() << "no handle was reused: nothing to check";
+  }
+  auto reader = trace::TraceReader::Open(trace_path);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  std::map<trace::StringId, std::string> strings;
+  std::map<std::string, int> launches_by_name;
+  trace::Record record;
+  for (;;) {
+    absl::StatusOr<bool> more = (*reader)->Next(&record);
+    ASSERT_TRUE(more.ok()) << more.status();
+    if (!*more) break;
+    if (const auto* text = std::get_if<trace::StringRecord>(&record)) {
+      strings[text->id] = std::string(text->text.data(), text->text.size());
+    } else if (const auto* launch = std::get_if<trace::LaunchRecord>(&record)) {
+      ++launches_by_name[strings[launch->function_name]];
+    }
+  }
+  std::remove(trace_path.c_str());
+  // Each round launches scale_add from one module, then fill from another.
+  const int rounds = static_cast<int>(Fact(run.output, "launches")) / 2;
+  EXPECT_EQ(launches_by_name["scale_add"], rounds);
+  EXPECT_EQ(launches_by_name["fill"], rounds);
 }
 
 TEST(KernelHandlesTest, ACUkernelLaunchGetsItsAccessSet) {
