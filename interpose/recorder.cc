@@ -57,6 +57,7 @@ constinit UnhookedFunction g_device_get{"cuDeviceGet", 2000};
 constinit UnhookedFunction g_device_get_name{"cuDeviceGetName", 2000};
 constinit UnhookedFunction g_driver_get_version{"cuDriverGetVersion", 2020};
 constinit UnhookedFunction g_func_get_name{"cuFuncGetName", 12030};
+constinit UnhookedFunction g_kernel_get_name{"cuKernelGetName", 12030};
 constinit UnhookedFunction g_event_create{"cuEventCreate", 2000};
 constinit UnhookedFunction g_event_record{"cuEventRecord", 2000};
 constinit UnhookedFunction g_event_query{"cuEventQuery", 2000};
@@ -259,10 +260,16 @@ trace::StringId FunctionName(trace::TraceWriter* writer, void* function) {
     if (const auto found = g_names->find(function); found != g_names->end()) {
       id = found->second;
     } else {
+      // A CUkernel (what the CUDA runtime launches) has its own query, which a strict driver
+      // requires: cuFuncGetName documents a CUfunction.
       const char* name = nullptr;
       const auto get_name = Lookup<CUresult (*)(const char**, CUfunction)>(g_func_get_name);
-      if (get_name != nullptr &&
-          get_name(&name, static_cast<CUfunction>(function)) == CUDA_SUCCESS && name != nullptr) {
+      const auto get_kernel_name = Lookup<CUresult (*)(const char**, CUkernel)>(g_kernel_get_name);
+      if ((get_name != nullptr &&
+           get_name(&name, static_cast<CUfunction>(function)) == CUDA_SUCCESS && name != nullptr) ||
+          (get_kernel_name != nullptr &&
+           get_kernel_name(&name, static_cast<CUkernel>(function)) == CUDA_SUCCESS &&
+           name != nullptr)) {
         id = writer->InternString(name);
       }
       g_names->emplace(function, id);

@@ -653,7 +653,9 @@ CUresult cuModuleGetFunctionCount(unsigned int* count, CUmodule mod) {
 CUresult cuFuncGetName(const char** name, CUfunction hfunc) {
   SIMGPU_REQUIRE_INIT();
   if (name == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  Function* f = FunctionOrKernel(hfunc);
+  // A CUkernel is refused, as by cuFuncGetParamInfo (cuda.h documents a CUfunction here and has
+  // cuKernelGetName for kernels; see README.md).
+  Function* f = LiveFunction(hfunc);
   if (f == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   *name = f->kernel->name;
   return CUDA_SUCCESS;

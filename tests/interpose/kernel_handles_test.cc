@@ -75,37 +75,54 @@ TEST(KernelHandlesTest, AFunctionWithAnUnloadedFunctionsHandleGetsItsOwnLayout) 
   EXPECT_EQ(JsonInt(run.summary, "launches_resolved"), Fact(run.output, "launches")) << run.summary;
 }
 
-// Record mode names each launch's kernel: a function with an unloaded one's handle gets its own.
-TEST(KernelHandlesTest, ATraceNamesAFunctionWithAnUnloadedFunctionsHandleByItsOwnName) {
-  const std::string trace_path =
-      ::testing::TempDir() + "kernel_handles_" + std::to_string(::getpid()) + ".trace";
-  const Outcome run = RunScenario("reuse", /*shim=*/true,
-                                  {{"SPILLWAY_MODE", "record"}, {"SPILLWAY_TRACE", trace_path}});
-  ASSERT_EQ(run.status, 0) << run.output;
-  if (Fact(run.output, "reused") == 0) {
-    std::remove(trace_path.c_str());
-    GTEST_SKIP() << "no handle was reused: nothing to check";
-  }
+// The launches a trace holds, by the kernel name it gives them; "(failed)" when it cannot be read.
+std::map<std::string, int> LaunchesByName(const std::string& trace_path) {
+  std::map<std::string, int> launches;
   auto reader = trace::TraceReader::Open(trace_path);
-  ASSERT_TRUE(reader.ok()) << reader.status();
+  if (!reader.ok()) return {{"(failed)", 1}};
   std::map<trace::StringId, std::string> strings;
-  std::map<std::string, int> launches_by_name;
   trace::Record record;
   for (;;) {
     absl::StatusOr<bool> more = (*reader)->Next(&record);
-    ASSERT_TRUE(more.ok()) << more.status();
+    if (!more.ok()) return {{"(failed)", 1}};
     if (!*more) break;
     if (const auto* text = std::get_if<trace::StringRecord>(&record)) {
       strings[text->id] = std::string(text->text.data(), text->text.size());
     } else if (const auto* launch = std::get_if<trace::LaunchRecord>(&record)) {
-      ++launches_by_name[strings[launch->function_name]];
+      ++launches[strings[launch->function_name]];
     }
   }
+  return launches;
+}
+
+std::string TracePath() {
+  return ::testing::TempDir() + "kernel_handles_" + std::to_string(::getpid()) + "_" +
+         ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".trace";
+}
+
+// Record mode names each launch's kernel: a function with an unloaded one's handle gets its own.
+TEST(KernelHandlesTest, ATraceNamesAFunctionWithAnUnloadedFunctionsHandleByItsOwnName) {
+  const std::string trace_path = TracePath();
+  const Outcome run = RunScenario("reuse", /*shim=*/true,
+                                  {{"SPILLWAY_MODE", "record"}, {"SPILLWAY_TRACE", trace_path}});
+  const std::map<std::string, int> launches = LaunchesByName(trace_path);
   std::remove(trace_path.c_str());
+  ASSERT_EQ(run.status, 0) << run.output;
+  if (Fact(run.output, "reused") == 0) GTEST_SKIP() << "no handle was reused: nothing to check";
   // Each round launches scale_add from one module, then fill from another.
   const int rounds = static_cast<int>(Fact(run.output, "launches")) / 2;
-  EXPECT_EQ(launches_by_name["scale_add"], rounds);
-  EXPECT_EQ(launches_by_name["fill"], rounds);
+  EXPECT_EQ(launches, (std::map<std::string, int>{{"fill", rounds}, {"scale_add", rounds}}));
+}
+
+// Record mode names a CUkernel's launches too (cuKernelGetName where cuFuncGetName refuses it).
+TEST(KernelHandlesTest, ATraceNamesACUkernelsLaunches) {
+  const std::string trace_path = TracePath();
+  const Outcome run = RunScenario("kernel", /*shim=*/true,
+                                  {{"SPILLWAY_MODE", "record"}, {"SPILLWAY_TRACE", trace_path}});
+  const std::map<std::string, int> launches = LaunchesByName(trace_path);
+  std::remove(trace_path.c_str());
+  ASSERT_EQ(run.status, 0) << run.output;
+  EXPECT_EQ(launches, (std::map<std::string, int>{{"fill", 2}}));
 }
 
 TEST(KernelHandlesTest, ACUkernelLaunchGetsItsAccessSet) {

@@ -660,7 +660,8 @@ TEST_F(Simgpu, LibrariesAndKernels) {
   const char* name = nullptr;
   EXPECT_EQ(cuKernelGetName(&name, kernel), CUDA_SUCCESS);
   EXPECT_STREQ(name, "grid_product");
-  EXPECT_EQ(cuFuncGetName(&name, reinterpret_cast<CUfunction>(kernel)), CUDA_SUCCESS);
+  EXPECT_EQ(cuFuncGetName(&name, reinterpret_cast<CUfunction>(kernel)), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuFuncGetName(&name, f), CUDA_SUCCESS);
   CUdeviceptr out = 0;
   ASSERT_EQ(cuMemAlloc(&out, 8), CUDA_SUCCESS);
   uint64_t* out_p = reinterpret_cast<uint64_t*>(out);
