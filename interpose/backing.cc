@@ -145,6 +145,12 @@ CaptureTracker& Captures() {
   return *tracker;
 }
 
+namespace {
+thread_local uint64_t t_capture_refusals __attribute__((tls_model("initial-exec"))) = 0;
+}  // namespace
+
+uint64_t CaptureRefusalsOnThisThread() { return t_capture_refusals; }
+
 bool StreamTakenByCapture(CUstream stream) {
   if (!Captures().AnyInProgress()) return false;
   using IsCapturingFn = CUresult (*)(CUstream, CUstreamCaptureStatus*);
@@ -156,6 +162,7 @@ bool StreamTakenByCapture(CUstream stream) {
     return false;
   }
   Captures().CountSkip("the engine's calls on a stream a capture has taken");
+  ++t_capture_refusals;
   return true;
 }
 

@@ -44,6 +44,20 @@ CaptureTracker& Captures();
 // cannot tell, true. Each such stream is counted in engine.capture_skips.
 bool StreamTakenByCapture(CUstream stream);
 
+// How many calls StreamTakenByCapture refused on the calling thread so far.
+uint64_t CaptureRefusalsOnThisThread();
+
+// Runs `calls` (the engine's, returning how many of its device calls failed) and says whether
+// any failed for a reason worth a warning: refusals on streams a capture took are expected
+// (counted in engine.capture_skips instead).
+template <typename Calls>
+bool EngineCallsFailed(Calls calls) {
+  const uint64_t refused_before = CaptureRefusalsOnThisThread();
+  const int failures = calls();
+  return failures > 0 &&
+         static_cast<uint64_t>(failures) > CaptureRefusalsOnThisThread() - refused_before;
+}
+
 // The current context's device ordinal; -1 without a current context. In a process that sees one
 // device, 0 without asking the driver (also before a context exists).
 int CurrentDevice();

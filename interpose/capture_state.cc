@@ -1,6 +1,10 @@
 // CaptureTracker: the stream captures in progress, by stream.
 #include "interpose/capture_state.h"
 
+#include <sched.h>
+
+#include <new>
+
 #include "interpose/log.h"
 
 namespace spillway::interpose {
@@ -15,22 +19,61 @@ thread_local char t_per_thread_stream __attribute__((tls_model("initial-exec")))
 // The calling thread's open NoCaptureScopes (and a Begin in progress on it).
 thread_local int t_scope_depth __attribute__((tls_model("initial-exec"))) = 0;
 
+// The shard of the gate's counters the calling thread counts its scopes in: threads are dealt
+// round the shards as they first open one.
+int ShardOfThisThread(int shards) {
+  static constinit std::atomic<int> next{0};
+  thread_local int shard __attribute__((tls_model("initial-exec"))) = -1;
+  if (shard < 0) shard = next.fetch_add(1, std::memory_order_relaxed) % shards;
+  return shard;
+}
+
 }  // namespace
 
 CaptureTracker::ScopeDepth::ScopeDepth() : outermost_(t_scope_depth++ == 0) {}
 
 CaptureTracker::ScopeDepth::~ScopeDepth() { --t_scope_depth; }
 
-CaptureTracker::NoCaptureScope::NoCaptureScope(CaptureTracker& tracker) : tracker_(tracker) {
-  if (t_scope_depth++ == 0) {
-    tracker_.gate_.lock_shared();
-    locked_ = true;
+CaptureTracker::NoCaptureScope::NoCaptureScope(CaptureTracker& tracker) {
+  if (t_scope_depth++ != 0) return;
+  std::atomic<int>& readers = tracker.shards_[ShardOfThisThread(kShards)].readers;
+  for (;;) {
+    // Sequentially consistent, as the gate's store and loads: either this scope sees the
+    // beginning capture, or the capture waits for this scope.
+    readers.fetch_add(1, std::memory_order_seq_cst);
+    if (!tracker.begin_pending_.load(std::memory_order_seq_cst)) break;
+    readers.fetch_sub(1, std::memory_order_seq_cst);
+    while (tracker.begin_pending_.load(std::memory_order_acquire)) sched_yield();
   }
+  readers_ = &readers;
 }
 
 CaptureTracker::NoCaptureScope::~NoCaptureScope() {
   --t_scope_depth;
-  if (locked_) tracker_.gate_.unlock_shared();
+  if (readers_ != nullptr) readers_->fetch_sub(1, std::memory_order_release);
+}
+
+CaptureTracker::BeginGate::BeginGate(CaptureTracker& tracker) : tracker_(tracker) {
+  tracker_.begin_mutex_.lock();
+  tracker_.begin_pending_.store(true, std::memory_order_seq_cst);
+  for (Shard& shard : tracker_.shards_) {
+    while (shard.readers.load(std::memory_order_seq_cst) != 0) sched_yield();
+  }
+}
+
+CaptureTracker::BeginGate::~BeginGate() {
+  tracker_.begin_pending_.store(false, std::memory_order_release);
+  tracker_.begin_mutex_.unlock();
+}
+
+void CaptureTracker::ResetInForkedChild() {
+  for (Shard& shard : shards_) shard.readers.store(0, std::memory_order_relaxed);
+  begin_pending_.store(false, std::memory_order_relaxed);
+  new (&begin_mutex_) std::mutex();
+  new (&mutex_) std::mutex();
+  captures_.clear();
+  counted_.store(0, std::memory_order_relaxed);
+  all_.store(0, std::memory_order_relaxed);
 }
 
 const void* CaptureTracker::Key(const void* stream) {

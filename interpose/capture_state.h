@@ -21,7 +21,6 @@
 #include <atomic>
 #include <cstdint>
 #include <mutex>
-#include <shared_mutex>
 #include <unordered_map>
 #include <utility>
 
@@ -36,7 +35,9 @@ class CaptureTracker {
 
   // Captures do not begin while one is open: the checks made in it (AnyInProgress,
   // ActiveForThisThread, IsCapturing) hold for the calls made in it. Captures may end meanwhile.
-  // Scopes nest on one thread (an inner one takes no lock).
+  // Scopes nest on one thread (an inner one counts nothing). Opening one is an atomic increment
+  // of one of several counters (the thread's shard) and a load; it waits only while a capture is
+  // beginning.
   class [[nodiscard]] NoCaptureScope {
    public:
     explicit NoCaptureScope(CaptureTracker& tracker);
@@ -45,20 +46,28 @@ class CaptureTracker {
     NoCaptureScope& operator=(const NoCaptureScope&) = delete;
 
    private:
-    CaptureTracker& tracker_;
-    bool locked_ = false;
+    std::atomic<int>* readers_ = nullptr;  // the shard counting this scope; null when nested
   };
 
   // Runs `begin` (the real cuStreamBeginCapture, then OnBegin when it succeeded) once no
-  // NoCaptureScope is open, none opening until it returns. `begin` runs as inside a scope: what
-  // it reaches of the shim (a CUPTI callback, say) opens no lock of its own.
+  // NoCaptureScope is open, none opening until it returns: new scopes wait (a beginning capture
+  // is not starved by a stream of launches), and begins run one at a time. `begin` runs as inside
+  // a scope: what it reaches of the shim (a CUPTI callback, say) opens none of its own.
   template <typename Fn>
   auto Begin(Fn&& begin) {
     ScopeDepth depth;
-    std::unique_lock lock(gate_, std::defer_lock);
-    if (depth.outermost()) lock.lock();  // never inside the thread's own scope: that would hang
+    // Inside the thread's own scope, waiting for the scopes to close would never end.
+    if (!depth.outermost()) return std::forward<Fn>(begin)();
+    BeginGate gate(*this);
     return std::forward<Fn>(begin)();
   }
+
+  // True while a Begin waits for the open scopes or runs (for tests).
+  bool begin_waiting() const { return begin_pending_.load(std::memory_order_acquire); }
+
+  // In a forked child (one thread): forgets the parent's captures and scopes, whose threads the
+  // child does not have, and re-creates the locks they may have held.
+  void ResetInForkedChild();
 
   // CU_STREAM_PER_THREAD: the calling thread's own per-thread default stream, wherever a stream
   // is named below (each thread's is a capture of its own).
@@ -92,6 +101,17 @@ class CaptureTracker {
  private:
   // The key a capture of `stream` is kept under: the calling thread's own for kPerThreadStream.
   static const void* Key(const void* stream);
+  // Waits until no scope is open (new ones wait meanwhile) and keeps it so until destroyed.
+  class BeginGate {
+   public:
+    explicit BeginGate(CaptureTracker& tracker);
+    ~BeginGate();
+    BeginGate(const BeginGate&) = delete;
+    BeginGate& operator=(const BeginGate&) = delete;
+
+   private:
+    CaptureTracker& tracker_;
+  };
   // Counts the calling thread's open scopes (and a Begin in progress on it).
   struct ScopeDepth {
     ScopeDepth();
@@ -106,9 +126,16 @@ class CaptureTracker {
     int mode = kGlobal;
     pthread_t thread{};
   };
-  // Shared by the open scopes, exclusive while a capture begins. A std::shared_mutex, which
-  // ThreadSanitizer sees (Debian's Abseil is not built for it: scripts/tsan.supp).
-  std::shared_mutex gate_;
+  // The open scopes, counted per shard of threads (each counter on its own cache line), and
+  // whether a capture is beginning. std::mutex, not absl::Mutex: ThreadSanitizer sees it (Debian's
+  // Abseil is not built for it: scripts/tsan.supp).
+  static constexpr int kShards = 32;
+  struct alignas(64) Shard {
+    std::atomic<int> readers{0};
+  };
+  Shard shards_[kShards];
+  std::atomic<bool> begin_pending_{false};
+  std::mutex begin_mutex_;  // one capture begins at a time
   mutable std::mutex mutex_;
   std::unordered_map<const void*, Capture> captures_;  // guarded by mutex_
   std::atomic<int> counted_{0};  // global + thread-local captures in captures_

@@ -184,8 +184,7 @@ void PrepareGraphLaunch(CUgraphExec exec, CUstream stream, bool per_thread) {
   // Resolved again now: an allocation freed since instantiation is not named.
   Allocations().FindAll(words.data(), words.size(), &access);
   if (engine == nullptr) return;
-  // While a capture is in progress, refusals on streams it took are counted as capture skips.
-  if (engine->OnLaunch(access, words, stream, Key(exec)) != 0 && !Captures().AnyInProgress()) {
+  if (EngineCallsFailed([&] { return engine->OnLaunch(access, words, stream, Key(exec)); })) {
     static std::atomic<bool> said{false};
     if (!said.exchange(true, std::memory_order_relaxed)) {
       ReportProblem(LogLevel::kWarn,

@@ -282,11 +282,6 @@ struct Replace<HookId::k_cuStreamBeginCaptureToGraph_ptsz>
     }                                                      \
   } while (0)
 
-// True when the engine's calls for a hooked call failed (`failures` of them) for a reason worth a
-// warning: while a capture is in progress, refusals on streams the capture took are expected
-// (counted in engine.capture_skips instead).
-bool EngineCallsFailed(int failures) { return failures != 0 && !Captures().AnyInProgress(); }
-
 // Backs a device allocation of `bytes` with managed memory. False (nothing allocated) when the
 // engine does not run or managed memory is refused: the caller then makes the real call.
 bool AllocateManagedInstead(CUdeviceptr* dptr, uint64_t bytes) {
@@ -370,7 +365,7 @@ struct Replace<HookId::k_cuMemFree_v2> {
       CaptureTracker::NoCaptureScope scope(Captures());
       if (!discard || Captures().AnyInProgress()) {
         engine->Forget(*found);
-      } else if (EngineCallsFailed(engine->OnFree(*found, nullptr))) {
+      } else if (EngineCallsFailed([&] { return engine->OnFree(*found, nullptr); })) {
         SPILLWAY_REPORT_ONCE(reported, "discard before cuMemFree failed; freeing without it");
       }
     }
@@ -479,7 +474,7 @@ struct ReplaceAsyncFree {
         CaptureTracker::NoCaptureScope scope(Captures());
         if (Captures().IsCapturing(ordered) || Captures().HoldsBack("a discard")) {
           engine->Forget(*found);
-        } else if (EngineCallsFailed(engine->OnFree(*found, ordered))) {
+        } else if (EngineCallsFailed([&] { return engine->OnFree(*found, ordered); })) {
           SPILLWAY_REPORT_ONCE(reported,
                                "discard before cuMemFreeAsync failed; freeing without it");
         }
@@ -576,8 +571,9 @@ void PrepareLaunch(CUfunction function, CUstream stream, void** kernel_params, v
   }
   if (resolved) CountResolvedLaunch();
   if (engine == nullptr || captured) return;
-  if (EngineCallsFailed(
-          engine->OnLaunch(access, words, stream, reinterpret_cast<uintptr_t>(function)))) {
+  if (EngineCallsFailed([&] {
+        return engine->OnLaunch(access, words, stream, reinterpret_cast<uintptr_t>(function));
+      })) {
     SPILLWAY_REPORT_ONCE(reported,
                          "a prefetch or eviction before a launch failed; the launch "
                          "relies on demand paging");
@@ -638,7 +634,7 @@ void PrepareOverwrite(CUdeviceptr dst, size_t bytes, policy::Stream stream) {
   if (found->device != CurrentDevice()) return;
   policy::ResidencyEngine* engine = EngineOf(found->device);
   if (engine == nullptr) return;
-  if (EngineCallsFailed(engine->OnOverwrite(*found, dst, bytes, stream))) {
+  if (EngineCallsFailed([&] { return engine->OnOverwrite(*found, dst, bytes, stream); })) {
     SPILLWAY_REPORT_ONCE(reported,
                          "a discard before a memset or copy failed; it copies the old "
                          "contents in");

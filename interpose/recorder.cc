@@ -316,7 +316,12 @@ CUevent TakeEvent(TimeState& times) {
   return event;
 }
 
+// REQUIRES: inside a CaptureTracker::NoCaptureScope, opened before g_time_mutex is taken (a
+// scope may wait for a beginning capture, whose gate may wait for a scope that wants the mutex).
+// False, nothing recorded, on a stream a capture has taken (the record would be captured, or
+// invalidate the capture).
 bool RecordEvent(CUevent event, uint64_t stream) {
+  if (StreamTakenByCapture(reinterpret_cast<CUstream>(stream))) return false;
   const auto record = Lookup<CUresult (*)(CUevent, CUstream)>(g_event_record);
   return record != nullptr && record(event, reinterpret_cast<CUstream>(stream)) == CUDA_SUCCESS;
 }
@@ -534,6 +539,7 @@ uint64_t BeginLaunch(uint64_t stream) {
 
 void StartKernelTiming() {
   if (t_launch_start == nullptr || t_start_recorded) return;
+  CaptureTracker::NoCaptureScope scope(Captures());
   t_start_recorded = RecordEvent(t_launch_start, t_launch_stream);
 }
 
@@ -546,6 +552,7 @@ void EndTiming(uint64_t correlation_id, bool launched, uint64_t stream) {
   t_launch_start = nullptr;
   t_start_recorded = false;
   if (start == nullptr) return;
+  CaptureTracker::NoCaptureScope scope(Captures());  // before the mutex: see RecordEvent
   std::lock_guard lock(g_time_mutex);
   TimeState& times = *g_times;
   CUevent end = launched && started ? TakeEvent(times) : nullptr;

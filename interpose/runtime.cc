@@ -98,6 +98,7 @@ void BeforeFork() { Registry().LockForFork(); }
 void AfterForkInParent() { Registry().UnlockAfterFork(); }
 void AfterForkInChild() {
   Registry().ResetInForkedChild();
+  Captures().ResetInForkedChild();
   for (std::atomic<policy::ResidencyEngine*>& engine : g_engines) {
     engine.store(nullptr, std::memory_order_relaxed);
   }

@@ -161,6 +161,33 @@ TEST(CaptureTrackerTest, EachThreadCapturesItsOwnPerThreadStream) {
   EXPECT_FALSE(tracker.AnyInProgress());
 }
 
+// Once a capture waits to begin, new scopes wait for it: a stream of launches on other threads
+// cannot keep it waiting forever.
+TEST(CaptureTrackerTest, ScopesOpenedWhileACaptureWaitsOpenAfterItBegan) {
+  CaptureTracker tracker;
+  std::atomic<bool> begun{false};
+  std::optional<CaptureTracker::NoCaptureScope> first(std::in_place, tracker);
+  std::thread capturer([&] {
+    tracker.Begin([&] {
+      tracker.OnBegin(&g_stream_a, CaptureTracker::kRelaxed);
+      begun = true;
+      return 0;
+    });
+  });
+  while (!tracker.begin_waiting()) std::this_thread::yield();
+  bool begun_when_opened = false;
+  std::thread latecomer([&] {
+    CaptureTracker::NoCaptureScope scope(tracker);
+    begun_when_opened = begun.load();
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  first.reset();
+  capturer.join();
+  latecomer.join();
+  EXPECT_TRUE(begun_when_opened);
+  tracker.OnEnd(&g_stream_a);
+}
+
 // A capture begun from inside the thread's own scope (what a callback reached from the shim's
 // calls could do) does not wait for that scope, which would never end.
 TEST(CaptureTrackerTest, ABeginInsideTheThreadsOwnScopeDoesNotWait) {
