@@ -5,15 +5,18 @@
 #include <cuda.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <mutex>
+#include <set>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "interpose/backing.h"
 #include "interpose/hook_table.h"
+#include "interpose/log.h"
 #include "interpose/page_range.h"
 #include "interpose/real_driver.h"
 #include "interpose/unhooked_function.h"
@@ -49,6 +52,8 @@ constinit UnhookedFunction g_event_record{"cuEventRecord", 2000};
 constinit UnhookedFunction g_stream_wait_event{"cuStreamWaitEvent", 3020};
 constinit UnhookedFunction g_event_query{"cuEventQuery", 2000};
 constinit UnhookedFunction g_event_elapsed{"cuEventElapsedTime", 12080};
+// The same signature; what a driver before 12.8 has (a request for 12080 fails there).
+constinit UnhookedFunction g_event_elapsed_before_12_8{"cuEventElapsedTime", 2000};
 constinit UnhookedFunction g_advise{"cuMemAdvise", 12020};
 
 template <typename Fn>
@@ -92,12 +97,25 @@ PageRange DiscardablePages(uint64_t address, uint64_t bytes) {
 // starts a new generation, and a launch on another thread keeps using the layout it holds.
 struct Layouts {
   struct Entry {
-    std::vector<policy::ParamInfo>* layout;  // null: the driver could not tell
-    uint64_t generation;                     // an entry of an older generation is forgotten
+    const std::vector<policy::ParamInfo>* layout;  // interned; null: the driver could not tell
+    uint64_t generation;                           // an entry of an older generation is forgotten
+  };
+  struct ByContent {
+    bool operator()(const std::vector<policy::ParamInfo>& a,
+                    const std::vector<policy::ParamInfo>& b) const {
+      return std::lexicographical_compare(
+          a.begin(), a.end(), b.begin(), b.end(),
+          [](const policy::ParamInfo& x, const policy::ParamInfo& y) {
+            return x.offset != y.offset ? x.offset < y.offset : x.size < y.size;
+          });
+    }
   };
   std::mutex mutex;
   std::unordered_map<void*, Entry> by_function;  // guarded by mutex
-  uint64_t generation = 0;                       // guarded by mutex
+  // Every layout read, once each: entries point into it (a set's elements never move).
+  std::set<std::vector<policy::ParamInfo>, ByContent> interned;  // guarded by mutex
+  uint64_t generation = 0;                                       // guarded by mutex
+  int unloads_in_flight = 0;                                     // guarded by mutex
 };
 Layouts& LayoutCache() {
   static Layouts* layouts = new Layouts;
@@ -259,7 +277,15 @@ policy::DeviceResult DriverDevice::OnLegacyStandIn(policy::Stream stream, Issue 
 policy::DeviceResult DriverDevice::Discard(uint64_t address, uint64_t bytes,
                                            policy::Stream stream) {
   const auto discard = Lookup<DiscardBatchFn>(g_discard);
-  if (discard == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  if (discard == nullptr) {
+    static constinit std::atomic<bool> said{false};
+    if (!said.exchange(true, std::memory_order_relaxed)) {
+      Log(LogLevel::kInfo,
+          "the driver has no cuMemDiscardBatchAsync (CUDA 13.0 and later): freed and overwritten "
+          "data is not discarded, and may be copied when it moves");
+    }
+    return CUDA_ERROR_NOT_SUPPORTED;
+  }
   const PageRange pages = DiscardablePages(address, bytes);
   if (pages.bytes() == 0) return CUDA_SUCCESS;  // no whole page: nothing may be discarded
   return OnLegacyStandIn(stream, [&](CUstream on) {
@@ -331,7 +357,8 @@ policy::DeviceResult DriverDevice::QueryEvent(policy::Event event) {
 
 policy::DeviceResult DriverDevice::ElapsedMilliseconds(policy::Event start, policy::Event end,
                                                        float* ms) {
-  const auto elapsed = Lookup<EventElapsedFn>(g_event_elapsed);
+  auto elapsed = Lookup<EventElapsedFn>(g_event_elapsed);
+  if (elapsed == nullptr) elapsed = Lookup<EventElapsedFn>(g_event_elapsed_before_12_8);
   if (elapsed == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
   return elapsed(ms, static_cast<CUevent>(start), static_cast<CUevent>(end));
 }
@@ -357,31 +384,40 @@ const std::vector<policy::ParamInfo>* ParamLayoutOf(void* function) {
     std::lock_guard lock(cache.mutex);
     generation = cache.generation;
     const auto it = cache.by_function.find(function);
-    if (it != cache.by_function.end() && it->second.generation == generation) {
+    if (cache.unloads_in_flight == 0 && it != cache.by_function.end() &&
+        it->second.generation == generation) {
       return it->second.layout;
     }
   }
   // No parameters, or the driver cannot say: either way nothing to resolve by layout (null).
   std::vector<policy::ParamInfo> read = ReadLayout(function);
-  std::vector<policy::ParamInfo>* layout =
-      read.empty() ? nullptr : new std::vector<policy::ParamInfo>(std::move(read));
   std::lock_guard lock(cache.mutex);
-  // Read across an unload: `function` may be the unloaded one; used once, not cached.
-  if (cache.generation != generation) return layout;
-  const auto [it, inserted] =
-      cache.by_function.try_emplace(function, Layouts::Entry{layout, generation});
-  if (inserted || it->second.generation != generation) {
-    it->second = Layouts::Entry{layout, generation};  // the older one stays alive (see Layouts)
-  } else {
-    delete layout;  // another thread got there first
+  const std::vector<policy::ParamInfo>* layout =
+      read.empty() ? nullptr : &*cache.interned.insert(std::move(read)).first;
+  // Read during or across an unload, `function` may be the unloaded one's: used, not cached.
+  if (cache.unloads_in_flight == 0 && cache.generation == generation) {
+    cache.by_function.insert_or_assign(function, Layouts::Entry{layout, generation});
   }
-  return it->second.layout;
+  return layout;
 }
 
-void ForgetParamLayouts() {
+void BeginUnload() {
   Layouts& cache = LayoutCache();
   std::lock_guard lock(cache.mutex);
-  ++cache.generation;  // no allocation or free here: entries are replaced as they are next read
+  ++cache.unloads_in_flight;
+}
+
+void EndUnload() {
+  Layouts& cache = LayoutCache();
+  std::lock_guard lock(cache.mutex);
+  ++cache.generation;  // entries are replaced as they are next read
+  --cache.unloads_in_flight;
+}
+
+bool UnloadInFlight() {
+  Layouts& cache = LayoutCache();
+  std::lock_guard lock(cache.mutex);
+  return cache.unloads_in_flight != 0;
 }
 
 }  // namespace spillway::interpose

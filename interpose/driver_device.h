@@ -62,9 +62,13 @@ class DriverDevice final : public policy::Device {
 // driver cannot tell. The returned layout lives for the rest of the process.
 const std::vector<policy::ParamInfo>* ParamLayoutOf(void* function);
 
-// Forgets every cached layout, after a module or library was unloaded: a function loaded later may
-// get an unloaded one's handle. Layouts already returned stay valid.
-void ForgetParamLayouts();
+// Around a module's or library's unload (the real call between them): a function loaded later may
+// get an unloaded one's handle. While an unload is under way no cached layout is used or made;
+// after it, every cached layout is forgotten. Layouts already returned stay valid.
+void BeginUnload();
+void EndUnload();
+// True while an unload is under way (what is cached by function handle may be stale).
+bool UnloadInFlight();
 
 }  // namespace spillway::interpose
 

@@ -147,20 +147,23 @@ template <>
 struct After<HookId::k_cuStreamEndCapture_ptsz> : AfterEndCapture<true> {};
 
 // Unloads: a function loaded later may get an unloaded one's handle, and with it a stale parameter
-// layout (more parameters than its launches pass) and, in record mode, a stale name: both are
-// forgotten.
-struct AfterUnload {
+// layout (more parameters than its launches pass) and, in record mode, a stale name. Nothing
+// cached by handle is used while the unload is under way, and all of it is forgotten after.
+template <typename Handle>
+CUresult Unload(CUresult (*real)(Handle), Handle handle) {
+  BeginUnload();
+  const CUresult result = real(handle);
+  if (result == CUDA_SUCCESS) ForgetFunctionNames();
+  EndUnload();
+  return result;
+}
+struct ReplaceUnload {
+  static constexpr bool kActive = true;
   template <typename Handle>
-  static void Run(CUresult r, Handle) {
-    if (r != CUDA_SUCCESS) return;
-    ForgetParamLayouts();
-    ForgetFunctionNames();
+  static CUresult Run(CUresult (*real)(Handle), Handle handle) {
+    return Unload(real, handle);
   }
 };
-template <>
-struct After<HookId::k_cuModuleUnload> : AfterUnload {};
-template <>
-struct After<HookId::k_cuLibraryUnload> : AfterUnload {};
 
 // Graphs: the kernel-node access sets of each instantiated graph (graph_hooks.cc).
 template <>
@@ -272,6 +275,11 @@ struct Replace<HookId::k_cuStreamBeginCaptureToGraph>
 template <>
 struct Replace<HookId::k_cuStreamBeginCaptureToGraph_ptsz>
     : ReplaceBeginCapture<HookId::k_cuStreamBeginCaptureToGraph_ptsz> {};
+
+template <>
+struct Replace<HookId::k_cuModuleUnload> : ReplaceUnload {};
+template <>
+struct Replace<HookId::k_cuLibraryUnload> : ReplaceUnload {};
 
 // Says `format` once per `flag` (and keeps it for the summary's errors).
 #define SPILLWAY_REPORT_ONCE(flag, ...)                    \

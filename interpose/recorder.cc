@@ -20,6 +20,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "interpose/backing.h"
 #include "interpose/cupti_bridge.h"
+#include "interpose/driver_device.h"
 #include "interpose/hook_table.h"
 #include "interpose/log.h"
 #include "interpose/real_driver.h"
@@ -62,6 +63,8 @@ constinit UnhookedFunction g_event_create{"cuEventCreate", 2000};
 constinit UnhookedFunction g_event_record{"cuEventRecord", 2000};
 constinit UnhookedFunction g_event_query{"cuEventQuery", 2000};
 constinit UnhookedFunction g_event_elapsed{"cuEventElapsedTime", 12080};
+// The same signature; what a driver before 12.8 has (a request for 12080 fails there).
+constinit UnhookedFunction g_event_elapsed_before_12_8{"cuEventElapsedTime", 2000};
 
 std::string CommandLine() {
   std::string line;
@@ -251,13 +254,16 @@ trace::StringId FunctionName(trace::TraceWriter* writer, void* function) {
     uint64_t generation = 0;
   };
   thread_local Last last;
+  // While an unload is under way the handle may be a function that took an unloaded one's:
+  // nothing cached by handle is used or made then (driver_device.h).
+  const bool cacheable = !UnloadInFlight();
   const uint64_t generation = g_names_generation.load(std::memory_order_relaxed);
-  if (last.function == function && last.generation == generation) return last.id;
+  if (cacheable && last.function == function && last.generation == generation) return last.id;
   trace::StringId id = 0;
   {
     std::lock_guard lock(g_names_mutex);
     if (g_names == nullptr) g_names = new absl::flat_hash_map<void*, trace::StringId>;
-    if (const auto found = g_names->find(function); found != g_names->end()) {
+    if (const auto found = g_names->find(function); cacheable && found != g_names->end()) {
       id = found->second;
     } else {
       // A CUkernel (what the CUDA runtime launches) has its own query, which a strict driver
@@ -272,10 +278,10 @@ trace::StringId FunctionName(trace::TraceWriter* writer, void* function) {
            name != nullptr)) {
         id = writer->InternString(name);
       }
-      g_names->emplace(function, id);
+      if (cacheable) g_names->emplace(function, id);
     }
   }
-  last = Last{function, id, generation};
+  if (cacheable) last = Last{function, id, generation};
   return id;
 }
 
@@ -329,7 +335,9 @@ bool RecordEvent(CUevent event, uint64_t stream) {
 // Writes the times of finished launches; leaves the rest pending. REQUIRES: g_time_mutex held.
 void CollectTimes(TimeState& times, trace::TraceWriter* writer) {
   const auto query = Lookup<CUresult (*)(CUevent)>(g_event_query);
-  const auto elapsed = Lookup<CUresult (*)(float*, CUevent, CUevent)>(g_event_elapsed);
+  using ElapsedFn = CUresult (*)(float*, CUevent, CUevent);
+  auto elapsed = Lookup<ElapsedFn>(g_event_elapsed);
+  if (elapsed == nullptr) elapsed = Lookup<ElapsedFn>(g_event_elapsed_before_12_8);
   if (query == nullptr || elapsed == nullptr) return;
   size_t kept = 0;
   for (PendingTime& pending : times.pending) {

@@ -168,10 +168,13 @@ int ResidencyEngine::OnFree(const Allocation& allocation, Stream stream) {
   }
   if (allocation.backing != Backing::kManaged) return 0;
   int failures = 0;
-  if (device_->Discard(allocation.base, allocation.size, stream) != kDeviceOk) {
-    failures = 1;
-  } else {
+  const DeviceResult discarded = device_->Discard(allocation.base, allocation.size, stream);
+  if (discarded == kDeviceOk) {
     discard_bytes_.fetch_add(allocation.size, std::memory_order_relaxed);
+  } else if (discarded != kDeviceNotSupported) {
+    // A driver that cannot discard (no cuMemDiscardBatchAsync before CUDA 13.0) is no failure:
+    // the memory is freed as without spillway.
+    failures = 1;
   }
   // A failure only loses an ordering hint: the room is then made by the device's own eviction.
   // (Another thread may take the room between the lock and this record: its wait then finds the

@@ -103,9 +103,9 @@ int ResidencyEngine::OnOverwrite(const Allocation& allocation, uint64_t address,
   for (const auto& [begin, end] : ranges) {
     const DeviceResult result = device_->Discard(begin, end - begin, stream);
     if (result == kDeviceNotSupported) {
-      // A driver without cuMemDiscardBatchAsync (before CUDA 13.0): not tried again, and not an
-      // error of its own (OnFree's failed discard says it once). The memset copies the old
-      // contents in, as without spillway.
+      // A driver without cuMemDiscardBatchAsync (before CUDA 13.0): not tried again, and no
+      // error (the device says it once). The memset copies the old contents in, as without
+      // spillway.
       overwrite_unsupported_.store(true, std::memory_order_relaxed);
       break;
     }

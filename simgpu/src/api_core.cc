@@ -240,7 +240,7 @@ CUresult cuInit(unsigned int Flags) {
 
 CUresult cuDriverGetVersion(int* driverVersion) {
   if (driverVersion == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  *driverVersion = CUDA_VERSION;
+  *driverVersion = DriverVersion();
   return CUDA_SUCCESS;
 }
 

@@ -89,6 +89,25 @@ Config ReadConfig() {
   return c;
 }
 
+int DriverVersion() {
+  static const int version = [] {
+    const std::optional<std::string_view> text = spillway::GetEnv("SIMGPU_DRIVER_VERSION");
+    if (!text.has_value() || text->empty()) return CUDA_VERSION;
+    const std::string s(*text);
+    char* end = nullptr;
+    const long v = std::strtol(s.c_str(), &end, 10);
+    if (end == s.c_str() || *end != '\0' || v < 11030 || v > CUDA_VERSION || v % 10 != 0) {
+      std::fprintf(stderr,
+                   "simgpu: SIMGPU_DRIVER_VERSION='%s' is not a CUDA version from 11030 to %d "
+                   "(e.g. 12040 for 12.4); using %d\n",
+                   s.c_str(), CUDA_VERSION, CUDA_VERSION);
+      return CUDA_VERSION;
+    }
+    return static_cast<int>(v);
+  }();
+  return version;
+}
+
 const Config& config() { return *g_config; }
 void SetConfig(const Config& c) { *g_config = c; }
 

@@ -222,11 +222,13 @@ CUresult Lookup(const char* symbol, void** pfn, int version, cuuint64_t flags,
   }
   *pfn = nullptr;
   // cuda.h: a version newer than the driver's is refused (a CUDA 12 driver refuses 13000).
-  if (version > CUDA_VERSION) return CUDA_ERROR_INVALID_VALUE;
+  const int driver = DriverVersion();
+  if (version > driver) return CUDA_ERROR_INVALID_VALUE;
   const ProcEntry* best = nullptr;
   bool named = false;
   for (const ProcEntry& e : kProcs) {
-    if (std::strcmp(e.name, symbol) != 0) continue;
+    // What came after the driver's version, that driver does not have.
+    if (std::strcmp(e.name, symbol) != 0 || e.version > driver) continue;
     named = true;
     if (e.version <= version && (best == nullptr || e.version > best->version)) best = &e;
   }

@@ -49,6 +49,12 @@ struct Config : spillway::CostModel {
   double hold_kernel_seconds = 0;
 };
 
+// The CUDA version the simulated driver reports and serves (cuDriverGetVersion, cuGetProcAddress):
+// SIMGPU_DRIVER_VERSION (e.g. 12040 for 12.4, from 11030 up to the headers' CUDA_VERSION), read
+// once at the first call that needs it, which may come before cuInit. A bad value is reported on
+// stderr and replaced by CUDA_VERSION.
+int DriverVersion();
+
 // Reads the SIMGPU_* variables (once, at cuInit). Bad values are reported on stderr and replaced
 // by the default.
 Config ReadConfig();

@@ -19,6 +19,29 @@ std::string TempPath(const std::string& name) {
   return ::testing::TempDir() + "/" + name + "." + std::to_string(::getpid()) + ".json";
 }
 
+// On a driver before CUDA 13.0 (no cuMemDiscardBatchAsync; cuMemPrefetchAsync and cuMemAdvise
+// with a location from 12.2), the engine moves data as on 13.0, discards nothing, and says no
+// error: every driver function is looked up at the version of the signature spillway calls.
+TEST(Engine, TheDemoRunsOnADriverBeforeCuda13) {
+  const std::vector<std::string> job = {
+      kOut + "/oversubscribe", "--factor", "3", "--buffer", "4MiB", "--passes", "2"};
+  const std::string summary_path = TempPath("driver_12_4_summary");
+  const std::map<std::string, std::string> env = {
+      {"LD_LIBRARY_PATH", kOut + "/simgpu"}, {"SIMGPU_MEMORY", "64MiB"},
+      {"SIMGPU_DRIVER_VERSION", "12040"},    {"LD_PRELOAD", kOut + "/libspillway.so"},
+      {"SPILLWAY_DEVICE_MEMORY", "64MiB"},   {"SPILLWAY_SUMMARY", summary_path}};
+  const ProcessResult run = RunProcess(job, env);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("matches the host's: 2 passes over 192.00 MiB done"), std::string::npos)
+      << run.output;
+  const std::string summary = ReadFile(summary_path);
+  std::remove(summary_path.c_str());
+  EXPECT_GT(JsonInt(summary, "prefetch_bytes"), 0) << summary;
+  EXPECT_GT(JsonInt(summary, "evict_bytes"), 0) << summary;
+  EXPECT_EQ(JsonInt(summary, "discard_bytes"), 0) << summary;
+  EXPECT_NE(summary.find("\"errors\":[]"), std::string::npos) << summary;
+}
+
 TEST(Engine, OversubscribedDemoFinishesUnderRunMode) {
   const std::vector<std::string> job = {
       kOut + "/oversubscribe", "--factor", "3", "--buffer", "4MiB", "--passes", "2"};

@@ -342,6 +342,21 @@ TEST(Record, ContextSynchronizeV2IsRecorded) {
   }
 }
 
+// A driver before CUDA 12.8 has cuEventElapsedTime only at its first version (same signature):
+// the kernels are timed there too.
+TEST(Record, KernelsAreTimedOnADriverBeforeCuda12_8) {
+  const std::string dir = TempDir("driver_12_4");
+  const std::string path = dir + "/run.trace";
+  std::map<std::string, std::string> env = RecordEnv(path);
+  env["SIMGPU_DRIVER_VERSION"] = "12040";
+  const ProcessResult run =
+      RunProcess({kOut + "/record_interior_program", KERNEL_LIBRARY, "--launch-at-exit"}, env);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const Trace trace = Load(path);
+  ASSERT_EQ(trace.launches.size(), 2u);
+  EXPECT_EQ(trace.kernel_times.size(), 2u);
+}
+
 TEST(Record, CallSiteIdsAreTheSameInTwoRuns) {
   const std::string dir = TempDir("stable");
   std::vector<std::vector<uint64_t>> runs;

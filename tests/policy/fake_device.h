@@ -46,8 +46,7 @@ class FakeDevice final : public Device {
   }
   DeviceResult Discard(uint64_t address, uint64_t bytes, Stream stream) override {
     Record("discard", address, bytes, stream);
-    if (discard_result != kDeviceOk) return discard_result;
-    return fail_discard ? 801 /* CUDA_ERROR_NOT_SUPPORTED */ : kDeviceOk;
+    return discard_result;
   }
   DeviceResult PlaceOnHost(uint64_t address, uint64_t bytes) override {
     Record("host", address, bytes, nullptr);
@@ -112,8 +111,7 @@ class FakeDevice final : public Device {
 
   std::vector<DeviceCall> calls;
   uint64_t capacity = 1ull << 30;
-  uint64_t free_bytes = UINT64_MAX;  // what MemoryInfo says is free (at most the capacity)
-  bool fail_discard = false;
+  uint64_t free_bytes = UINT64_MAX;         // what MemoryInfo says is free (at most the capacity)
   DeviceResult discard_result = kDeviceOk;  // when not kDeviceOk, what every discard returns
   bool fail_place_on_host = false;
   // Timing: what a timing event recorded on stream s reads is clock_ms + stream_ms[s].

@@ -139,8 +139,12 @@ TYPED_TEST(ResidencyEngineTest, FreeDiscardsAndForgets) {
   this->Launch({c});
   this->Launch({d});
   EXPECT_EQ(this->Addresses("to_host"), (std::vector<uint64_t>{b.base}));
-  this->device_.fail_discard = true;
+  this->device_.discard_result = 1;  // CUDA_ERROR_INVALID_VALUE: a failure
   EXPECT_EQ(this->engine_.OnFree(b, nullptr), 1);
+  EXPECT_EQ(this->engine_.discard_bytes(), 2 * kMiB);
+  // A driver that cannot discard at all (before CUDA 13.0): no failure, nothing discarded.
+  this->device_.discard_result = kDeviceNotSupported;
+  EXPECT_EQ(this->engine_.OnFree(c, nullptr), 0);
   EXPECT_EQ(this->engine_.discard_bytes(), 2 * kMiB);
 }
 
