@@ -122,26 +122,31 @@ Layouts& LayoutCache() {
   return *layouts;
 }
 
-// Appends what `param_info` says of `handle`'s parameters, from index 0 up to the first it refuses.
+// Appends what `param_info` says of `handle`'s parameters, from index 0 up to the first it refuses;
+// returns what it said of that one.
 template <typename Fn, typename Handle>
-void AppendLayout(Fn param_info, Handle handle, std::vector<policy::ParamInfo>* layout) {
+CUresult AppendLayout(Fn param_info, Handle handle, std::vector<policy::ParamInfo>* layout) {
   for (size_t i = 0; i < 4096; ++i) {
     size_t offset = 0, size = 0;
-    if (param_info(handle, i, &offset, &size) != CUDA_SUCCESS) break;
+    const CUresult result = param_info(handle, i, &offset, &size);
+    if (result != CUDA_SUCCESS) return result;
     layout->push_back(policy::ParamInfo{offset, size});
   }
+  return CUDA_SUCCESS;
 }
 
 // The layout of launch handle `function` from the driver; empty when it has no parameters or the
 // driver cannot say. cuLaunchKernel takes a CUfunction or a CUkernel cast to one (what the CUDA
 // runtime launches); cuFuncGetParamInfo documents a CUfunction only and may refuse a CUkernel, so
-// a handle it refuses at index 0 is asked of cuKernelGetParamInfo as a CUkernel.
+// a handle it refuses at index 0 is asked of cuKernelGetParamInfo as a CUkernel. Not when it
+// said CUDA_ERROR_INVALID_VALUE there: it took the handle, which has no parameters.
 std::vector<policy::ParamInfo> ReadLayout(void* function) {
   std::vector<policy::ParamInfo> layout;
+  CUresult refused = CUDA_ERROR_NOT_FOUND;
   if (const auto param_info = Lookup<ParamInfoFn>(g_param_info)) {
-    AppendLayout(param_info, static_cast<CUfunction>(function), &layout);
+    refused = AppendLayout(param_info, static_cast<CUfunction>(function), &layout);
   }
-  if (layout.empty()) {
+  if (layout.empty() && refused != CUDA_ERROR_INVALID_VALUE) {
     if (const auto kernel_param_info = Lookup<KernelParamInfoFn>(g_kernel_param_info)) {
       AppendLayout(kernel_param_info, static_cast<CUkernel>(function), &layout);
     }

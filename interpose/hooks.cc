@@ -382,10 +382,13 @@ struct Replace<HookId::k_cuMemFree_v2> {
 };
 
 // Backs a stream-ordered allocation with the device's managed pool, on `stream`. nullopt (nothing
-// allocated) when the engine does not run, the allocation is a device-memory exception or no
-// managed pool exists: the caller then makes the real call.
+// allocated) when the engine does not run, the allocation is a device-memory exception, no
+// managed pool exists, or (`from_current_pool`: a cuMemAllocAsync, which allocates from the
+// device's current pool) the job made a pool of its own current: the caller then makes the real
+// call.
 template <bool kPerThread>
-std::optional<CUresult> AllocateFromManagedPool(CUdeviceptr* dptr, size_t bytes, CUstream stream) {
+std::optional<CUresult> AllocateFromManagedPool(CUdeviceptr* dptr, size_t bytes, CUstream stream,
+                                                bool from_current_pool) {
   if (dptr == nullptr || bytes == 0 || Engine() == nullptr) return std::nullopt;
   if (const std::optional<DeviceReason> reason = DeviceMemoryReason(true, stream, kPerThread)) {
     CountDeviceException(*reason);
@@ -393,7 +396,7 @@ std::optional<CUresult> AllocateFromManagedPool(CUdeviceptr* dptr, size_t bytes,
   }
   // A pool the job made current keeps its properties (IPC export, statistics, trimming): its
   // allocations pass through as from any pool of its own.
-  if (!CurrentPoolIsDefault()) return std::nullopt;
+  if (from_current_pool && !CurrentPoolIsDefault()) return std::nullopt;
   CUmemoryPool pool = ManagedPool();
   if (pool == nullptr) return std::nullopt;
   constexpr HookId kFromPool =
@@ -424,7 +427,7 @@ struct ReplaceAsyncAlloc {
   static CUresult Run(CUresult (*real)(CUdeviceptr*, size_t, CUstream), CUdeviceptr* dptr,
                       size_t bytes, CUstream stream) {
     if (const std::optional<CUresult> managed =
-            AllocateFromManagedPool<kPerThread>(dptr, bytes, stream)) {
+            AllocateFromManagedPool<kPerThread>(dptr, bytes, stream, /*from_current_pool=*/true)) {
       return *managed;
     }
     const CUresult result = real(dptr, bytes, stream);
@@ -448,8 +451,8 @@ struct ReplacePoolAlloc {
   static CUresult Run(CUresult (*real)(CUdeviceptr*, size_t, CUmemoryPool, CUstream),
                       CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool, CUstream stream) {
     if (IsDevicePool(pool)) {
-      if (const std::optional<CUresult> managed =
-              AllocateFromManagedPool<kPerThread>(dptr, bytes, stream)) {
+      if (const std::optional<CUresult> managed = AllocateFromManagedPool<kPerThread>(
+              dptr, bytes, stream, /*from_current_pool=*/false)) {
         return *managed;
       }
     }

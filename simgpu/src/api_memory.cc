@@ -489,7 +489,10 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pPitch, size_t WidthInByt
   if (ElementSizeBytes != 4 && ElementSizeBytes != 8 && ElementSizeBytes != 16) {
     return CUDA_ERROR_INVALID_VALUE;
   }
+  // A size past 64 bits is more memory than any device has.
+  if (WidthInBytes > SIZE_MAX - 511) return CUDA_ERROR_OUT_OF_MEMORY;
   size_t pitch = (WidthInBytes + 511) / 512 * 512;
+  if (pitch > SIZE_MAX / Height) return CUDA_ERROR_OUT_OF_MEMORY;
   if (CUresult r = AllocateDevice(pitch * Height, nullptr, dptr)) return r;
   *pPitch = pitch;
   return CUDA_SUCCESS;

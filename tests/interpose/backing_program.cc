@@ -128,8 +128,12 @@ int UserPool() {
   std::printf("current_pool_managed=%u\n", IsManaged(buffer));
   std::printf("current_pool_owns=%d\n", owner == pool ? 1 : 0);
   CHECK_CU(cuMemFreeAsync(buffer, nullptr));
+  // The default pool named meanwhile is still the device's: backed as before.
   CUmemoryPool default_pool = nullptr;
   CHECK_CU(cuDeviceGetDefaultMemPool(&default_pool, device));
+  CHECK_CU(cuMemAllocFromPoolAsync(&buffer, 1 << 20, default_pool, nullptr));
+  std::printf("default_by_name_managed=%u\n", IsManaged(buffer));
+  CHECK_CU(cuMemFreeAsync(buffer, nullptr));
   CHECK_CU(cuDeviceSetMemPool(device, default_pool));
   CHECK_CU(cuCtxSynchronize());
   CHECK_CU(cuMemPoolDestroy(pool));

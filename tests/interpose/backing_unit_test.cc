@@ -120,7 +120,8 @@ TEST(CaptureTrackerTest, ACaptureBeginsOnlyOnceNoScopeIsOpen) {
     });
     EXPECT_EQ(result, 7);  // the real call's result comes back
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  while (!tracker.begin_waiting()) std::this_thread::yield();
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // time to begin, were it let
   EXPECT_FALSE(begun.load());
   EXPECT_FALSE(tracker.AnyInProgress());
   {
