@@ -231,8 +231,10 @@ void AddWait(uint64_t seq, Stream from, Stream on, std::vector<std::pair<Stream,
 
 void ResidencyEngine::TakeRoom(const Tracked& tracked, Stream on, uint64_t* own_room,
                                std::vector<uint64_t>* waits) {
-  std::vector<std::pair<Stream, uint64_t>>* waited =
-      on == side_stream_ ? &side_waited_ : &t_launch_waited;
+  // side_stream_ is written once, under side_once_, by whichever thread makes it: read only after
+  // side_ready_ says it is (a launch's own moves may come here before any lookahead).
+  const bool on_side = side_ready_.load(std::memory_order_acquire) && on == side_stream_;
+  std::vector<std::pair<Stream, uint64_t>>* waited = on_side ? &side_waited_ : &t_launch_waited;
   // Its own eviction, if still queued elsewhere (an eviction older than half the ring is done).
   if (tracked.evict_seq != 0 && order_seq_ - tracked.evict_seq < kOrderEvents / 2) {
     AddWait(tracked.evict_seq, tracked.evicted_on, on, waited, waits);
