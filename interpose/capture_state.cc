@@ -16,8 +16,10 @@ thread_local int t_thread_mode __attribute__((tls_model("initial-exec"))) = Capt
 // Stands for the calling thread's own per-thread default stream: every thread names it
 // CU_STREAM_PER_THREAD, yet each has its own, and each may capture it.
 thread_local char t_per_thread_stream __attribute__((tls_model("initial-exec")));
-// The calling thread's open NoCaptureScopes (and a Begin in progress on it).
+// The calling thread's open NoCaptureScopes (and a Begin in progress on it), and whether its
+// outermost one was admitted (a Begin in progress on the thread counts as admitted).
 thread_local int t_scope_depth __attribute__((tls_model("initial-exec"))) = 0;
+thread_local bool t_scope_admitted __attribute__((tls_model("initial-exec"))) = false;
 
 // The shard of the gate's counters the calling thread counts its scopes in: threads are dealt
 // round the shards as they first open one.
@@ -30,22 +32,29 @@ int ShardOfThisThread(int shards) {
 
 }  // namespace
 
-CaptureTracker::ScopeDepth::ScopeDepth() : outermost_(t_scope_depth++ == 0) {}
+CaptureTracker::ScopeDepth::ScopeDepth() : outermost_(t_scope_depth++ == 0) {
+  if (outermost_) t_scope_admitted = true;  // what the begin reaches of the shim may call
+}
 
 CaptureTracker::ScopeDepth::~ScopeDepth() { --t_scope_depth; }
 
 CaptureTracker::NoCaptureScope::NoCaptureScope(CaptureTracker& tracker) {
-  if (t_scope_depth++ != 0) return;
-  std::atomic<int>& readers = tracker.shards_[ShardOfThisThread(kShards)].readers;
-  for (;;) {
-    // Sequentially consistent, as the gate's store and loads: either this scope sees the
-    // beginning capture, or the capture waits for this scope.
-    readers.fetch_add(1, std::memory_order_seq_cst);
-    if (!tracker.begin_pending_.load(std::memory_order_seq_cst)) break;
-    readers.fetch_sub(1, std::memory_order_seq_cst);
-    while (tracker.begin_pending_.load(std::memory_order_acquire)) sched_yield();
+  if (t_scope_depth++ != 0) {
+    admitted_ = t_scope_admitted;  // as the thread's outermost scope
+    return;
   }
-  readers_ = &readers;
+  std::atomic<int>& readers = tracker.shards_[ShardOfThisThread(kShards)].readers;
+  // Sequentially consistent, as the gate's store and loads: either this scope sees the beginning
+  // capture, or the capture waits for this scope. A scope never waits: one that meets a beginning
+  // capture is not admitted, and its caller makes none of its calls.
+  readers.fetch_add(1, std::memory_order_seq_cst);
+  if (tracker.begin_pending_.load(std::memory_order_seq_cst)) {
+    readers.fetch_sub(1, std::memory_order_seq_cst);
+  } else {
+    readers_ = &readers;
+    admitted_ = true;
+  }
+  t_scope_admitted = admitted_;
 }
 
 CaptureTracker::NoCaptureScope::~NoCaptureScope() {
@@ -71,9 +80,12 @@ void CaptureTracker::ResetInForkedChild() {
   begin_pending_.store(false, std::memory_order_relaxed);
   new (&begin_mutex_) std::mutex();
   new (&mutex_) std::mutex();
-  captures_.clear();
+  // Another parent thread may have been changing the map: a new one, the old one left as it is.
+  new (&captures_) std::unordered_map<const void*, Capture>();
   counted_.store(0, std::memory_order_relaxed);
   all_.store(0, std::memory_order_relaxed);
+  held_back_.store(0, std::memory_order_relaxed);
+  said_.store(false, std::memory_order_relaxed);
 }
 
 const void* CaptureTracker::Key(const void* stream) {

@@ -33,11 +33,13 @@ class CaptureTracker {
   static constexpr int kThreadLocal = 1;
   static constexpr int kRelaxed = 2;
 
-  // Captures do not begin while one is open: the checks made in it (AnyInProgress,
+  // Captures do not begin while an admitted one is open: the checks made in it (AnyInProgress,
   // ActiveForThisThread, IsCapturing) hold for the calls made in it. Captures may end meanwhile.
-  // Scopes nest on one thread (an inner one counts nothing). Opening one is an atomic increment
-  // of one of several counters (the thread's shard) and a load; it waits only while a capture is
-  // beginning.
+  // A scope opened while a capture is beginning is not admitted: its caller makes none of its
+  // calls, as while a capture is in progress. Opening one never waits (it is an atomic increment
+  // of one of several counters, the thread's shard, and a load), so no thread waits for another's
+  // scope but a beginning capture. Scopes nest on one thread (an inner one counts nothing and is
+  // admitted as the outermost was).
   class [[nodiscard]] NoCaptureScope {
    public:
     explicit NoCaptureScope(CaptureTracker& tracker);
@@ -45,13 +47,16 @@ class CaptureTracker {
     NoCaptureScope(const NoCaptureScope&) = delete;
     NoCaptureScope& operator=(const NoCaptureScope&) = delete;
 
+    bool admitted() const { return admitted_; }
+
    private:
     std::atomic<int>* readers_ = nullptr;  // the shard counting this scope; null when nested
+    bool admitted_ = false;
   };
 
-  // Runs `begin` (the real cuStreamBeginCapture, then OnBegin when it succeeded) once no
-  // NoCaptureScope is open, none opening until it returns: new scopes wait (a beginning capture
-  // is not starved by a stream of launches), and begins run one at a time. `begin` runs as inside
+  // Runs `begin` (the real cuStreamBeginCapture, then OnBegin when it succeeded) once no admitted
+  // NoCaptureScope is open, none admitted until it returns (so a stream of launches cannot starve
+  // it), begins one at a time. `begin` runs as inside
   // a scope: what it reaches of the shim (a CUPTI callback, say) opens none of its own.
   template <typename Fn>
   auto Begin(Fn&& begin) {

@@ -122,31 +122,28 @@ Layouts& LayoutCache() {
   return *layouts;
 }
 
-// Appends what `param_info` says of `handle`'s parameters, from index 0 up to the first it refuses;
-// returns what it said of that one.
+// Appends what `param_info` says of `handle`'s parameters, from index 0 up to the first it refuses.
 template <typename Fn, typename Handle>
-CUresult AppendLayout(Fn param_info, Handle handle, std::vector<policy::ParamInfo>* layout) {
+void AppendLayout(Fn param_info, Handle handle, std::vector<policy::ParamInfo>* layout) {
   for (size_t i = 0; i < 4096; ++i) {
     size_t offset = 0, size = 0;
-    const CUresult result = param_info(handle, i, &offset, &size);
-    if (result != CUDA_SUCCESS) return result;
+    if (param_info(handle, i, &offset, &size) != CUDA_SUCCESS) return;
     layout->push_back(policy::ParamInfo{offset, size});
   }
-  return CUDA_SUCCESS;
 }
 
 // The layout of launch handle `function` from the driver; empty when it has no parameters or the
 // driver cannot say. cuLaunchKernel takes a CUfunction or a CUkernel cast to one (what the CUDA
 // runtime launches); cuFuncGetParamInfo documents a CUfunction only and may refuse a CUkernel, so
-// a handle it refuses at index 0 is asked of cuKernelGetParamInfo as a CUkernel. Not when it
-// said CUDA_ERROR_INVALID_VALUE there: it took the handle, which has no parameters.
+// a handle it refuses at index 0 (with whatever error: cuda.h lists only CUDA_ERROR_INVALID_VALUE,
+// which a function without parameters gets too) is asked of cuKernelGetParamInfo as a CUkernel.
+// The answer is cached, so that is one more call per such handle.
 std::vector<policy::ParamInfo> ReadLayout(void* function) {
   std::vector<policy::ParamInfo> layout;
-  CUresult refused = CUDA_ERROR_NOT_FOUND;
   if (const auto param_info = Lookup<ParamInfoFn>(g_param_info)) {
-    refused = AppendLayout(param_info, static_cast<CUfunction>(function), &layout);
+    AppendLayout(param_info, static_cast<CUfunction>(function), &layout);
   }
-  if (layout.empty() && refused != CUDA_ERROR_INVALID_VALUE) {
+  if (layout.empty()) {
     if (const auto kernel_param_info = Lookup<KernelParamInfoFn>(g_kernel_param_info)) {
       AppendLayout(kernel_param_info, static_cast<CUkernel>(function), &layout);
     }
@@ -256,14 +253,15 @@ policy::DeviceResult DriverDevice::OnLegacyStandIn(policy::Stream stream, Issue 
   const auto record = Lookup<EventRecordFn>(g_event_record);
   const auto wait = Lookup<StreamWaitEventFn>(g_stream_wait_event);
   CUcontext context = nullptr;
-  if (get_current == nullptr || record == nullptr || wait == nullptr ||
-      get_current(&context) != CUDA_SUCCESS || context == nullptr) {
-    return CUDA_ERROR_NOT_SUPPORTED;
+  // Failures here are not CUDA_ERROR_NOT_SUPPORTED, which says the driver cannot discard at all.
+  if (get_current == nullptr || record == nullptr || wait == nullptr) return CUDA_ERROR_UNKNOWN;
+  if (get_current(&context) != CUDA_SUCCESS || context == nullptr) {
+    return CUDA_ERROR_INVALID_CONTEXT;
   }
   // The legacy stream is the current context's, so the stand-in must be too.
   const auto side = static_cast<CUstream>(StandInFor(context));
   const ThreadEvents* events = EventsFor(context);
-  if (side == nullptr || events == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  if (side == nullptr || events == nullptr) return CUDA_ERROR_UNKNOWN;
   CUresult result = record(events->before, CU_STREAM_LEGACY);
   if (result == CUDA_SUCCESS) result = wait(side, events->before, 0);
   if (result != CUDA_SUCCESS) return result;  // nothing enqueued: the discard is not made

@@ -167,9 +167,10 @@ void PrepareGraphLaunch(CUgraphExec exec, CUstream stream, bool per_thread) {
   // begins before the engine's calls are made.
   CaptureTracker::NoCaptureScope scope(Captures());
   if (Captures().IsCapturing(stream)) return;
-  // A capture that this thread's unsafe calls would invalidate: no moves (demand paging).
+  // A capture that this thread's unsafe calls would invalidate, or one beginning: no moves
+  // (demand paging).
   if (Captures().HoldsBack("the engine's moves for a graph launch")) return;
-  policy::ResidencyEngine* engine = Engine();
+  policy::ResidencyEngine* engine = scope.admitted() ? Engine() : nullptr;
   // Record mode writes the access set in any case.
   if (engine == nullptr && !Recording()) return;
   // The recorder reads them after the launch; they keep their capacity (no allocation once warm).

@@ -280,6 +280,12 @@ template <>
 struct Replace<HookId::k_cuModuleUnload> : ReplaceUnload {};
 template <>
 struct Replace<HookId::k_cuLibraryUnload> : ReplaceUnload {};
+template <>
+struct Replace<HookId::k_cuCtxDestroy_v2> : ReplaceUnload {};
+template <>
+struct Replace<HookId::k_cuDevicePrimaryCtxReset_v2> : ReplaceUnload {};
+template <>
+struct Replace<HookId::k_cuDevicePrimaryCtxRelease_v2> : ReplaceUnload {};
 
 // Says `format` once per `flag` (and keeps it for the summary's errors).
 #define SPILLWAY_REPORT_ONCE(flag, ...)                    \
@@ -371,7 +377,7 @@ struct Replace<HookId::k_cuMemFree_v2> {
       // legacy stream's stand-in) is enqueued. The wait is outside: it could wait for the thread
       // that begins one.
       CaptureTracker::NoCaptureScope scope(Captures());
-      if (!discard || Captures().AnyInProgress()) {
+      if (!discard || !scope.admitted() || Captures().AnyInProgress()) {
         engine->Forget(*found);
       } else if (EngineCallsFailed([&] { return engine->OnFree(*found, nullptr); })) {
         SPILLWAY_REPORT_ONCE(reported, "discard before cuMemFree failed; freeing without it");
@@ -483,7 +489,8 @@ struct ReplaceAsyncFree {
             kPerThread && stream == nullptr ? CU_STREAM_PER_THREAD : stream;
         // A free into a capture, or while a capture forbids this thread's other calls: no discard.
         CaptureTracker::NoCaptureScope scope(Captures());
-        if (Captures().IsCapturing(ordered) || Captures().HoldsBack("a discard")) {
+        if (!scope.admitted() || Captures().IsCapturing(ordered) ||
+            Captures().HoldsBack("a discard")) {
           engine->Forget(*found);
         } else if (EngineCallsFailed([&] { return engine->OnFree(*found, ordered); })) {
           SPILLWAY_REPORT_ONCE(reported,
@@ -561,8 +568,10 @@ void PrepareLaunch(CUfunction function, CUstream stream, void** kernel_params, v
   // while such a capture lasts, and none begins before the engine's calls are made.
   CaptureTracker::NoCaptureScope scope(Captures());
   const bool captured = Captures().IsCapturing(stream);
-  const bool held_back = captured ? Captures().ActiveForThisThread()
-                                  : Captures().HoldsBack("the engine's moves for a launch");
+  // A capture beginning meanwhile (the scope not admitted) holds the moves back too.
+  const bool held_back =
+      !scope.admitted() || (captured ? Captures().ActiveForThisThread()
+                                     : Captures().HoldsBack("the engine's moves for a launch"));
   policy::ResidencyEngine* engine = held_back ? nullptr : Engine();
   // Record mode writes the access set in any case.
   if (engine == nullptr && !Recording()) return;
@@ -639,7 +648,7 @@ struct Replace<HookId::k_cuLaunchCooperativeKernel_ptsz> : ReplaceLaunch<true> {
 // one); nothing during a capture.
 void PrepareOverwrite(CUdeviceptr dst, size_t bytes, policy::Stream stream) {
   CaptureTracker::NoCaptureScope scope(Captures());  // none begins before its calls are made
-  if (bytes == 0 || Captures().AnyInProgress()) return;
+  if (bytes == 0 || !scope.admitted() || Captures().AnyInProgress()) return;
   const std::optional<policy::Allocation> found = Allocations().Find(dst);
   if (!found.has_value() || found->backing != policy::Backing::kManaged) return;
   if (found->device != CurrentDevice()) return;

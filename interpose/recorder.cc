@@ -512,7 +512,7 @@ uint64_t BeginLaunch(uint64_t stream) {
   // a capture forbids this thread's unsafe calls (reading the events would invalidate it). None
   // begins before the events are recorded.
   CaptureTracker::NoCaptureScope scope(Captures());
-  if (Captures().IsCapturing(reinterpret_cast<const void*>(stream)) ||
+  if (!scope.admitted() || Captures().IsCapturing(reinterpret_cast<const void*>(stream)) ||
       Captures().HoldsBack("the recorder's kernel timing")) {
     return correlation;
   }
@@ -548,7 +548,7 @@ uint64_t BeginLaunch(uint64_t stream) {
 void StartKernelTiming() {
   if (t_launch_start == nullptr || t_start_recorded) return;
   CaptureTracker::NoCaptureScope scope(Captures());
-  t_start_recorded = RecordEvent(t_launch_start, t_launch_stream);
+  t_start_recorded = scope.admitted() && RecordEvent(t_launch_start, t_launch_stream);
 }
 
 namespace {
@@ -563,7 +563,7 @@ void EndTiming(uint64_t correlation_id, bool launched, uint64_t stream) {
   CaptureTracker::NoCaptureScope scope(Captures());  // before the mutex: see RecordEvent
   std::lock_guard lock(g_time_mutex);
   TimeState& times = *g_times;
-  CUevent end = launched && started ? TakeEvent(times) : nullptr;
+  CUevent end = launched && started && scope.admitted() ? TakeEvent(times) : nullptr;
   if (end != nullptr && RecordEvent(end, stream)) {
     times.pending.push_back(PendingTime{correlation_id, start, end, stream});
   } else {
@@ -670,7 +670,10 @@ void RecordSynchronize(trace::SyncWhat what, uint64_t handle, uint64_t start_ns)
   record.what = what;
   record.handle = handle;
   writer->Write(record);
-  if (Captures().HoldsBack("the recorder's kernel timing")) return;  // queries would break it
+  // Queries would break a capture this thread's unsafe calls must not meet, or one beginning;
+  // none begins while they are made (the scope opens before the mutex: see RecordEvent).
+  CaptureTracker::NoCaptureScope scope(Captures());
+  if (!scope.admitted() || Captures().HoldsBack("the recorder's kernel timing")) return;
   std::lock_guard lock(g_time_mutex);
   if (g_times != nullptr && !g_times->pending.empty()) CollectTimes(*g_times, writer);
 }

@@ -390,7 +390,8 @@ policy::Allocation OnAllocated(uint64_t address, uint64_t bytes, policy::Backing
   // its kernel.
   if (policy::ResidencyEngine* engine = EngineOf(device)) {
     CaptureTracker::NoCaptureScope scope(Captures());  // none begins before they are made
-    engine->OnAllocated(allocation, /*place_now=*/!Captures().AnyInProgress());
+    engine->OnAllocated(allocation,
+                        /*place_now=*/scope.admitted() && !Captures().AnyInProgress());
   }
   return allocation;
 }

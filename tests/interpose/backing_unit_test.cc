@@ -125,8 +125,9 @@ TEST(CaptureTrackerTest, ACaptureBeginsOnlyOnceNoScopeIsOpen) {
   EXPECT_FALSE(begun.load());
   EXPECT_FALSE(tracker.AnyInProgress());
   {
-    // Another scope on the same thread while the capture waits: no lock of its own, no wait.
+    // Another scope on the same thread while the capture waits: admitted as the outermost was.
     CaptureTracker::NoCaptureScope inner(tracker);
+    EXPECT_TRUE(inner.admitted());
     EXPECT_FALSE(tracker.AnyInProgress());
   }
   scope.reset();
@@ -162,30 +163,37 @@ TEST(CaptureTrackerTest, EachThreadCapturesItsOwnPerThreadStream) {
   EXPECT_FALSE(tracker.AnyInProgress());
 }
 
-// Once a capture waits to begin, new scopes wait for it: a stream of launches on other threads
-// cannot keep it waiting forever.
-TEST(CaptureTrackerTest, ScopesOpenedWhileACaptureWaitsOpenAfterItBegan) {
+// Once a capture waits to begin, a scope opened on another thread is not admitted, at once (its
+// caller makes none of its calls): a stream of launches cannot keep the capture waiting, and no
+// launch waits for another thread's scope.
+TEST(CaptureTrackerTest, AScopeOpenedWhileACaptureWaitsIsNotAdmitted) {
   CaptureTracker tracker;
-  std::atomic<bool> begun{false};
   std::optional<CaptureTracker::NoCaptureScope> first(std::in_place, tracker);
+  EXPECT_TRUE(first->admitted());
   std::thread capturer([&] {
     tracker.Begin([&] {
       tracker.OnBegin(&g_stream_a, CaptureTracker::kRelaxed);
-      begun = true;
       return 0;
     });
   });
   while (!tracker.begin_waiting()) std::this_thread::yield();
-  bool begun_when_opened = false;
-  std::thread latecomer([&] {
+  bool admitted = true, nested_admitted = true;
+  std::thread([&] {  // joined while the capture still waits: the scope must not wait
     CaptureTracker::NoCaptureScope scope(tracker);
-    begun_when_opened = begun.load();
-  });
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    admitted = scope.admitted();
+    CaptureTracker::NoCaptureScope nested(tracker);
+    nested_admitted = nested.admitted();
+  })
+      .join();
+  EXPECT_FALSE(admitted);
+  EXPECT_FALSE(nested_admitted);
   first.reset();
   capturer.join();
-  latecomer.join();
-  EXPECT_TRUE(begun_when_opened);
+  {
+    CaptureTracker::NoCaptureScope after(tracker);
+    EXPECT_TRUE(after.admitted());
+    EXPECT_TRUE(tracker.AnyInProgress());
+  }
   tracker.OnEnd(&g_stream_a);
 }
 
