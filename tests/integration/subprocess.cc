@@ -62,6 +62,12 @@ std::string ReadFile(const std::string& path) {
   return contents.str();
 }
 
+long long Fact(const std::string& output, const std::string& key) {
+  const size_t at = output.find(key + "=");
+  if (at == std::string::npos) return -1;
+  return std::strtoll(output.c_str() + at + key.size() + 1, nullptr, 10);
+}
+
 long long JsonInt(const std::string& json, const std::string& key, const std::string& from) {
   const size_t start = from.empty() ? 0 : json.find("\"" + from + "\"");
   if (start == std::string::npos) return -1;

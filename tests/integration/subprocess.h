@@ -25,6 +25,9 @@ std::string ReadFile(const std::string& path);
 // occurrence after `"from"` when `from` is not empty; -1 when there is none.
 long long JsonInt(const std::string& json, const std::string& key, const std::string& from = "");
 
+// The integer after the first "key=" in a program's output (a test program's facts), or -1.
+long long Fact(const std::string& output, const std::string& key);
+
 }  // namespace spillway::testing
 
 #endif  // SPILLWAY_TESTS_INTEGRATION_SUBPROCESS_H_

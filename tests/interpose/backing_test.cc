@@ -24,13 +24,6 @@ struct Outcome {
   std::string stats;
 };
 
-// The integer after "key=" in the program's output, or -1.
-long long Fact(const std::string& output, const std::string& key) {
-  const size_t at = output.find(key + "=");
-  if (at == std::string::npos) return -1;
-  return std::strtoll(output.c_str() + at + key.size() + 1, nullptr, 10);
-}
-
 // Runs a scenario; with the shim unless `shim` is false. `env` adds to simgpu's 64 MiB device.
 Outcome RunScenario(const std::vector<std::string>& args, std::map<std::string, std::string> env,
                     bool shim = true) {

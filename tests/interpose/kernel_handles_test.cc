@@ -25,13 +25,6 @@ struct Outcome {
   std::string summary;
 };
 
-// The integer after "key=" in the program's output, or -1.
-long long Fact(const std::string& output, const std::string& key) {
-  const size_t at = output.find(key + "=");
-  if (at == std::string::npos) return -1;
-  return std::strtoll(output.c_str() + at + key.size() + 1, nullptr, 10);
-}
-
 // Runs `scenario` under the shim, unless `shim` is false, with `extra` in its environment.
 Outcome RunScenario(const std::string& scenario, bool shim = true,
                     const std::map<std::string, std::string>& extra = {}) {
