@@ -11,8 +11,9 @@
 //
 // A check and the calls it allows must not be split by a capture another thread begins between
 // them: the shim makes its own calls inside a NoCaptureScope, and the hooks begin captures through
-// Begin(), which waits until no scope is open. Only the shim's own, non-blocking calls go inside a
-// scope (never the job's call, never a wait for the device that could wait for that thread).
+// Begin(), which waits until no admitted scope is open. Only the shim's own, non-blocking calls go
+// inside a scope (never the job's call, never a wait for the device that could wait for that
+// thread; the legacy stand-in's fallback synchronization, driver_device.cc, is the exception).
 #ifndef SPILLWAY_INTERPOSE_CAPTURE_STATE_H_
 #define SPILLWAY_INTERPOSE_CAPTURE_STATE_H_
 
@@ -56,8 +57,8 @@ class CaptureTracker {
 
   // Runs `begin` (the real cuStreamBeginCapture, then OnBegin when it succeeded) once no admitted
   // NoCaptureScope is open, none admitted until it returns (so a stream of launches cannot starve
-  // it), begins one at a time. `begin` runs as inside
-  // a scope: what it reaches of the shim (a CUPTI callback, say) opens none of its own.
+  // it); begins run one at a time. `begin` runs as inside an admitted scope: what it reaches of
+  // the shim (a CUPTI callback, say) counts in no shard.
   template <typename Fn>
   auto Begin(Fn&& begin) {
     ScopeDepth depth;
@@ -106,7 +107,8 @@ class CaptureTracker {
  private:
   // The key a capture of `stream` is kept under: the calling thread's own for kPerThreadStream.
   static const void* Key(const void* stream);
-  // Waits until no scope is open (new ones wait meanwhile) and keeps it so until destroyed.
+  // Waits until no admitted scope is open (new ones are not admitted meanwhile) and keeps it so
+  // until destroyed.
   class BeginGate {
    public:
     explicit BeginGate(CaptureTracker& tracker);
