@@ -229,11 +229,8 @@ void AddWait(uint64_t seq, Stream from, Stream on, std::vector<std::pair<Stream,
 
 }  // namespace
 
-void ResidencyEngine::TakeRoom(const Tracked& tracked, Stream on, uint64_t* own_room,
+void ResidencyEngine::TakeRoom(const Tracked& tracked, Stream on, bool on_side, uint64_t* own_room,
                                std::vector<uint64_t>* waits) {
-  // side_stream_ is written once, under side_once_, by whichever thread makes it: read only after
-  // side_ready_ says it is (a launch's own moves may come here before any lookahead).
-  const bool on_side = side_ready_.load(std::memory_order_acquire) && on == side_stream_;
   std::vector<std::pair<Stream, uint64_t>>* waited = on_side ? &side_waited_ : &t_launch_waited;
   // Its own eviction, if still queued elsewhere (an eviction older than half the ring is done).
   if (tracked.evict_seq != 0 && order_seq_ - tracked.evict_seq < kOrderEvents / 2) {
@@ -377,7 +374,7 @@ uint64_t ResidencyEngine::PlanLookahead(uint64_t stamp, Stream stream, uint64_t 
     // It comes in once the room it takes is free (the discards' and evictions' events).
     t_room_waits.clear();
     uint64_t no_own_room = 0;
-    TakeRoom(it->second, side_stream_, &no_own_room, &t_room_waits);
+    TakeRoom(it->second, side_stream_, /*on_side=*/true, &no_own_room, &t_room_waits);
     for (const uint64_t seq : t_room_waits) t_side_waits.push_back(OrderWait{prefetches, seq});
     ++prefetches;
     it->second.resident = true;
@@ -507,7 +504,7 @@ void ResidencyEngine::PlanOwnMoves(const std::vector<uint64_t>& ids, uint64_t ne
     if (!policy_->MayPrefetch(it->first)) continue;
     if (fixed_bytes_ + resident_bytes_ + it->second.footprint > budget_bytes_) continue;
     t_room_waits.clear();
-    TakeRoom(it->second, stream, &own_room, &t_room_waits);
+    TakeRoom(it->second, stream, /*on_side=*/false, &own_room, &t_room_waits);
     for (const uint64_t seq : t_room_waits) waits->push_back(OrderWait{moves->size(), seq});
     it->second.resident = true;
     resident_bytes_ += it->second.footprint;

@@ -225,8 +225,10 @@ class ResidencyEngine {
   // REQUIRES: mutex_ held. Takes room for `tracked` coming in on `on`: appends to `waits` the
   // order events (not on `on` itself, not waited for there yet) that free it, oldest room first,
   // and the event after its own newest eviction. `own_room`: bytes this launch's own evictions on
-  // `on` freed that are not taken yet (taken first: no wait).
-  void TakeRoom(const Tracked& tracked, Stream on, uint64_t* own_room,
+  // `on` freed that are not taken yet (taken first: no wait). `on_side`: `on` is the lookahead's
+  // side stream (the caller knows; side_stream_ itself is published to other threads only by
+  // side_ready_).
+  void TakeRoom(const Tracked& tracked, Stream on, bool on_side, uint64_t* own_room,
                 std::vector<uint64_t>* waits);
   // REQUIRES: mutex_ held. A new order event (its ring position); 0 when they do not exist yet.
   uint64_t NextOrderEvent();
