@@ -51,9 +51,8 @@ constinit UnhookedFunction g_event_create{"cuEventCreate", 2000};
 constinit UnhookedFunction g_event_record{"cuEventRecord", 2000};
 constinit UnhookedFunction g_stream_wait_event{"cuStreamWaitEvent", 3020};
 constinit UnhookedFunction g_event_query{"cuEventQuery", 2000};
-constinit UnhookedFunction g_event_elapsed{"cuEventElapsedTime", 12080};
-// The same signature; what a driver before 12.8 has (a request for 12080 fails there).
-constinit UnhookedFunction g_event_elapsed_before_12_8{"cuEventElapsedTime", 2000};
+// The same signature at 2000: what a driver before 12.8 has (a request for 12080 fails there).
+constinit UnhookedFunction g_event_elapsed{"cuEventElapsedTime", 12080, 2000};
 constinit UnhookedFunction g_advise{"cuMemAdvise", 12020};
 
 template <typename Fn>
@@ -360,8 +359,7 @@ policy::DeviceResult DriverDevice::QueryEvent(policy::Event event) {
 
 policy::DeviceResult DriverDevice::ElapsedMilliseconds(policy::Event start, policy::Event end,
                                                        float* ms) {
-  auto elapsed = Lookup<EventElapsedFn>(g_event_elapsed);
-  if (elapsed == nullptr) elapsed = Lookup<EventElapsedFn>(g_event_elapsed_before_12_8);
+  const auto elapsed = Lookup<EventElapsedFn>(g_event_elapsed);
   if (elapsed == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
   return elapsed(ms, static_cast<CUevent>(start), static_cast<CUevent>(end));
 }

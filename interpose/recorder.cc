@@ -62,9 +62,8 @@ constinit UnhookedFunction g_kernel_get_name{"cuKernelGetName", 12030};
 constinit UnhookedFunction g_event_create{"cuEventCreate", 2000};
 constinit UnhookedFunction g_event_record{"cuEventRecord", 2000};
 constinit UnhookedFunction g_event_query{"cuEventQuery", 2000};
-constinit UnhookedFunction g_event_elapsed{"cuEventElapsedTime", 12080};
-// The same signature; what a driver before 12.8 has (a request for 12080 fails there).
-constinit UnhookedFunction g_event_elapsed_before_12_8{"cuEventElapsedTime", 2000};
+// The same signature at 2000: what a driver before 12.8 has (a request for 12080 fails there).
+constinit UnhookedFunction g_event_elapsed{"cuEventElapsedTime", 12080, 2000};
 
 std::string CommandLine() {
   std::string line;
@@ -335,9 +334,7 @@ bool RecordEvent(CUevent event, uint64_t stream) {
 // Writes the times of finished launches; leaves the rest pending. REQUIRES: g_time_mutex held.
 void CollectTimes(TimeState& times, trace::TraceWriter* writer) {
   const auto query = Lookup<CUresult (*)(CUevent)>(g_event_query);
-  using ElapsedFn = CUresult (*)(float*, CUevent, CUevent);
-  auto elapsed = Lookup<ElapsedFn>(g_event_elapsed);
-  if (elapsed == nullptr) elapsed = Lookup<ElapsedFn>(g_event_elapsed_before_12_8);
+  const auto elapsed = Lookup<CUresult (*)(float*, CUevent, CUevent)>(g_event_elapsed);
   if (query == nullptr || elapsed == nullptr) return;
   size_t kept = 0;
   for (PendingTime& pending : times.pending) {

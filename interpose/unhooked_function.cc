@@ -13,21 +13,24 @@ void* ResolveUnhooked(UnhookedFunction& function) {
   using ProcAddressFn =
       CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
   if (function.state.load(std::memory_order_acquire) == 0) {
-    void* found = nullptr;
     const auto get =
         reinterpret_cast<ProcAddressFn>(RealFunction(Index(HookId::k_cuGetProcAddress_v2)));
     // A driver before CUDA 12.0 has only the first cuGetProcAddress (from 11.3).
     using FirstProcAddressFn = CUresult (*)(const char*, void**, int, cuuint64_t);
     const auto get_first =
         reinterpret_cast<FirstProcAddressFn>(RealFunction(Index(HookId::k_cuGetProcAddress)));
-    CUdriverProcAddressQueryResult status;
-    const CUresult result =
-        get != nullptr
-            ? get(function.name, &found, function.version, CU_GET_PROC_ADDRESS_DEFAULT, &status)
-        : get_first != nullptr
-            ? get_first(function.name, &found, function.version, CU_GET_PROC_ADDRESS_DEFAULT)
-            : CUDA_ERROR_NOT_FOUND;
-    if (result != CUDA_SUCCESS) found = nullptr;
+    const auto at = [&](int version) -> void* {
+      void* found = nullptr;
+      CUdriverProcAddressQueryResult status;
+      const CUresult result =
+          get != nullptr ? get(function.name, &found, version, CU_GET_PROC_ADDRESS_DEFAULT, &status)
+          : get_first != nullptr
+              ? get_first(function.name, &found, version, CU_GET_PROC_ADDRESS_DEFAULT)
+              : CUDA_ERROR_NOT_FOUND;
+      return result == CUDA_SUCCESS ? found : nullptr;
+    };
+    void* found = at(function.version);
+    if (found == nullptr && function.fallback_version != 0) found = at(function.fallback_version);
     function.function.store(found, std::memory_order_relaxed);
     function.state.store(1, std::memory_order_release);
   }

@@ -16,6 +16,9 @@ struct UnhookedFunction {
   // at 13000 is cuCtxGetDevice_v2, which takes a context too); an older driver that lacks the
   // variant answers with nothing.
   int version;
+  // When not 0: an older variant with the same signature, asked for where the driver lacks
+  // `version` (cuEventElapsedTime: 12080 where the driver is 12.8 or later, else 2000).
+  int fallback_version = 0;
   std::atomic<int> state{0};  // 0 unresolved, 1 resolved
   std::atomic<void*> function{nullptr};
 };
