@@ -46,18 +46,28 @@ Pools& ThePools() {
 
 using DevicePoolFn = CUresult (*)(CUmemoryPool*, CUdevice);
 
-// The pool the device's cuMemAllocAsync allocations would come from without the shim: its
-// current pool (cuDeviceGetMemPool), else its default one. Null when the driver says neither.
-CUmemoryPool DevicePoolOf(int device) {
-  CUmemoryPool pool = nullptr;
-  for (UnhookedFunction* function : {&g_device_current_pool, &g_device_default_pool}) {
-    const auto get = Lookup<DevicePoolFn>(*function);
-    if (get != nullptr && get(&pool, device) == CUDA_SUCCESS && pool != nullptr) return pool;
+// `device`'s default pool (cached), or null: the pool spillway's managed pool stands in for (a
+// pool the job made current keeps its own allocations).
+CUmemoryPool DefaultPool(int device) {
+  if (device < 0 || device >= kMaxDevices) return nullptr;
+  Pools& pools = ThePools();
+  CUmemoryPool default_pool = nullptr;
+  {
+    std::lock_guard lock(pools.mutex);
+    default_pool = pools.default_pool[device];
   }
-  return nullptr;
+  if (default_pool == nullptr) {
+    if (const auto get = Lookup<DevicePoolFn>(g_device_default_pool)) {
+      if (get(&default_pool, device) == CUDA_SUCCESS) {
+        std::lock_guard lock(pools.mutex);
+        pools.default_pool[device] = default_pool;
+      }
+    }
+  }
+  return default_pool;
 }
 
-// The job's settings of its device pool carry over to the managed pool that now serves its
+// The job's settings of its default pool carry over to the managed pool that now serves its
 // stream-ordered allocations: the release threshold (PyTorch's cudaMallocAsync backend sets
 // UINT64_MAX, so that a synchronize does not hand the pool's memory back to the OS) and the
 // reuse policies. One that cannot be copied keeps the driver's default (logged at info).
@@ -65,10 +75,10 @@ void CopyDevicePoolAttributes(int device, CUmemoryPool managed) {
   using AttributeFn = CUresult (*)(CUmemoryPool, CUmemPool_attribute, void*);
   const auto get = Lookup<AttributeFn>(g_pool_get_attribute);
   const auto set = Lookup<AttributeFn>(g_pool_set_attribute);
-  const CUmemoryPool source = DevicePoolOf(device);
+  const CUmemoryPool source = DefaultPool(device);
   if (get == nullptr || set == nullptr || source == nullptr) {
     Log(LogLevel::kInfo,
-        "device %d: the device pool's attributes are not copied to the managed pool", device);
+        "device %d: the default pool's attributes are not copied to the managed pool", device);
     return;
   }
   struct Copied {
@@ -245,30 +255,6 @@ CUmemoryPool ManagedPool() {
   }
   return pools.pool[device];
 }
-
-namespace {
-
-// The current device's default pool (cached), or null.
-CUmemoryPool DefaultPool(int device) {
-  if (device < 0 || device >= kMaxDevices) return nullptr;
-  Pools& pools = ThePools();
-  CUmemoryPool default_pool = nullptr;
-  {
-    std::lock_guard lock(pools.mutex);
-    default_pool = pools.default_pool[device];
-  }
-  if (default_pool == nullptr) {
-    if (const auto get = Lookup<DevicePoolFn>(g_device_default_pool)) {
-      if (get(&default_pool, device) == CUDA_SUCCESS) {
-        std::lock_guard lock(pools.mutex);
-        pools.default_pool[device] = default_pool;
-      }
-    }
-  }
-  return default_pool;
-}
-
-}  // namespace
 
 bool IsDevicePool(CUmemoryPool pool) {
   return pool != nullptr && pool == DefaultPool(CurrentDevice());
