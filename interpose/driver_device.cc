@@ -114,7 +114,8 @@ struct Layouts {
   // Every layout read, once each: entries point into it (a set's elements never move).
   std::set<std::vector<policy::ParamInfo>, ByContent> interned;  // guarded by mutex
   uint64_t generation = 0;                                       // guarded by mutex
-  int unloads_in_flight = 0;                                     // guarded by mutex
+  // Changed under mutex; read without it by UnloadInFlight (once a launch in record mode).
+  std::atomic<int> unloads_in_flight{0};
 };
 Layouts& LayoutCache() {
   static Layouts* layouts = new Layouts;
@@ -416,9 +417,7 @@ void EndUnload() {
 }
 
 bool UnloadInFlight() {
-  Layouts& cache = LayoutCache();
-  std::lock_guard lock(cache.mutex);
-  return cache.unloads_in_flight != 0;
+  return LayoutCache().unloads_in_flight.load(std::memory_order_acquire) != 0;
 }
 
 }  // namespace spillway::interpose
