@@ -321,8 +321,7 @@ CUevent TakeEvent(TimeState& times) {
   return event;
 }
 
-// REQUIRES: inside a CaptureTracker::NoCaptureScope, opened before g_time_mutex is taken (a
-// scope may wait for a beginning capture, whose gate may wait for a scope that wants the mutex).
+// REQUIRES: inside an admitted CaptureTracker::NoCaptureScope (no capture begins meanwhile).
 // False, nothing recorded, on a stream a capture has taken (the record would be captured, or
 // invalidate the capture).
 bool RecordEvent(CUevent event, uint64_t stream) {
@@ -557,7 +556,7 @@ void EndTiming(uint64_t correlation_id, bool launched, uint64_t stream) {
   t_launch_start = nullptr;
   t_start_recorded = false;
   if (start == nullptr) return;
-  CaptureTracker::NoCaptureScope scope(Captures());  // before the mutex: see RecordEvent
+  CaptureTracker::NoCaptureScope scope(Captures());  // for RecordEvent
   std::lock_guard lock(g_time_mutex);
   TimeState& times = *g_times;
   CUevent end = launched && started && scope.admitted() ? TakeEvent(times) : nullptr;
@@ -668,7 +667,7 @@ void RecordSynchronize(trace::SyncWhat what, uint64_t handle, uint64_t start_ns)
   record.handle = handle;
   writer->Write(record);
   // Queries would break a capture this thread's unsafe calls must not meet, or one beginning;
-  // none begins while they are made (the scope opens before the mutex: see RecordEvent).
+  // none begins while they are made.
   CaptureTracker::NoCaptureScope scope(Captures());
   if (!scope.admitted() || Captures().HoldsBack("the recorder's kernel timing")) return;
   std::lock_guard lock(g_time_mutex);
