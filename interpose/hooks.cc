@@ -149,19 +149,15 @@ struct After<HookId::k_cuStreamEndCapture_ptsz> : AfterEndCapture<true> {};
 // Unloads: a function loaded later may get an unloaded one's handle, and with it a stale parameter
 // layout (more parameters than its launches pass) and, in record mode, a stale name. Nothing
 // cached by handle is used while the unload is under way, and all of it is forgotten after.
-template <typename Handle>
-CUresult Unload(CUresult (*real)(Handle), Handle handle) {
-  BeginUnload();
-  const CUresult result = real(handle);
-  if (result == CUDA_SUCCESS) ForgetFunctionNames();
-  EndUnload();
-  return result;
-}
 struct ReplaceUnload {
   static constexpr bool kActive = true;
   template <typename Handle>
   static CUresult Run(CUresult (*real)(Handle), Handle handle) {
-    return Unload(real, handle);
+    BeginUnload();
+    const CUresult result = real(handle);
+    if (result == CUDA_SUCCESS) ForgetFunctionNames();
+    EndUnload();
+    return result;
   }
 };
 
