@@ -213,6 +213,11 @@ bool IsLivePool(Pool* p) {
   return g_pools->count(p) > 0;
 }
 
+std::vector<Pool*> LivePools() {
+  std::lock_guard<std::mutex> lock(*g_ctx_mu);
+  return std::vector<Pool*>(g_pools->begin(), g_pools->end());
+}
+
 Pool* DefaultPool(bool managed) { return g_default_pools[managed ? 1 : 0]; }
 
 void RegisterPool(Pool* p) {
@@ -701,6 +706,7 @@ CUresult cuCtxSynchronize(void) {
   SIMGPU_REQUIRE_CTX();
   if (CUresult r = RefuseIfCaptureForbids()) return r;
   SynchronizeContext(CurrentContext());  // the current context's work only, as on the driver
+  ReleasePoolMemory();
   return CUDA_SUCCESS;
 }
 
@@ -712,6 +718,7 @@ CUresult cuCtxSynchronize_v2(CUcontext ctx) {
   if (c == nullptr || !IsLiveContext(c)) return CUDA_ERROR_INVALID_CONTEXT;
   if (CUresult r = RefuseIfCaptureForbids()) return r;
   SynchronizeContext(c);
+  ReleasePoolMemory();
   return CUDA_SUCCESS;
 }
 

@@ -130,6 +130,7 @@ CUresult StreamSync(CUstream h, bool ptsz) {
   Stream* s = nullptr;
   if (CUresult r = ResolveStream(h, ptsz, &s)) return r;
   SynchronizeStream(s);
+  ReleasePoolMemory();
   return CUDA_SUCCESS;
 }
 
@@ -530,6 +531,7 @@ CUresult cuEventSynchronize(CUevent hEvent) {
     m = e->marker;
   }
   WaitMarker(m);
+  ReleasePoolMemory();
   return CUDA_SUCCESS;
 }
 

@@ -43,6 +43,38 @@ void SetCurrentPool(bool managed, Pool* pool) {
   g_current_pool[managed ? 1 : 0] = pool;
 }
 
+}  // namespace
+
+// The allocation takes the pool's free reserved bytes first, then reserves what it lacks.
+void NotePoolAllocation(CUmemoryPool pool, uint64_t bytes) {
+  Pool* p = reinterpret_cast<Pool*>(pool);
+  std::lock_guard<std::mutex> lock(p->stats_mu);
+  p->used += bytes;
+  p->reserved = std::max(p->reserved, p->used);
+  p->used_high = std::max(p->used_high, p->used);
+  p->reserved_high = std::max(p->reserved_high, p->reserved);
+}
+
+// The freed bytes stay reserved for reuse.
+void NotePoolFree(CUmemoryPool pool, uint64_t bytes) {
+  Pool* p = reinterpret_cast<Pool*>(pool);
+  std::lock_guard<std::mutex> lock(p->stats_mu);
+  p->used -= std::min(p->used, bytes);
+}
+
+// As the driver does at a synchronization: a pool holding more than its release threshold gives
+// back what its live allocations do not use, down to the threshold.
+void ReleasePoolMemory() {
+  for (Pool* p : LivePools()) {
+    std::lock_guard<std::mutex> lock(p->stats_mu);
+    if (p->reserved > p->release_threshold) {
+      p->reserved = std::max(p->used, p->release_threshold);
+    }
+  }
+}
+
+namespace {
+
 enum class Dir { kH2D, kD2H, kD2D, kH2H };
 
 bool IsSimgpuPtr(const void* p) {
@@ -321,6 +353,7 @@ CUresult AllocFromPool(CUdeviceptr* dptr, size_t bytes, Pool* pool, CUstream h, 
   CUmemoryPool handle = reinterpret_cast<CUmemoryPool>(pool);
   const CUresult r =
       pool->managed ? AllocateManaged(bytes, handle, dptr) : AllocateDevice(bytes, handle, dptr);
+  if (r == CUDA_SUCCESS) NotePoolAllocation(handle, bytes);
   // Captured: a memory node of the graph. The memory is reserved now, at a fixed address, for
   // the rest of the process (the driver maps it at each launch of the graph and may reuse it
   // between launches; simgpu keeps it).
@@ -582,14 +615,19 @@ CUresult cuMemPoolDestroy(CUmemoryPool pool) {
   for (Pool*& current : g_current_pool) {
     if (current == p) current = nullptr;
   }
-  delete p;  // outstanding allocations keep working; their MEMPOOL_HANDLE is only a value
+  // Not deleted (see Pool): outstanding allocations keep working; their MEMPOOL_HANDLE is only a
+  // value.
   return CUDA_SUCCESS;
 }
 
+// Releases what the pool holds beyond its live allocations, down to `minBytesToKeep` reserved.
 CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep) {
   SIMGPU_REQUIRE_INIT();
-  (void)minBytesToKeep;
-  return IsLivePool(reinterpret_cast<Pool*>(pool)) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+  Pool* p = reinterpret_cast<Pool*>(pool);
+  if (!IsLivePool(p)) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard<std::mutex> lock(p->stats_mu);
+  p->reserved = std::max<uint64_t>(p->used, std::min<uint64_t>(p->reserved, minBytesToKeep));
+  return CUDA_SUCCESS;
 }
 
 CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void* value) {
@@ -609,6 +647,21 @@ CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void
     case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
       p->reuse_allow_internal_dependencies = *static_cast<int*>(value) != 0;
       break;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:
+    case CU_MEMPOOL_ATTR_USED_MEM_HIGH: {
+      // A high watermark can only be reset, to the current value, by setting it to zero.
+      if (*static_cast<cuuint64_t*>(value) != 0) return CUDA_ERROR_INVALID_VALUE;
+      std::lock_guard<std::mutex> lock(p->stats_mu);
+      if (attr == CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH) {
+        p->reserved_high = p->reserved;
+      } else {
+        p->used_high = p->used;
+      }
+      break;
+    }
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT:
+    case CU_MEMPOOL_ATTR_USED_MEM_CURRENT:
+      return CUDA_ERROR_INVALID_VALUE;  // read-only
     default:
       break;
   }
@@ -632,6 +685,18 @@ CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void
     case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
       *static_cast<cuuint64_t*>(value) = p->release_threshold;
       return CUDA_SUCCESS;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT:
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:
+    case CU_MEMPOOL_ATTR_USED_MEM_CURRENT:
+    case CU_MEMPOOL_ATTR_USED_MEM_HIGH: {
+      std::lock_guard<std::mutex> lock(p->stats_mu);
+      *static_cast<cuuint64_t*>(value) = attr == CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT ? p->reserved
+                                         : attr == CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH
+                                             ? p->reserved_high
+                                         : attr == CU_MEMPOOL_ATTR_USED_MEM_CURRENT ? p->used
+                                                                                    : p->used_high;
+      return CUDA_SUCCESS;
+    }
     default:
       *static_cast<cuuint64_t*>(value) = 0;
       return CUDA_SUCCESS;

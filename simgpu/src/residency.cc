@@ -450,6 +450,7 @@ CUresult FreeAllocation(CUdeviceptr ptr) {
   if (it == g_allocs->end()) return CUDA_ERROR_INVALID_VALUE;
   AllocRecord rec = it->second;
   g_allocs->erase(it);
+  if (rec.pool != nullptr) NotePoolFree(rec.pool, rec.size);
   {
     SpinGuard guard;
     for (uint32_t i = first; i < first + rec.num_chunks; ++i) {

@@ -307,6 +307,8 @@ CUresult RefuseIfCaptureForbids();
 
 // ---- pools -------------------------------------------------------------------------------------
 
+// A memory pool. Never deleted, even by cuMemPoolDestroy: a free still queued on a stream may
+// report to it.
 struct Pool {
   bool managed = false;
   CUmemLocation location{};
@@ -315,7 +317,23 @@ struct Pool {
   int reuse_follow_event_dependencies = 1;
   int reuse_allow_opportunistic = 1;
   int reuse_allow_internal_dependencies = 1;
+  // CU_MEMPOOL_ATTR_{USED,RESERVED}_MEM_{CURRENT,HIGH}, guarded by stats_mu. `used`: the requested
+  // bytes of the pool's live allocations. `reserved`: those plus what freed ones left for reuse,
+  // until a synchronization releases what is above the release threshold or cuMemPoolTrimTo trims
+  // it. Numbers only: simgpu frees the memory itself at once, and rounds nothing to a physical
+  // granularity as the driver does.
+  std::mutex stats_mu;
+  uint64_t used = 0;
+  uint64_t used_high = 0;
+  uint64_t reserved = 0;
+  uint64_t reserved_high = 0;
 };
+
+// Pool accounting (api_memory.cc): an allocation from `pool` of `bytes`, its free, and what a
+// stream, event or context synchronization releases from every pool.
+void NotePoolAllocation(CUmemoryPool pool, uint64_t bytes);
+void NotePoolFree(CUmemoryPool pool, uint64_t bytes);
+void ReleasePoolMemory();
 
 // ---- shared state of the API layer (api_core.cc) -----------------------------------------------
 
@@ -327,6 +345,7 @@ Context* PrimaryContext(int device = 0);
 int CurrentDeviceOrdinal();
 bool IsLiveContext(Context* c);
 bool IsLivePool(Pool* p);
+std::vector<Pool*> LivePools();
 Pool* DefaultPool(bool managed);
 void RegisterPool(Pool* p);
 // False for a default pool or a pool that is not live.

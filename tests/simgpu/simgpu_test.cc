@@ -739,6 +739,72 @@ TEST_F(Simgpu, StreamOrderedPoolsIncludingManaged) {
   EXPECT_EQ(cuStreamDestroy(s), CUDA_SUCCESS);
 }
 
+// A pool's statistics as the driver keeps them: freed memory stays reserved for reuse until a
+// synchronization releases what is above the release threshold, or cuMemPoolTrimTo trims it.
+TEST_F(Simgpu, PoolsReportWhatTheyHoldAndReleaseItAboveTheThreshold) {
+  CUmemPoolProps props{};
+  props.allocType = CU_MEM_ALLOCATION_TYPE_MANAGED;
+  props.location.type = CU_MEM_LOCATION_TYPE_NONE;
+  CUmemoryPool pool = nullptr;
+  ASSERT_EQ(cuMemPoolCreate(&pool, &props), CUDA_SUCCESS);
+  constexpr cuuint64_t kMiB = 1 << 20;
+  // {used, used high, reserved, reserved high}, in MiB.
+  auto stats = [&] {
+    std::vector<cuuint64_t> values;
+    for (CUmemPool_attribute attribute :
+         {CU_MEMPOOL_ATTR_USED_MEM_CURRENT, CU_MEMPOOL_ATTR_USED_MEM_HIGH,
+          CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH}) {
+      cuuint64_t value = 1;
+      EXPECT_EQ(cuMemPoolGetAttribute(pool, attribute, &value), CUDA_SUCCESS);
+      values.push_back(value / kMiB);
+    }
+    return values;
+  };
+  using Stats = std::vector<cuuint64_t>;
+  CUstream s;
+  ASSERT_EQ(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  CUdeviceptr a = 0, b = 0, c = 0;
+  ASSERT_EQ(cuMemAllocFromPoolAsync(&a, 3 * kMiB, pool, s), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemAllocFromPoolAsync(&b, kMiB, pool, s), CUDA_SUCCESS);
+  EXPECT_EQ(stats(), (Stats{4, 4, 4, 4}));
+  // Threshold 0 (the default): the synchronize releases what the free left.
+  ASSERT_EQ(cuMemFreeAsync(a, s), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamSynchronize(s), CUDA_SUCCESS);
+  EXPECT_EQ(stats(), (Stats{1, 4, 1, 4}));
+  // Threshold UINT64_MAX (PyTorch's): kept, and reused by the next allocation.
+  cuuint64_t threshold = UINT64_MAX;
+  ASSERT_EQ(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold),
+            CUDA_SUCCESS);
+  ASSERT_EQ(cuMemAllocFromPoolAsync(&c, 2 * kMiB, pool, s), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemFreeAsync(c, s), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamSynchronize(s), CUDA_SUCCESS);
+  EXPECT_EQ(stats(), (Stats{1, 4, 3, 4}));
+  ASSERT_EQ(cuMemAllocFromPoolAsync(&c, kMiB, pool, s), CUDA_SUCCESS);
+  EXPECT_EQ(stats(), (Stats{2, 4, 3, 4}));
+  // High watermarks reset to the current values, and only by setting zero; the current values
+  // are read-only.
+  cuuint64_t zero = 0, one = 1;
+  EXPECT_EQ(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_HIGH, &zero), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, &zero), CUDA_SUCCESS);
+  EXPECT_EQ(stats(), (Stats{2, 2, 3, 3}));
+  EXPECT_EQ(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_HIGH, &one),
+            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &zero),
+            CUDA_ERROR_INVALID_VALUE);
+  // A trim keeps what live allocations use.
+  ASSERT_EQ(cuMemPoolTrimTo(pool, 0), CUDA_SUCCESS);
+  EXPECT_EQ(stats(), (Stats{2, 2, 2, 3}));
+  ASSERT_EQ(cuMemFreeAsync(b, s), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemFreeAsync(c, s), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamSynchronize(s), CUDA_SUCCESS);
+  EXPECT_EQ(stats(), (Stats{0, 2, 2, 3}));
+  ASSERT_EQ(cuMemPoolTrimTo(pool, kMiB), CUDA_SUCCESS);
+  EXPECT_EQ(stats(), (Stats{0, 2, 1, 3}));
+  EXPECT_EQ(cuMemPoolDestroy(pool), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemPoolTrimTo(pool, 0), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuStreamDestroy(s), CUDA_SUCCESS);
+}
+
 TEST_F(Simgpu, ManyThreadsAtOnce) {
   CUfunction touch = Kernel("touch_chunks");
   std::vector<std::thread> threads;
