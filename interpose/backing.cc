@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "interpose/caller_module.h"
 #include "interpose/log.h"
@@ -27,6 +28,11 @@ constinit UnhookedFunction g_device_current_pool{"cuDeviceGetMemPool", 11020};
 constinit UnhookedFunction g_pointer_attribute{"cuPointerGetAttribute", 4000};
 constinit UnhookedFunction g_pool_get_attribute{"cuMemPoolGetAttribute", 11020};
 constinit UnhookedFunction g_pool_set_attribute{"cuMemPoolSetAttribute", 11020};
+constinit UnhookedFunction g_pool_trim{"cuMemPoolTrimTo", 11020};
+
+// Counts the settings the job made on a default pool (PoolSettingChanged): a managed pool being
+// made copies the default pool's settings again when one came during its copy.
+constinit std::atomic<uint64_t> g_default_pool_settings{0};
 
 constinit std::atomic<uint64_t> g_capture_count{0};
 constinit std::atomic<uint64_t> g_module_count{0};
@@ -115,10 +121,7 @@ CUmemoryPool CreateManagedPool(int device) {
     props.location = none;
     CUmemoryPool pool = nullptr;
     const CUresult result = create(&pool, &props);
-    if (result == CUDA_SUCCESS && pool != nullptr) {
-      CopyDevicePoolAttributes(device, pool);
-      return pool;
-    }
+    if (result == CUDA_SUCCESS && pool != nullptr) return pool;
     Log(LogLevel::kInfo, "device %d: cuMemPoolCreate (managed) failed (error %d)", device, result);
   }
   if (const auto get = Lookup<CUresult (*)(CUmemoryPool*, CUmemLocation*, CUmemAllocationType)>(
@@ -239,21 +242,99 @@ CUmemoryPool ManagedPool() {
   }
   // Made outside the lock (a driver call); a racing thread's extra pool is harmless but rare.
   CUmemoryPool pool = CreateManagedPool(device);
-  std::lock_guard lock(pools.mutex);
-  if (pools.state[device] == 0) {
+  {
+    std::lock_guard lock(pools.mutex);
+    if (pools.state[device] != 0) return pools.pool[device];
     pools.state[device] = pool != nullptr ? 1 : 2;
     pools.pool[device] = pool;
-    if (pool == nullptr) {
-      ReportProblem(LogLevel::kWarn,
-                    "device %d: the driver offers no managed memory pool; stream-ordered "
-                    "allocations stay device memory",
-                    device);
-    } else {
-      Log(LogLevel::kInfo, "device %d: stream-ordered allocations come from a managed pool",
-          device);
+  }
+  if (pool == nullptr) {
+    ReportProblem(LogLevel::kWarn,
+                  "device %d: the driver offers no managed memory pool; stream-ordered "
+                  "allocations stay device memory",
+                  device);
+    return nullptr;
+  }
+  Log(LogLevel::kInfo, "device %d: stream-ordered allocations come from a managed pool", device);
+  // Copied once the pool is there for ForwardPoolSetting to find: a setting made before the
+  // store is read by a copy, one made after it is forwarded, and a copy that may have read a
+  // value older than a forward it then overwrote runs again.
+  uint64_t settings = 0;
+  do {
+    settings = g_default_pool_settings.load();
+    CopyDevicePoolAttributes(device, pool);
+  } while (g_default_pool_settings.load() != settings);
+  return pool;
+}
+
+namespace {
+
+// The managed pools standing in for `pool`: those made so far for a device whose default pool it
+// is.
+std::vector<CUmemoryPool> ManagedPoolsStandingInFor(CUmemoryPool pool) {
+  std::vector<CUmemoryPool> managed;
+  if (pool == nullptr) return managed;
+  Pools& pools = ThePools();
+  std::lock_guard lock(pools.mutex);
+  for (int device = 0; device < kMaxDevices; ++device) {
+    if (pools.state[device] == 1 && pools.default_pool[device] == pool) {
+      managed.push_back(pools.pool[device]);
     }
   }
-  return pools.pool[device];
+  return managed;
+}
+
+}  // namespace
+
+void ForwardPoolSetting(CUmemoryPool pool, CUmemPool_attribute attribute, void* value) {
+  switch (attribute) {
+    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
+    case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:  // a reset of the high watermarks
+    case CU_MEMPOOL_ATTR_USED_MEM_HIGH:
+      break;
+    default:
+      return;
+  }
+  g_default_pool_settings.fetch_add(1);  // after the job's own call, before the pools are read
+  using AttributeFn = CUresult (*)(CUmemoryPool, CUmemPool_attribute, void*);
+  const auto set = Lookup<AttributeFn>(g_pool_set_attribute);
+  if (set == nullptr) return;
+  for (CUmemoryPool managed : ManagedPoolsStandingInFor(pool)) {
+    if (const CUresult result = set(managed, attribute, value); result != CUDA_SUCCESS) {
+      Log(LogLevel::kInfo, "pool attribute %d not forwarded to the managed pool (error %d)",
+          static_cast<int>(attribute), result);
+    }
+  }
+}
+
+void AddManagedPoolStatistic(CUmemoryPool pool, CUmemPool_attribute attribute, void* value) {
+  if (attribute != CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT &&
+      attribute != CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH &&
+      attribute != CU_MEMPOOL_ATTR_USED_MEM_CURRENT && attribute != CU_MEMPOOL_ATTR_USED_MEM_HIGH) {
+    return;
+  }
+  using AttributeFn = CUresult (*)(CUmemoryPool, CUmemPool_attribute, void*);
+  const auto get = Lookup<AttributeFn>(g_pool_get_attribute);
+  if (get == nullptr) return;
+  for (CUmemoryPool managed : ManagedPoolsStandingInFor(pool)) {
+    cuuint64_t bytes = 0;
+    if (get(managed, attribute, &bytes) == CUDA_SUCCESS) {
+      *static_cast<cuuint64_t*>(value) += bytes;
+    }
+  }
+}
+
+void TrimManagedPools(CUmemoryPool pool, size_t min_bytes_to_keep) {
+  const auto trim = Lookup<CUresult (*)(CUmemoryPool, size_t)>(g_pool_trim);
+  if (trim == nullptr) return;
+  for (CUmemoryPool managed : ManagedPoolsStandingInFor(pool)) {
+    if (const CUresult result = trim(managed, min_bytes_to_keep); result != CUDA_SUCCESS) {
+      Log(LogLevel::kInfo, "cuMemPoolTrimTo on the managed pool failed (error %d)", result);
+    }
+  }
 }
 
 bool IsDevicePool(CUmemoryPool pool) {

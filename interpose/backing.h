@@ -11,6 +11,7 @@
 #endif
 #include <cuda.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 
@@ -77,6 +78,18 @@ CUmemoryPool ManagedPool();
 // True when `pool` is the current device's default pool: allocations from it are backed like
 // cuMemAllocAsync's. Pools the job created stay its own.
 bool IsDevicePool(CUmemoryPool pool);
+
+// The job's calls on a default pool whose allocations a managed pool serves: each of these does,
+// after the job's own call on `pool` succeeded, what that call means for the managed pools that
+// stand in for it (none for any other pool).
+// - A setting (the release threshold, the reuse flags, a reset of a high watermark) is made on
+//   them too.
+// - A statistic (used and reserved bytes, current and high) adds theirs to `value` (a high
+//   watermark: the sum of both pools', at least the true one).
+// - A trim trims them too, each down to `min_bytes_to_keep`.
+void ForwardPoolSetting(CUmemoryPool pool, CUmemPool_attribute attribute, void* value);
+void AddManagedPoolStatistic(CUmemoryPool pool, CUmemPool_attribute attribute, void* value);
+void TrimManagedPools(CUmemoryPool pool, size_t min_bytes_to_keep);
 
 // True when the current device's current pool (what cuMemAllocAsync allocates from) is its
 // default one, not a pool the job made current with cuDeviceSetMemPool.

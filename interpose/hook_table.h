@@ -15,6 +15,7 @@ enum class HookKind {
   kProcAddress,
   kMemInfo,
   kAlloc,
+  kPool,  // a default pool's settings, statistics and trims
   kVmm,
   kHostAlloc,
   kFree,

@@ -554,6 +554,34 @@ struct Replace<HookId::k_cuDeviceTotalMem_v2> {
   }
 };
 
+// A default pool's settings, statistics and trims (backing.h): the job's call, then the managed
+// pool's part (`kThen`: ForwardPoolSetting, AddManagedPoolStatistic).
+template <void (*kThen)(CUmemoryPool, CUmemPool_attribute, void*)>
+struct ReplacePoolAttribute {
+  static constexpr bool kActive = true;
+  static CUresult Run(CUresult (*real)(CUmemoryPool, CUmemPool_attribute, void*), CUmemoryPool pool,
+                      CUmemPool_attribute attribute, void* value) {
+    const CUresult result = real(pool, attribute, value);
+    if (result == CUDA_SUCCESS) kThen(pool, attribute, value);
+    return result;
+  }
+};
+template <>
+struct Replace<HookId::k_cuMemPoolSetAttribute> : ReplacePoolAttribute<ForwardPoolSetting> {};
+template <>
+struct Replace<HookId::k_cuMemPoolGetAttribute> : ReplacePoolAttribute<AddManagedPoolStatistic> {};
+
+template <>
+struct Replace<HookId::k_cuMemPoolTrimTo> {
+  static constexpr bool kActive = true;
+  static CUresult Run(CUresult (*real)(CUmemoryPool, size_t), CUmemoryPool pool,
+                      size_t min_bytes_to_keep) {
+    const CUresult result = real(pool, min_bytes_to_keep);
+    if (result == CUDA_SUCCESS) TrimManagedPools(pool, min_bytes_to_keep);
+    return result;
+  }
+};
+
 // Before a launch: resolve the access set and let the engine move data on `stream`.
 void PrepareLaunch(CUfunction function, CUstream stream, void** kernel_params, void** extra,
                    bool per_thread) {

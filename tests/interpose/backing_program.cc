@@ -23,6 +23,9 @@
 //   asyncpool      on the last device (its context current), sets the device's default pool's
 //                  release threshold to UINT64_MAX and turns off its opportunistic reuse, then
 //                  makes a stream-ordered allocation and reports the pool that owns it
+//   poolstats      a stream-ordered allocation from the default pool; then the pool's release
+//                  threshold set to UINT64_MAX, the allocation freed, a high watermark reset and
+//                  the pool trimmed, reading the pool's used and reserved bytes at each step
 // Prints one "key=value" line per fact the test checks; exits 0 when every call did what the
 // scenario expects of the driver, 2 on out of memory, 1 otherwise.
 #include "backing_program.h"
@@ -423,6 +426,41 @@ int AsyncPool() {
   return 0;
 }
 
+// What a framework's stream-ordered allocator does with the default pool (TensorFlow's
+// cuda_malloc_async, PyTorch's cudaMallocAsync backend): settings made after its first
+// allocation, statistics read, memory trimmed (torch.cuda.empty_cache). Prints the default pool's
+// statistics in MiB at each step.
+int PoolStats() {
+  CUmemoryPool pool = nullptr;
+  CHECK_CU(cuDeviceGetDefaultMemPool(&pool, 0));
+  auto mib = [&](CUmemPool_attribute attribute) {
+    cuuint64_t bytes = 0;
+    CHECK_CU(cuMemPoolGetAttribute(pool, attribute, &bytes));
+    return static_cast<unsigned long long>(bytes >> 20);
+  };
+  CUstream stream = nullptr;
+  CHECK_CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+  CUdeviceptr pointer = 0;
+  CHECK_CU(cuMemAllocAsync(&pointer, 4 << 20, stream));
+  std::printf("poolstats_managed=%u\n", IsManaged(pointer));
+  std::printf("poolstats_used=%llu\n", mib(CU_MEMPOOL_ATTR_USED_MEM_CURRENT));
+  std::printf("poolstats_reserved=%llu\n", mib(CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT));
+  cuuint64_t threshold = UINT64_MAX;
+  CHECK_CU(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold));
+  CHECK_CU(cuMemFreeAsync(pointer, stream));
+  CHECK_CU(cuStreamSynchronize(stream));  // keeps what the threshold allows
+  std::printf("poolstats_used_after_free=%llu\n", mib(CU_MEMPOOL_ATTR_USED_MEM_CURRENT));
+  std::printf("poolstats_reserved_after_free=%llu\n", mib(CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT));
+  std::printf("poolstats_used_high=%llu\n", mib(CU_MEMPOOL_ATTR_USED_MEM_HIGH));
+  cuuint64_t zero = 0;
+  CHECK_CU(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_HIGH, &zero));
+  std::printf("poolstats_used_high_after_reset=%llu\n", mib(CU_MEMPOOL_ATTR_USED_MEM_HIGH));
+  CHECK_CU(cuMemPoolTrimTo(pool, 0));
+  std::printf("poolstats_reserved_after_trim=%llu\n", mib(CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT));
+  CHECK_CU(cuStreamDestroy(stream));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -457,6 +495,7 @@ int main(int argc, char** argv) {
   if (scenario == "capture_elsewhere") status = CaptureElsewhere();
   if (scenario == "legacy_order") status = LegacyOrder(std::atoi(arg), g_fill);
   if (scenario == "asyncpool") status = AsyncPool();
+  if (scenario == "poolstats") status = PoolStats();
   std::printf("done=%d\n", status);
   return status;
 }

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -291,6 +292,32 @@ TEST(BackingTest, TheManagedPoolTakesTheDevicePoolsAttributes) {
   EXPECT_EQ(Fact(run.output, "asyncpool_threshold_max"), 1) << run.output;
   EXPECT_EQ(Fact(run.output, "asyncpool_opportunistic"), 0) << run.output;
   EXPECT_EQ(Fact(run.output, "asyncpool_internal"), 1) << run.output;  // left as it was
+}
+
+// A framework's stream-ordered allocator sees the same default pool with spillway as without it,
+// though a managed pool serves the pool's allocations: its statistics, a release threshold set
+// after the first allocation, a high watermark's reset and a trim.
+TEST(BackingTest, TheDefaultPoolsStatisticsAndSettingsIncludeTheManagedPool) {
+  const Outcome plain = RunScenario({"poolstats"}, {}, /*shim=*/false);
+  ASSERT_EQ(plain.status, 0) << plain.output;
+  const Outcome run = RunScenario({"poolstats"}, {});
+  ASSERT_EQ(run.status, 0) << run.output;
+  EXPECT_EQ(Fact(plain.output, "poolstats_managed"), 0) << plain.output;
+  EXPECT_EQ(Fact(run.output, "poolstats_managed"), 1) << run.output;
+  const std::vector<std::pair<std::string, long long>> expected = {
+      {"poolstats_used", 4},
+      {"poolstats_reserved", 4},
+      {"poolstats_used_after_free", 0},
+      {"poolstats_reserved_after_free", 4},  // the threshold set after the allocation holds
+      {"poolstats_used_high", 4},
+      {"poolstats_used_high_after_reset", 0},
+      {"poolstats_reserved_after_trim", 0},
+  };
+  for (const auto& [fact, mib] : expected) {
+    EXPECT_EQ(Fact(plain.output, fact), mib) << fact << "\n" << plain.output;
+    EXPECT_EQ(Fact(run.output, fact), mib) << fact << "\n" << run.output;
+  }
+  EXPECT_NE(run.summary.find("\"errors\":[]"), std::string::npos) << run.summary;
 }
 
 TEST(BackingTest, BallastHoldsThePhysicalMemoryBeyondTheBudget) {
