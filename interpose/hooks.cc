@@ -966,7 +966,13 @@ void* SubstituteHook(const char* name, void* answer) {
   const std::optional<HookId> id = FindHook(name);
   if (!id.has_value()) return answer;
   if (!EnsureDriver(/*allow_load=*/false)) return answer;
-  if (RealFunction(Index(*id)) == answer) return HookAddress(Index(*id));
+  const int index = Index(*id);
+  const void* real = RealFunction(index);
+  if (real == answer) return HookAddress(index);
+  // Spillway's own export (a search of the global scope, which finds it first) for an entry point
+  // the loaded driver lacks (cuCtxSynchronize_v2 before CUDA 12): not found, as without spillway;
+  // the export could only refuse.
+  if (real == nullptr && answer == HookAddress(index)) return nullptr;
   return answer;
 }
 

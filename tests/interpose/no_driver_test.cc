@@ -1,5 +1,6 @@
 // libspillway.so preloaded where no driver can be loaded: hooks answer CUDA_ERROR_NOT_INITIALIZED
-// (3), the problem is logged once and listed in the summary, and the job runs to its end.
+// (3), the problem is logged once and listed in the summary, and the job runs to its end. And with
+// a driver older than some entry points spillway exports (old_driver.cc): those are not found.
 #include <dlfcn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -43,6 +44,27 @@ TEST(NoDriverTest, HooksFailCleanlyWithoutADriver) {
   const std::string summary = ReadFile(base + ".json");
   EXPECT_NE(summary.find("cannot load libcuda.so.1"), std::string::npos) << summary;
   EXPECT_NE(summary.find("\"driver\":\"\""), std::string::npos) << summary;
+}
+
+// Before CUDA 12 a driver lacks some entry points spillway exports (cuCtxSynchronize_v2,
+// cuLibraryUnload, ...). A program probing for one with dlsym(RTLD_DEFAULT, ...) finds nothing,
+// as without spillway, not spillway's export, which could only refuse; the ones the driver has
+// are found (spillway's hooks).
+TEST(NoDriverTest, AnEntryPointTheDriverLacksIsNotFound) {
+  const std::string base = ::testing::TempDir() + "old_driver_" + std::to_string(::getpid());
+  const char* runner_preload = std::getenv("SPILLWAY_TEST_PRELOAD");
+  const std::string preload = runner_preload != nullptr && *runner_preload != '\0'
+                                  ? std::string(runner_preload) + ":" + SPILLWAY_LIB
+                                  : std::string(SPILLWAY_LIB);
+  const std::string command = "env LD_LIBRARY_PATH=" OLD_DRIVER_DIR " LD_PRELOAD=" + preload +
+                              " SPILLWAY_SUMMARY=" + base + ".json " + NO_DRIVER_PROGRAM +
+                              " probe >" + base + ".out 2>" + base + ".err";
+  const int raw = std::system(command.c_str());
+  ASSERT_TRUE(WIFEXITED(raw));
+  EXPECT_EQ(WEXITSTATUS(raw), 0) << ReadFile(base + ".err");
+  EXPECT_EQ(ReadFile(base + ".out"),
+            "cuInit=0\ncuInit=0\nfound cuCtxSynchronize_v2=0\nfound cuInit=1\n")
+      << ReadFile(base + ".err");
 }
 
 }  // namespace
