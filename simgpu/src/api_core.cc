@@ -550,16 +550,29 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
 
 CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
   if (CUresult r = CheckDevice(dev)) return r;
-  std::lock_guard<std::mutex> lock(*g_ctx_mu);
-  if (g_primary_refs[dev] <= 0) return CUDA_ERROR_INVALID_CONTEXT;
-  --g_primary_refs[dev];
+  Context* primary = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(*g_ctx_mu);
+    if (g_primary_refs[dev] <= 0) return CUDA_ERROR_INVALID_CONTEXT;
+    if (--g_primary_refs[dev] == 0) primary = g_primaries[dev];
+  }
+  // The last release resets the primary context: its modules are unloaded (simgpu keeps its
+  // allocations, streams and events).
+  if (primary != nullptr) UnloadModulesOf(primary);
   return CUDA_SUCCESS;
 }
 CUresult cuDevicePrimaryCtxRelease(CUdevice dev) { return cuDevicePrimaryCtxRelease_v2(dev); }
 
+// Unloads the primary context's modules (simgpu keeps its allocations, streams and events).
 CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
   if (CUresult r = CheckDevice(dev)) return r;
   SynchronizeAll();
+  Context* primary = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(*g_ctx_mu);
+    primary = g_primaries[dev];
+  }
+  UnloadModulesOf(primary);
   return CUDA_SUCCESS;
 }
 CUresult cuDevicePrimaryCtxReset(CUdevice dev) { return cuDevicePrimaryCtxReset_v2(dev); }
@@ -607,6 +620,7 @@ CUresult cuCtxDestroy_v2(CUcontext ctx) {
     g_retired_contexts->push_back(c);
   }
   CtxStack().erase(c);
+  UnloadModulesOf(c);
   return CUDA_SUCCESS;
 }
 CUresult cuCtxDestroy(CUcontext ctx) { return cuCtxDestroy_v2(ctx); }

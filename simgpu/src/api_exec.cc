@@ -79,6 +79,7 @@ CUresult LoadKernelLibrary(const char* fname, bool as_library, Module** out) {
   m->handle = handle;
   m->library = lib;
   m->is_library = as_library;
+  m->context = as_library ? nullptr : CurrentContext();
   for (uint32_t i = 0; i < lib->num_kernels; ++i) {
     auto f = std::make_unique<Function>();
     f->module = m;
@@ -95,19 +96,29 @@ CUresult LoadKernelLibrary(const char* fname, bool as_library, Module** out) {
   return CUDA_SUCCESS;
 }
 
+// Takes live module `m` and its functions out of the live sets; g_obj_mu held.
+void DetachModuleLocked(Module* m) {
+  g_modules->erase(m);
+  for (auto& f : m->functions) {
+    g_functions->erase(f.get());
+    g_kernels->erase(&f->as_kernel);
+  }
+}
+
+// Ends a detached module.
+void FinishUnload(Module* m) {
+  SynchronizeAll();  // no launch of its kernels may still be queued
+  dlclose(m->handle);
+  delete m;
+}
+
 CUresult UnloadKernelLibrary(Module* m, bool as_library) {
   {
     std::lock_guard<std::mutex> lock(*g_obj_mu);
     if (g_modules->count(m) == 0 || m->is_library != as_library) return CUDA_ERROR_INVALID_HANDLE;
-    g_modules->erase(m);
-    for (auto& f : m->functions) {
-      g_functions->erase(f.get());
-      g_kernels->erase(&f->as_kernel);
-    }
+    DetachModuleLocked(m);
   }
-  SynchronizeAll();  // no launch of its kernels may still be queued
-  dlclose(m->handle);
-  delete m;
+  FinishUnload(m);
   return CUDA_SUCCESS;
 }
 
@@ -189,6 +200,18 @@ CUresult ElapsedTime(float* ms, CUevent start, CUevent end) {
 // ---- launches ----------------------------------------------------------------------------------
 
 }  // namespace
+
+void UnloadModulesOf(Context* c) {
+  std::vector<Module*> loaded_in_c;
+  {
+    std::lock_guard<std::mutex> lock(*g_obj_mu);
+    for (Module* m : *g_modules) {
+      if (!m->is_library && m->context == c) loaded_in_c.push_back(m);
+    }
+    for (Module* m : loaded_in_c) DetachModuleLocked(m);
+  }
+  for (Module* m : loaded_in_c) FinishUnload(m);
+}
 
 Function* LiveFunctionOf(CUfunction h) { return LiveFunction(h); }
 Function* LiveKernelOf(CUkernel h) { return LiveKernel(h); }

@@ -268,6 +268,9 @@ struct Module {
   void* handle = nullptr;
   const SimgpuKernelLibrary* library = nullptr;
   bool is_library = false;  // loaded by cuLibraryLoadFromFile (else cuModuleLoad)
+  // The context a module was loaded in: its end unloads the module, as on the driver. Null for a
+  // library (context-independent).
+  Context* context = nullptr;
   std::vector<std::unique_ptr<Function>> functions;
 };
 
@@ -278,6 +281,10 @@ struct LaunchDims {
   unsigned block[3];
   unsigned shared;
 };
+
+// Unloads the modules loaded in `c`, at the context's end (destroyed, or a primary context reset
+// or released for the last time): their functions' handles are dead from then on.
+void UnloadModulesOf(Context* c);
 
 // The function behind CUfunction `h` if it is live, else null.
 Function* LiveFunctionOf(CUfunction h);

@@ -601,6 +601,71 @@ void QueueDepth() {
 
 }  // namespace
 
+// A module lives as long as the context it was loaded in: destroying a created context, resetting
+// the primary one and releasing it for the last time each unload the modules loaded there; a
+// library (context-independent) stays. Prints what cuModuleGetFunction on each module returns
+// after each step, and what a launch of an ended module's function returns.
+int ContextModules() {
+  const Kernels k = Setup();  // k.module: loaded in the primary context, retained once
+  CUlibrary library = nullptr;
+  REQUIRE_OK(cuLibraryLoadFromFile(&library, SIMGPU_TEST_KERNELS, nullptr, nullptr, 0, nullptr,
+                                   nullptr, 0));
+  CUcontext primary = nullptr;
+  REQUIRE_OK(cuCtxGetCurrent(&primary));
+  CUdeviceptr buffer = 0;
+  REQUIRE_OK(cuMemAllocManaged(&buffer, kChunk, CU_MEM_ATTACH_GLOBAL));
+  char* p = reinterpret_cast<char*>(buffer);
+  uint64_t stride = kChunk;
+  uint32_t count = 1;
+  void* args[] = {&p, &stride, &count};
+  // A module loaded in the current context, its `touch_chunks` launched once.
+  auto load = [&](CUfunction* touch) {
+    CUmodule module = nullptr;
+    REQUIRE_OK(cuModuleLoad(&module, SIMGPU_TEST_KERNELS));
+    REQUIRE_OK(cuModuleGetFunction(touch, module, "touch_chunks"));
+    REQUIRE_OK(cuLaunchKernel(*touch, 1, 1, 1, 1, 1, 1, 0, nullptr, args, nullptr));
+    REQUIRE_OK(cuCtxSynchronize());
+    return module;
+  };
+  auto print = [](const char* key, CUresult result) {
+    std::printf("%s=%d\n", key, static_cast<int>(result));
+  };
+  auto get = [](CUmodule module) {
+    CUfunction f = nullptr;
+    return cuModuleGetFunction(&f, module, "touch_chunks");
+  };
+
+  CUcontext created = nullptr;
+  REQUIRE_OK(cuCtxCreate(&created, nullptr, 0, 0));
+  CUfunction created_touch = nullptr;
+  const CUmodule in_created = load(&created_touch);
+  REQUIRE_OK(cuCtxDestroy(created));
+  REQUIRE_OK(cuCtxSetCurrent(primary));
+  print("destroyed_get", get(in_created));
+  print("destroyed_launch",
+        cuLaunchKernel(created_touch, 1, 1, 1, 1, 1, 1, 0, nullptr, args, nullptr));
+  print("primary_after_destroy_get", get(k.module));
+
+  CUfunction touch = nullptr;
+  const CUmodule before_reset = load(&touch);
+  CUcontext again = nullptr;
+  REQUIRE_OK(cuDevicePrimaryCtxRetain(&again, 0));
+  REQUIRE_OK(cuDevicePrimaryCtxRelease(0));  // Setup's reference is left
+  print("still_retained_get", get(before_reset));
+  REQUIRE_OK(cuDevicePrimaryCtxReset(0));
+  print("reset_get", get(before_reset));
+  print("reset_launch", cuLaunchKernel(touch, 1, 1, 1, 1, 1, 1, 0, nullptr, args, nullptr));
+  print("reset_setup_module_get", get(k.module));
+
+  const CUmodule before_release = load(&touch);
+  REQUIRE_OK(cuDevicePrimaryCtxRelease(0));  // the last reference
+  print("released_get", get(before_release));
+
+  CUkernel kernel = nullptr;
+  print("library_get_kernel", cuLibraryGetKernel(&kernel, library, "touch_chunks"));
+  return 0;
+}
+
 int RunScenario(const std::string& name) {
   static const std::map<std::string, std::function<void()>> kScenarios = {
       {"faults_partial", FaultsPartial},
@@ -611,6 +676,7 @@ int RunScenario(const std::string& name) {
       {"discard_contents", DiscardContents},
       {"managed_ranges", ManagedRanges},
       {"event_contexts", EventContexts},
+      {"context_modules", ContextModules},
       {"kernel_hold", KernelHold},
       {"legacy_during_capture", LegacyDuringCapture},
       {"prefetch_host", PrefetchHost},

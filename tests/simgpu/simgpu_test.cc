@@ -212,6 +212,22 @@ TEST(SimgpuScenario, DeviceAllocationEvictsManaged) {
   EXPECT_EQ(JsonNumber(r.stats, "device_alloc_bytes_peak"), 2.0 * kChunk);
 }
 
+// A module lives as long as the context it was loaded in, as on the driver (a library is
+// context-independent).
+TEST(SimgpuScenario, AContextsEndUnloadsItsModules) {
+  ChildResult r = RunChild("context_modules", "SIMGPU_MEMORY=8MiB");
+  EXPECT_CHILD_OK(r);
+  const int invalid = CUDA_ERROR_INVALID_HANDLE;
+  for (const char* key : {"destroyed_get", "destroyed_launch", "reset_get", "reset_launch",
+                          "reset_setup_module_get", "released_get"}) {
+    EXPECT_EQ(OutputNumber(r.output, key), invalid) << key << "\n" << r.output;
+  }
+  for (const char* key :
+       {"primary_after_destroy_get", "still_retained_get", "library_get_kernel"}) {
+    EXPECT_EQ(OutputNumber(r.output, key), 0) << key << "\n" << r.output;
+  }
+}
+
 TEST(SimgpuScenario, EventsAndContextSynchronizationStayInTheirContext) {
   ChildResult r = RunChild("event_contexts", "SIMGPU_MEMORY=8MiB SIMGPU_DEVICES=2");
   EXPECT_CHILD_OK(r);
