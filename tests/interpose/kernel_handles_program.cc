@@ -5,6 +5,8 @@
 //           THREE_LIBRARY, launch its 3-parameter `fill` with its parameter array ending at a
 //           guard page, unload. A new function may get an unloaded one's handle; a shim that kept
 //           the 4-parameter layout would read past the 3-entry array (SIGSEGV).
+//   reuse_reset  the same, each module unloaded by resetting the primary context
+//           (cuDevicePrimaryCtxReset) instead.
 //   kernel  THREE_LIBRARY loaded with cuLibraryLoadFromFile; its `fill` CUkernel
 //   (cuLibraryGetKernel,
 //           as the CUDA runtime launches) launched with cuLaunchKernel and cuLaunchKernelEx.
@@ -45,30 +47,40 @@ void** GuardedParams(size_t count) {
   return reinterpret_cast<void**>(bytes + page - count * sizeof(void*));
 }
 
-// Rounds of 4-parameter and 3-parameter kernels from modules loaded and unloaded in turn.
-int Reuse(const char* four_library, const char* three_library) {
-  CUdeviceptr dst = 0, src = 0;
-  CHECK_CU(cuMemAlloc(&dst, kWords * 4));
-  CHECK_CU(cuMemAlloc(&src, kWords * 4));
-  CHECK_CU(cuMemsetD32(dst, 0, kWords));
-  CHECK_CU(cuMemsetD32(src, 1, kWords));
+// Rounds of 4-parameter and 3-parameter kernels from modules loaded and unloaded in turn: by
+// cuModuleUnload, or (`reset`) by resetting the primary context, which unloads its modules (and
+// on a driver frees its memory: each kernel gets buffers of its own, freed before the reset).
+int Reuse(const char* four_library, const char* three_library, bool reset) {
+  CUdevice device = 0;
+  CHECK_CU(cuCtxGetDevice(&device));
+  auto end = [&](CUmodule module) {
+    CHECK_CU(reset ? cuDevicePrimaryCtxReset(device) : cuModuleUnload(module));
+  };
   void** three_params = GuardedParams(3);
   std::set<CUfunction> four_handles;
   int reused = 0, wrong = 0;
   constexpr int kRounds = 64;
+  uint64_t words = kWords;
   for (int round = 0; round < kRounds; ++round) {
+    CUdeviceptr dst = 0, src = 0;
+    CHECK_CU(cuMemAlloc(&dst, kWords * 4));
+    CHECK_CU(cuMemAlloc(&src, kWords * 4));
+    CHECK_CU(cuMemsetD32(dst, 0, kWords));
+    CHECK_CU(cuMemsetD32(src, 1, kWords));
     CUmodule four_module = nullptr;
     CHECK_CU(cuModuleLoad(&four_module, four_library));
     CUfunction scale_add = nullptr;
     CHECK_CU(cuModuleGetFunction(&scale_add, four_module, "scale_add"));
     four_handles.insert(scale_add);
     uint32_t factor = 1;
-    uint64_t words = kWords;
     void* four_params[] = {&dst, &src, &factor, &words};
     CHECK_CU(cuLaunchKernel(scale_add, 1, 1, 1, 1, 1, 1, 0, nullptr, four_params, nullptr));
     CHECK_CU(cuCtxSynchronize());
-    CHECK_CU(cuModuleUnload(four_module));
+    CHECK_CU(cuMemFree(dst));
+    CHECK_CU(cuMemFree(src));
+    end(four_module);
 
+    CHECK_CU(cuMemAlloc(&dst, kWords * 4));
     CUmodule three_module = nullptr;
     CHECK_CU(cuModuleLoad(&three_module, three_library));
     CUfunction fill = nullptr;
@@ -83,11 +95,10 @@ int Reuse(const char* four_library, const char* three_library) {
     uint32_t last = 0;
     CHECK_CU(cuMemcpyDtoH(&last, dst + (kWords - 1) * 4, 4));
     if (last != value + kWords - 1) ++wrong;
-    CHECK_CU(cuModuleUnload(three_module));
+    CHECK_CU(cuMemFree(dst));
+    end(three_module);
   }
   std::printf("launches=%d\nreused=%d\nwrong=%d\n", 2 * kRounds, reused, wrong);
-  CHECK_CU(cuMemFree(dst));
-  CHECK_CU(cuMemFree(src));
   return wrong == 0 ? 0 : 1;
 }
 
@@ -178,7 +189,8 @@ int main(int argc, char** argv) {
   CHECK_CU(cuDevicePrimaryCtxRetain(&context, device));
   CHECK_CU(cuCtxSetCurrent(context));
   int status = 1;
-  if (scenario == "reuse") status = Reuse(argv[2], argv[3]);
+  if (scenario == "reuse") status = Reuse(argv[2], argv[3], /*reset=*/false);
+  if (scenario == "reuse_reset") status = Reuse(argv[2], argv[3], /*reset=*/true);
   if (scenario == "kernel") status = Kernel(argv[3]);
   if (scenario == "kernel_graph") status = KernelGraph(argv[3]);
   std::printf("done=%d\n", status);

@@ -50,10 +50,12 @@ Outcome RunScenario(const std::string& scenario, bool shim = true,
   return run;
 }
 
-TEST(KernelHandlesTest, AFunctionWithAnUnloadedFunctionsHandleGetsItsOwnLayout) {
-  const Outcome without = RunScenario("reuse", /*shim=*/false);
+// `scenario`: "reuse" (modules unloaded by cuModuleUnload) or "reuse_reset" (by resetting the
+// primary context).
+void ExpectEachFunctionGetsItsOwnLayout(const std::string& scenario) {
+  const Outcome without = RunScenario(scenario, /*shim=*/false);
   ASSERT_EQ(without.status, 0) << without.output;
-  const Outcome run = RunScenario("reuse");
+  const Outcome run = RunScenario(scenario);
   // A stale 4-parameter layout for `fill` reads past its 3-entry array into a guard page.
   ASSERT_EQ(run.status, 0) << run.output;
   EXPECT_EQ(Fact(run.output, "wrong"), 0) << run.output;
@@ -66,6 +68,16 @@ TEST(KernelHandlesTest, AFunctionWithAnUnloadedFunctionsHandleGetsItsOwnLayout) 
 #endif
   }
   EXPECT_EQ(JsonInt(run.summary, "launches_resolved"), Fact(run.output, "launches")) << run.summary;
+}
+
+TEST(KernelHandlesTest, AFunctionWithAnUnloadedFunctionsHandleGetsItsOwnLayout) {
+  ExpectEachFunctionGetsItsOwnLayout("reuse");
+}
+
+// A context's end unloads its modules too (simgpu: at cuCtxDestroy, cuDevicePrimaryCtxReset and
+// the last cuDevicePrimaryCtxRelease); the shim forgets what it cached as for cuModuleUnload.
+TEST(KernelHandlesTest, AFunctionWithAResetContextsFunctionsHandleGetsItsOwnLayout) {
+  ExpectEachFunctionGetsItsOwnLayout("reuse_reset");
 }
 
 // The launches a trace holds, by the kernel name it gives them; "(failed)" when it cannot be read.
