@@ -30,8 +30,8 @@ constinit UnhookedFunction g_pool_get_attribute{"cuMemPoolGetAttribute", 11020};
 constinit UnhookedFunction g_pool_set_attribute{"cuMemPoolSetAttribute", 11020};
 constinit UnhookedFunction g_pool_trim{"cuMemPoolTrimTo", 11020};
 
-// Counts the settings the job made on a default pool (PoolSettingChanged): a managed pool being
-// made copies the default pool's settings again when one came during its copy.
+// Counts the settings the job made on a default pool known here (ForwardPoolSetting): a copy of
+// the default pool's settings to a managed pool runs again when one came during it.
 constinit std::atomic<uint64_t> g_default_pool_settings{0};
 
 constinit std::atomic<uint64_t> g_capture_count{0};
@@ -41,8 +41,12 @@ constinit std::atomic<uint64_t> g_ipc_refused{0};
 // Managed pools by device: 0 not tried, 1 ready, 2 unavailable.
 struct Pools {
   std::mutex mutex;
-  int state[kMaxDevices] = {};                  // guarded by mutex
-  CUmemoryPool pool[kMaxDevices] = {};          // guarded by mutex
+  int state[kMaxDevices] = {};          // guarded by mutex
+  CUmemoryPool pool[kMaxDevices] = {};  // guarded by mutex
+  // True where spillway made the pool (cuMemPoolCreate); false for the driver's current managed
+  // pool, which the job may use itself: never given the default pool's settings, statistics or
+  // trims. Guarded by mutex.
+  bool owned[kMaxDevices] = {};
   CUmemoryPool default_pool[kMaxDevices] = {};  // the device's own default pool; guarded by mutex
 };
 Pools& ThePools() {
@@ -110,7 +114,24 @@ void CopyDevicePoolAttributes(int device, CUmemoryPool managed) {
   }
 }
 
-CUmemoryPool CreateManagedPool(int device) {
+// Copies the default pool's settings to `managed` again while a setting came during the last copy
+// (counted from `settings`, read before the first copy). A few rounds at most: a job that never
+// stops setting its pool cannot keep the caller here.
+void CopyWhileSettingsChange(int device, CUmemoryPool managed, uint64_t settings) {
+  for (int round = 0; round < 16; ++round) {
+    const uint64_t now = g_default_pool_settings.load();
+    if (now == settings) return;
+    settings = now;
+    CopyDevicePoolAttributes(device, managed);
+  }
+}
+
+struct MadePool {
+  CUmemoryPool pool = nullptr;
+  bool owned = false;
+};
+
+MadePool CreateManagedPool(int device) {
   CUmemLocation none{};
   none.type = CU_MEM_LOCATION_TYPE_NONE;
   if (const auto create =
@@ -121,17 +142,21 @@ CUmemoryPool CreateManagedPool(int device) {
     props.location = none;
     CUmemoryPool pool = nullptr;
     const CUresult result = create(&pool, &props);
-    if (result == CUDA_SUCCESS && pool != nullptr) return pool;
+    if (result == CUDA_SUCCESS && pool != nullptr) return {pool, true};
     Log(LogLevel::kInfo, "device %d: cuMemPoolCreate (managed) failed (error %d)", device, result);
   }
   if (const auto get = Lookup<CUresult (*)(CUmemoryPool*, CUmemLocation*, CUmemAllocationType)>(
           g_get_mem_pool)) {
     CUmemoryPool pool = nullptr;
     if (get(&pool, &none, CU_MEM_ALLOCATION_TYPE_MANAGED) == CUDA_SUCCESS && pool != nullptr) {
-      return pool;
+      Log(LogLevel::kInfo,
+          "device %d: the driver's current managed pool serves stream-ordered allocations; the "
+          "default pool's settings and statistics stay its own",
+          device);
+      return {pool, false};
     }
   }
-  return nullptr;
+  return {};
 }
 
 // Ballast: one plain device allocation per device, freed at exit.
@@ -241,14 +266,20 @@ CUmemoryPool ManagedPool() {
     if (pools.state[device] == 2) return nullptr;
   }
   // Made outside the lock (a driver call); a racing thread's extra pool is harmless but rare.
-  CUmemoryPool pool = CreateManagedPool(device);
+  const MadePool made = CreateManagedPool(device);
+  // A pool spillway made takes the default pool's settings before anything is allocated from
+  // it. A setting made during that copy (counted) is copied again once the pool is published;
+  // one made after it is published is forwarded by ForwardPoolSetting, which finds the pool.
+  const uint64_t settings = g_default_pool_settings.load();
+  if (made.owned) CopyDevicePoolAttributes(device, made.pool);
   {
     std::lock_guard lock(pools.mutex);
     if (pools.state[device] != 0) return pools.pool[device];
-    pools.state[device] = pool != nullptr ? 1 : 2;
-    pools.pool[device] = pool;
+    pools.state[device] = made.pool != nullptr ? 1 : 2;
+    pools.pool[device] = made.pool;
+    pools.owned[device] = made.owned;
   }
-  if (pool == nullptr) {
+  if (made.pool == nullptr) {
     ReportProblem(LogLevel::kWarn,
                   "device %d: the driver offers no managed memory pool; stream-ordered "
                   "allocations stay device memory",
@@ -256,57 +287,71 @@ CUmemoryPool ManagedPool() {
     return nullptr;
   }
   Log(LogLevel::kInfo, "device %d: stream-ordered allocations come from a managed pool", device);
-  // Copied once the pool is there for ForwardPoolSetting to find: a setting made before the
-  // store is read by a copy, one made after it is forwarded, and a copy that may have read a
-  // value older than a forward it then overwrote runs again.
-  uint64_t settings = 0;
-  do {
-    settings = g_default_pool_settings.load();
-    CopyDevicePoolAttributes(device, pool);
-  } while (g_default_pool_settings.load() != settings);
-  return pool;
+  if (made.owned) CopyWhileSettingsChange(device, made.pool, settings);
+  return made.pool;
 }
 
 namespace {
 
-// The managed pools standing in for `pool`: those made so far for a device whose default pool it
-// is.
-std::vector<CUmemoryPool> ManagedPoolsStandingInFor(CUmemoryPool pool) {
-  std::vector<CUmemoryPool> managed;
-  if (pool == nullptr) return managed;
+struct StandIn {
+  int device;
+  CUmemoryPool managed;
+};
+
+// The managed pools spillway made that stand in for `pool`: those of the devices whose default
+// pool it is. With `setting`, a setting the job just made on `pool`: when `pool` is a default
+// pool known here, it is counted in g_default_pool_settings and `setting` gets the new count
+// (else 0). Counted under the lock that publishes a new pool, so a pool published after the count
+// is found by ManagedPool's second copy, and one published before it by this call.
+std::vector<StandIn> ManagedPoolsStandingInFor(CUmemoryPool pool, uint64_t* setting = nullptr) {
+  std::vector<StandIn> stand_ins;
+  if (setting != nullptr) *setting = 0;
+  if (pool == nullptr) return stand_ins;
   Pools& pools = ThePools();
   std::lock_guard lock(pools.mutex);
+  bool is_default = false;
   for (int device = 0; device < kMaxDevices; ++device) {
-    if (pools.state[device] == 1 && pools.default_pool[device] == pool) {
-      managed.push_back(pools.pool[device]);
+    if (pools.default_pool[device] != pool) continue;
+    is_default = true;
+    if (pools.state[device] == 1 && pools.owned[device]) {
+      stand_ins.push_back({device, pools.pool[device]});
     }
   }
-  return managed;
+  if (is_default && setting != nullptr) *setting = g_default_pool_settings.fetch_add(1) + 1;
+  return stand_ins;
 }
 
 }  // namespace
 
 void ForwardPoolSetting(CUmemoryPool pool, CUmemPool_attribute attribute, void* value) {
-  switch (attribute) {
-    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
-    case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
-    case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
-    case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
-    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:  // a reset of the high watermarks
-    case CU_MEMPOOL_ATTR_USED_MEM_HIGH:
-      break;
-    default:
-      return;
+  const bool reset =
+      attribute == CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH || attribute == CU_MEMPOOL_ATTR_USED_MEM_HIGH;
+  if (!reset && attribute != CU_MEMPOOL_ATTR_RELEASE_THRESHOLD &&
+      attribute != CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES &&
+      attribute != CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC &&
+      attribute != CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES) {
+    return;
   }
-  g_default_pool_settings.fetch_add(1);  // after the job's own call, before the pools are read
-  using AttributeFn = CUresult (*)(CUmemoryPool, CUmemPool_attribute, void*);
-  const auto set = Lookup<AttributeFn>(g_pool_set_attribute);
-  if (set == nullptr) return;
-  for (CUmemoryPool managed : ManagedPoolsStandingInFor(pool)) {
-    if (const CUresult result = set(managed, attribute, value); result != CUDA_SUCCESS) {
-      Log(LogLevel::kInfo, "pool attribute %d not forwarded to the managed pool (error %d)",
-          static_cast<int>(attribute), result);
+  uint64_t settings = 0;
+  const std::vector<StandIn> stand_ins = ManagedPoolsStandingInFor(pool, &settings);
+  if (settings == 0) return;  // not a default pool spillway knows
+  if (reset) {
+    // A reset of a high watermark to the current value: the same on the managed pool.
+    using AttributeFn = CUresult (*)(CUmemoryPool, CUmemPool_attribute, void*);
+    const auto set = Lookup<AttributeFn>(g_pool_set_attribute);
+    for (const StandIn& stand_in : stand_ins) {
+      if (set == nullptr || set(stand_in.managed, attribute, value) != CUDA_SUCCESS) {
+        Log(LogLevel::kInfo, "a high watermark's reset not forwarded to the managed pool");
+      }
     }
+    return;
+  }
+  // After the job's own call. The default pool's settings as they are now, not the job's value:
+  // of two threads setting the pool at once, the one whose value the default pool kept wins on the
+  // managed pool too (a copy that read the other value runs again).
+  for (const StandIn& stand_in : stand_ins) {
+    CopyDevicePoolAttributes(stand_in.device, stand_in.managed);
+    CopyWhileSettingsChange(stand_in.device, stand_in.managed, settings);
   }
 }
 
@@ -319,9 +364,9 @@ void AddManagedPoolStatistic(CUmemoryPool pool, CUmemPool_attribute attribute, v
   using AttributeFn = CUresult (*)(CUmemoryPool, CUmemPool_attribute, void*);
   const auto get = Lookup<AttributeFn>(g_pool_get_attribute);
   if (get == nullptr) return;
-  for (CUmemoryPool managed : ManagedPoolsStandingInFor(pool)) {
+  for (const StandIn& stand_in : ManagedPoolsStandingInFor(pool)) {
     cuuint64_t bytes = 0;
-    if (get(managed, attribute, &bytes) == CUDA_SUCCESS) {
+    if (get(stand_in.managed, attribute, &bytes) == CUDA_SUCCESS) {
       *static_cast<cuuint64_t*>(value) += bytes;
     }
   }
@@ -330,8 +375,8 @@ void AddManagedPoolStatistic(CUmemoryPool pool, CUmemPool_attribute attribute, v
 void TrimManagedPools(CUmemoryPool pool, size_t min_bytes_to_keep) {
   const auto trim = Lookup<CUresult (*)(CUmemoryPool, size_t)>(g_pool_trim);
   if (trim == nullptr) return;
-  for (CUmemoryPool managed : ManagedPoolsStandingInFor(pool)) {
-    if (const CUresult result = trim(managed, min_bytes_to_keep); result != CUDA_SUCCESS) {
+  for (const StandIn& stand_in : ManagedPoolsStandingInFor(pool)) {
+    if (const CUresult result = trim(stand_in.managed, min_bytes_to_keep); result != CUDA_SUCCESS) {
       Log(LogLevel::kInfo, "cuMemPoolTrimTo on the managed pool failed (error %d)", result);
     }
   }

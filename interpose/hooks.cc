@@ -970,7 +970,7 @@ void* SubstituteHook(const char* name, void* answer) {
   const void* real = RealFunction(index);
   if (real == answer) return HookAddress(index);
   // Spillway's own export (a search of the global scope, which finds it first) for an entry point
-  // the loaded driver lacks (cuCtxSynchronize_v2 before CUDA 12): not found, as without spillway;
+  // the loaded driver lacks (cuCtxSynchronize_v2 before CUDA 13): not found, as without spillway;
   // the export could only refuse.
   if (real == nullptr && answer == HookAddress(index)) return nullptr;
   return answer;

@@ -52,7 +52,8 @@ constinit thread_local ContextStack tls_ctx_stack{};
 
 ContextStack& CtxStack() { return tls_ctx_stack; }
 
-std::set<Pool*>* g_pools = new std::set<Pool*>();  // guarded by g_ctx_mu
+std::set<Pool*>* g_pools = new std::set<Pool*>();                // guarded by g_ctx_mu
+std::vector<Pool*>* g_retired_pools = new std::vector<Pool*>();  // destroyed; guarded by g_ctx_mu
 Pool* g_default_pools[2] = {nullptr, nullptr};
 
 void DoInit() {
@@ -228,7 +229,9 @@ void RegisterPool(Pool* p) {
 bool UnregisterPool(Pool* p) {
   std::lock_guard<std::mutex> lock(*g_ctx_mu);
   if (p == g_default_pools[0] || p == g_default_pools[1]) return false;
-  return g_pools->erase(p) > 0;
+  if (g_pools->erase(p) == 0) return false;
+  g_retired_pools->push_back(p);  // kept (see Pool)
+  return true;
 }
 
 }  // namespace simgpu
@@ -551,14 +554,18 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
 CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
   if (CUresult r = CheckDevice(dev)) return r;
   Context* primary = nullptr;
+  uint64_t generation = 0;
   {
     std::lock_guard<std::mutex> lock(*g_ctx_mu);
     if (g_primary_refs[dev] <= 0) return CUDA_ERROR_INVALID_CONTEXT;
-    if (--g_primary_refs[dev] == 0) primary = g_primaries[dev];
+    if (--g_primary_refs[dev] == 0) {
+      primary = g_primaries[dev];
+      generation = ++primary->generation;
+    }
   }
   // The last release resets the primary context: its modules are unloaded (simgpu keeps its
   // allocations, streams and events).
-  if (primary != nullptr) UnloadModulesOf(primary);
+  if (primary != nullptr) UnloadModulesOf(primary, generation);
   return CUDA_SUCCESS;
 }
 CUresult cuDevicePrimaryCtxRelease(CUdevice dev) { return cuDevicePrimaryCtxRelease_v2(dev); }
@@ -568,11 +575,13 @@ CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
   if (CUresult r = CheckDevice(dev)) return r;
   SynchronizeAll();
   Context* primary = nullptr;
+  uint64_t generation = 0;
   {
     std::lock_guard<std::mutex> lock(*g_ctx_mu);
     primary = g_primaries[dev];
+    generation = ++primary->generation;
   }
-  UnloadModulesOf(primary);
+  UnloadModulesOf(primary, generation);
   return CUDA_SUCCESS;
 }
 CUresult cuDevicePrimaryCtxReset(CUdevice dev) { return cuDevicePrimaryCtxReset_v2(dev); }
@@ -620,7 +629,7 @@ CUresult cuCtxDestroy_v2(CUcontext ctx) {
     g_retired_contexts->push_back(c);
   }
   CtxStack().erase(c);
-  UnloadModulesOf(c);
+  UnloadModulesOf(c, ++c->generation);
   return CUDA_SUCCESS;
 }
 CUresult cuCtxDestroy(CUcontext ctx) { return cuCtxDestroy_v2(ctx); }

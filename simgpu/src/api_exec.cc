@@ -80,6 +80,7 @@ CUresult LoadKernelLibrary(const char* fname, bool as_library, Module** out) {
   m->library = lib;
   m->is_library = as_library;
   m->context = as_library ? nullptr : CurrentContext();
+  m->context_generation = m->context != nullptr ? m->context->generation.load() : 0;
   for (uint32_t i = 0; i < lib->num_kernels; ++i) {
     auto f = std::make_unique<Function>();
     f->module = m;
@@ -201,12 +202,14 @@ CUresult ElapsedTime(float* ms, CUevent start, CUevent end) {
 
 }  // namespace
 
-void UnloadModulesOf(Context* c) {
+void UnloadModulesOf(Context* c, uint64_t generation) {
   std::vector<Module*> loaded_in_c;
   {
     std::lock_guard<std::mutex> lock(*g_obj_mu);
     for (Module* m : *g_modules) {
-      if (!m->is_library && m->context == c) loaded_in_c.push_back(m);
+      if (!m->is_library && m->context == c && m->context_generation < generation) {
+        loaded_in_c.push_back(m);
+      }
     }
     for (Module* m : loaded_in_c) DetachModuleLocked(m);
   }

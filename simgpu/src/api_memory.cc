@@ -48,7 +48,7 @@ void SetCurrentPool(bool managed, Pool* pool) {
 // The allocation takes the pool's free reserved bytes first, then reserves what it lacks.
 void NotePoolAllocation(CUmemoryPool pool, uint64_t bytes) {
   Pool* p = reinterpret_cast<Pool*>(pool);
-  std::lock_guard<std::mutex> lock(p->stats_mu);
+  std::lock_guard<std::mutex> lock(p->mu);
   p->used += bytes;
   p->reserved = std::max(p->reserved, p->used);
   p->used_high = std::max(p->used_high, p->used);
@@ -58,7 +58,7 @@ void NotePoolAllocation(CUmemoryPool pool, uint64_t bytes) {
 // The freed bytes stay reserved for reuse.
 void NotePoolFree(CUmemoryPool pool, uint64_t bytes) {
   Pool* p = reinterpret_cast<Pool*>(pool);
-  std::lock_guard<std::mutex> lock(p->stats_mu);
+  std::lock_guard<std::mutex> lock(p->mu);
   p->used -= std::min(p->used, bytes);
 }
 
@@ -66,7 +66,7 @@ void NotePoolFree(CUmemoryPool pool, uint64_t bytes) {
 // back what its live allocations do not use, down to the threshold.
 void ReleasePoolMemory() {
   for (Pool* p : LivePools()) {
-    std::lock_guard<std::mutex> lock(p->stats_mu);
+    std::lock_guard<std::mutex> lock(p->mu);
     if (p->reserved > p->release_threshold) {
       p->reserved = std::max(p->used, p->release_threshold);
     }
@@ -353,7 +353,7 @@ CUresult AllocFromPool(CUdeviceptr* dptr, size_t bytes, Pool* pool, CUstream h, 
   CUmemoryPool handle = reinterpret_cast<CUmemoryPool>(pool);
   const CUresult r =
       pool->managed ? AllocateManaged(bytes, handle, dptr) : AllocateDevice(bytes, handle, dptr);
-  if (r == CUDA_SUCCESS) NotePoolAllocation(handle, bytes);
+  if (r == CUDA_SUCCESS && !captured) NotePoolAllocation(handle, bytes);
   // Captured: a memory node of the graph. The memory is reserved now, at a fixed address, for
   // the rest of the process (the driver maps it at each launch of the graph and may reuse it
   // between launches; simgpu keeps it).
@@ -585,6 +585,11 @@ CUresult cuMemGetAddressRange_v2(CUdeviceptr* pbase, size_t* psize, CUdeviceptr 
 CUresult cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps* poolProps) {
   SIMGPU_REQUIRE_INIT();
   if (pool == nullptr || poolProps == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (poolProps->allocType == CU_MEM_ALLOCATION_TYPE_MANAGED) {
+    // Managed pools came with CUDA 13.0: an older driver does not know the type.
+    if (DriverVersion() < 13000) return CUDA_ERROR_INVALID_VALUE;
+    if (config().managed_pool_create == 0) return CUDA_ERROR_NOT_SUPPORTED;
+  }
   Pool* p = new Pool();
   if (poolProps->allocType == CU_MEM_ALLOCATION_TYPE_MANAGED) {
     p->managed = true;
@@ -625,7 +630,7 @@ CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep) {
   SIMGPU_REQUIRE_INIT();
   Pool* p = reinterpret_cast<Pool*>(pool);
   if (!IsLivePool(p)) return CUDA_ERROR_INVALID_VALUE;
-  std::lock_guard<std::mutex> lock(p->stats_mu);
+  std::lock_guard<std::mutex> lock(p->mu);
   p->reserved = std::max<uint64_t>(p->used, std::min<uint64_t>(p->reserved, minBytesToKeep));
   return CUDA_SUCCESS;
 }
@@ -634,6 +639,7 @@ CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void
   SIMGPU_REQUIRE_INIT();
   Pool* p = reinterpret_cast<Pool*>(pool);
   if (!IsLivePool(p) || value == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard<std::mutex> lock(p->mu);
   switch (attr) {
     case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
       p->release_threshold = *static_cast<cuuint64_t*>(value);
@@ -651,7 +657,6 @@ CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void
     case CU_MEMPOOL_ATTR_USED_MEM_HIGH: {
       // A high watermark can only be reset, to the current value, by setting it to zero.
       if (*static_cast<cuuint64_t*>(value) != 0) return CUDA_ERROR_INVALID_VALUE;
-      std::lock_guard<std::mutex> lock(p->stats_mu);
       if (attr == CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH) {
         p->reserved_high = p->reserved;
       } else {
@@ -672,6 +677,7 @@ CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void
   SIMGPU_REQUIRE_INIT();
   Pool* p = reinterpret_cast<Pool*>(pool);
   if (!IsLivePool(p) || value == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard<std::mutex> lock(p->mu);
   switch (attr) {
     case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
       *static_cast<int*>(value) = p->reuse_follow_event_dependencies;
@@ -689,7 +695,6 @@ CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void
     case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:
     case CU_MEMPOOL_ATTR_USED_MEM_CURRENT:
     case CU_MEMPOOL_ATTR_USED_MEM_HIGH: {
-      std::lock_guard<std::mutex> lock(p->stats_mu);
       *static_cast<cuuint64_t*>(value) = attr == CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT ? p->reserved
                                          : attr == CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH
                                              ? p->reserved_high

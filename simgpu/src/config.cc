@@ -83,6 +83,7 @@ Config ReadConfig() {
   }
   c.devices = static_cast<int>(devices);
   ReadCount("SIMGPU_QUEUE_DEPTH", 1u << 20, &c.queue_depth);
+  ReadCount("SIMGPU_MANAGED_POOL_CREATE", 1, &c.managed_pool_create);
   ReadDouble("SIMGPU_HOLD_KERNEL_US", 1e-6, &c.hold_kernel_seconds);
   c.hold_kernel_seconds = std::min(c.hold_kernel_seconds, 10.0);  // sleep_for overflows on inf
   if (std::optional<std::string_view> p = spillway::GetEnv("SIMGPU_STATS")) c.stats_path = *p;

@@ -47,6 +47,10 @@ struct Config : spillway::CostModel {
   // its body runs, as a GPU's kernel computes for a while before its writes land; an operation on
   // another stream that is not ordered after it then runs first, as on a GPU. 0: no hold.
   double hold_kernel_seconds = 0;
+  // SIMGPU_MANAGED_POOL_CREATE=0: cuMemPoolCreate refuses CU_MEM_ALLOCATION_TYPE_MANAGED
+  // (CUDA_ERROR_NOT_SUPPORTED), as a driver that offers a managed pool only as its default one
+  // (cuMemGetMemPool) would.
+  uint32_t managed_pool_create = 1;
 };
 
 // The CUDA version the simulated driver reports and serves (cuDriverGetVersion, cuGetProcAddress):
@@ -162,6 +166,9 @@ struct Context {
   bool primary = false;
   unsigned flags = 0;
   uint64_t id = 0;
+  // Counts the context's ends (a primary context is reset, or released for the last time, and
+  // lives on): a module loaded before an end is unloaded by it, one loaded after it is not.
+  std::atomic<uint64_t> generation{0};
 };
 
 // Completion of one enqueued operation: its virtual end time once done. Guarded by the stream
@@ -268,9 +275,10 @@ struct Module {
   void* handle = nullptr;
   const SimgpuKernelLibrary* library = nullptr;
   bool is_library = false;  // loaded by cuLibraryLoadFromFile (else cuModuleLoad)
-  // The context a module was loaded in: its end unloads the module, as on the driver. Null for a
-  // library (context-independent).
+  // The context a module was loaded in, and that context's generation then: its end unloads the
+  // module, as on the driver. Null for a library (context-independent).
   Context* context = nullptr;
+  uint64_t context_generation = 0;
   std::vector<std::unique_ptr<Function>> functions;
 };
 
@@ -282,9 +290,10 @@ struct LaunchDims {
   unsigned shared;
 };
 
-// Unloads the modules loaded in `c`, at the context's end (destroyed, or a primary context reset
-// or released for the last time): their functions' handles are dead from then on.
-void UnloadModulesOf(Context* c);
+// Unloads the modules loaded in `c` before its generation became `generation`, at the context's
+// end (destroyed, or a primary context reset or released for the last time; the caller counts the
+// end in c->generation): their functions' handles are dead from then on.
+void UnloadModulesOf(Context* c, uint64_t generation);
 
 // The function behind CUfunction `h` if it is live, else null.
 Function* LiveFunctionOf(CUfunction h);
@@ -319,17 +328,18 @@ CUresult RefuseIfCaptureForbids();
 struct Pool {
   bool managed = false;
   CUmemLocation location{};
+  // The attributes below are guarded by mu.
+  std::mutex mu;
   uint64_t release_threshold = 0;
   // CU_MEMPOOL_ATTR_REUSE_*: stored and reported only (all on by default, as on the driver).
   int reuse_follow_event_dependencies = 1;
   int reuse_allow_opportunistic = 1;
   int reuse_allow_internal_dependencies = 1;
-  // CU_MEMPOOL_ATTR_{USED,RESERVED}_MEM_{CURRENT,HIGH}, guarded by stats_mu. `used`: the requested
-  // bytes of the pool's live allocations. `reserved`: those plus what freed ones left for reuse,
-  // until a synchronization releases what is above the release threshold or cuMemPoolTrimTo trims
-  // it. Numbers only: simgpu frees the memory itself at once, and rounds nothing to a physical
-  // granularity as the driver does.
-  std::mutex stats_mu;
+  // CU_MEMPOOL_ATTR_{USED,RESERVED}_MEM_{CURRENT,HIGH}. `used`: the requested bytes of the pool's
+  // live allocations (not those made during a capture: graph memory, as on the driver).
+  // `reserved`: those plus what freed ones left for reuse, until a synchronization releases what
+  // is above the release threshold or cuMemPoolTrimTo trims it. Numbers only: simgpu frees the
+  // memory itself at once, and rounds nothing to a physical granularity as the driver does.
   uint64_t used = 0;
   uint64_t used_high = 0;
   uint64_t reserved = 0;

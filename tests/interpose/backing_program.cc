@@ -26,6 +26,9 @@
 //   poolstats      a stream-ordered allocation from the default pool; then the pool's release
 //                  threshold set to UINT64_MAX, the allocation freed, a high watermark reset and
 //                  the pool trimmed, reading the pool's used and reserved bytes at each step
+//   jobpool        (SIMGPU_MANAGED_POOL_CREATE=0) the job's own managed pool (cuMemGetMemPool)
+//                  given release threshold UINT64_MAX and an allocation; then a stream-ordered
+//                  allocation, the default pool's threshold set to 0, frees and a synchronize
 // Prints one "key=value" line per fact the test checks; exits 0 when every call did what the
 // scenario expects of the driver, 2 on out of memory, 1 otherwise.
 #include "backing_program.h"
@@ -461,6 +464,42 @@ int PoolStats() {
   return 0;
 }
 
+// Where the driver makes no managed pool for spillway, spillway's stream-ordered allocations come
+// from the driver's managed pool, which the job may use itself: the default pool's settings,
+// statistics and trims must leave it alone.
+int JobPool() {
+  CUmemLocation none{};
+  none.type = CU_MEM_LOCATION_TYPE_NONE;
+  CUmemoryPool job_pool = nullptr;
+  CHECK_CU(cuMemGetMemPool(&job_pool, &none, CU_MEM_ALLOCATION_TYPE_MANAGED));
+  cuuint64_t keep_all = UINT64_MAX;
+  CHECK_CU(cuMemPoolSetAttribute(job_pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep_all));
+  CUstream stream = nullptr;
+  CHECK_CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+  CUdeviceptr job_buffer = 0, buffer = 0;
+  CHECK_CU(cuMemAllocFromPoolAsync(&job_buffer, 8 << 20, job_pool, stream));
+  CHECK_CU(cuMemAllocAsync(&buffer, 4 << 20, stream));
+  std::printf("jobpool_managed=%u\n", IsManaged(buffer));
+  CUmemoryPool default_pool = nullptr;
+  CHECK_CU(cuDeviceGetDefaultMemPool(&default_pool, 0));
+  cuuint64_t release_all = 0;
+  CHECK_CU(cuMemPoolSetAttribute(default_pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &release_all));
+  cuuint64_t used = 0;
+  CHECK_CU(cuMemPoolGetAttribute(default_pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used));
+  std::printf("jobpool_default_used=%llu\n", static_cast<unsigned long long>(used >> 20));
+  CHECK_CU(cuMemFreeAsync(job_buffer, stream));
+  CHECK_CU(cuMemFreeAsync(buffer, stream));
+  CHECK_CU(cuStreamSynchronize(stream));
+  cuuint64_t threshold = 0, reserved = 0;
+  CHECK_CU(cuMemPoolGetAttribute(job_pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold));
+  CHECK_CU(cuMemPoolGetAttribute(job_pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved));
+  std::printf("jobpool_threshold_max=%d\n", threshold == UINT64_MAX ? 1 : 0);
+  std::printf("jobpool_reserved_after_free=%llu\n",
+              static_cast<unsigned long long>(reserved >> 20));
+  CHECK_CU(cuStreamDestroy(stream));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -496,6 +535,7 @@ int main(int argc, char** argv) {
   if (scenario == "legacy_order") status = LegacyOrder(std::atoi(arg), g_fill);
   if (scenario == "asyncpool") status = AsyncPool();
   if (scenario == "poolstats") status = PoolStats();
+  if (scenario == "jobpool") status = JobPool();
   std::printf("done=%d\n", status);
   return status;
 }

@@ -320,6 +320,27 @@ TEST(BackingTest, TheDefaultPoolsStatisticsAndSettingsIncludeTheManagedPool) {
   EXPECT_NE(run.summary.find("\"errors\":[]"), std::string::npos) << run.summary;
 }
 
+// Where the driver makes no managed pool for spillway, its stream-ordered allocations come from the
+// driver's managed pool, which is the job's too: the job's settings there stay its own, and the
+// default pool's statistics do not count that pool.
+TEST(BackingTest, TheDriversManagedPoolKeepsTheJobsSettings) {
+  const std::map<std::string, std::string> env = {{"SIMGPU_MANAGED_POOL_CREATE", "0"}};
+  const Outcome plain = RunScenario({"jobpool"}, env, /*shim=*/false);
+  ASSERT_EQ(plain.status, 0) << plain.output;
+  EXPECT_EQ(Fact(plain.output, "jobpool_default_used"), 4) << plain.output;
+  const Outcome run = RunScenario({"jobpool"}, env);
+  ASSERT_EQ(run.status, 0) << run.output;
+  ASSERT_EQ(Fact(run.output, "jobpool_managed"), 1) << run.output;  // from the driver's pool
+  EXPECT_EQ(Fact(plain.output, "jobpool_threshold_max"), 1) << plain.output;
+  EXPECT_EQ(Fact(run.output, "jobpool_threshold_max"), 1) << run.output;
+  // Nothing released at the synchronize, as the job's threshold says: its own 8 MiB, and with
+  // spillway the 4 MiB the default pool served without it, which sit in the job's pool; the
+  // default pool's numbers leave them out.
+  EXPECT_EQ(Fact(plain.output, "jobpool_reserved_after_free"), 8) << plain.output;
+  EXPECT_EQ(Fact(run.output, "jobpool_reserved_after_free"), 12) << run.output;
+  EXPECT_EQ(Fact(run.output, "jobpool_default_used"), 0) << run.output;
+}
+
 TEST(BackingTest, BallastHoldsThePhysicalMemoryBeyondTheBudget) {
   const Outcome run = RunScenario(
       {"info"},

@@ -46,10 +46,10 @@ TEST(NoDriverTest, HooksFailCleanlyWithoutADriver) {
   EXPECT_NE(summary.find("\"driver\":\"\""), std::string::npos) << summary;
 }
 
-// Before CUDA 12 a driver lacks some entry points spillway exports (cuCtxSynchronize_v2,
-// cuLibraryUnload, ...). A program probing for one with dlsym(RTLD_DEFAULT, ...) finds nothing,
-// as without spillway, not spillway's export, which could only refuse; the ones the driver has
-// are found (spillway's hooks).
+// An older driver lacks some entry points spillway exports (cuCtxSynchronize_v2 before CUDA 13,
+// cuLibraryUnload before 12, ...). A program probing for one with dlsym(RTLD_DEFAULT, ...) finds
+// nothing, as without spillway, not spillway's export, which could only refuse; the ones the driver
+// has are found (spillway's hooks).
 TEST(NoDriverTest, AnEntryPointTheDriverLacksIsNotFound) {
   const std::string base = ::testing::TempDir() + "old_driver_" + std::to_string(::getpid());
   const char* runner_preload = std::getenv("SPILLWAY_TEST_PRELOAD");

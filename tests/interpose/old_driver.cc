@@ -1,4 +1,4 @@
-// A driver from before CUDA 12 as far as symbol lookup goes, for old_driver_test: a libcuda.so.1
+// A driver from before CUDA 12 as far as symbol lookup goes, for no_driver_test: a libcuda.so.1
 // that exports cuInit, cuDriverGetVersion (11.8) and cuGetProcAddress (which finds nothing), and
 // none of the later entry points spillway hooks (cuCtxSynchronize_v2, cuLibraryUnload, ...).
 extern "C" {

@@ -816,6 +816,14 @@ TEST_F(Simgpu, PoolsReportWhatTheyHoldAndReleaseItAboveTheThreshold) {
   EXPECT_EQ(stats(), (Stats{0, 2, 2, 3}));
   ASSERT_EQ(cuMemPoolTrimTo(pool, kMiB), CUDA_SUCCESS);
   EXPECT_EQ(stats(), (Stats{0, 2, 1, 3}));
+  // An allocation made during a capture is the graph's memory, not the pool's.
+  ASSERT_EQ(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemAllocFromPoolAsync(&c, 4 * kMiB, pool, s), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemFreeAsync(c, s), CUDA_SUCCESS);
+  CUgraph graph = nullptr;
+  ASSERT_EQ(cuStreamEndCapture(s, &graph), CUDA_SUCCESS);
+  EXPECT_EQ(stats(), (Stats{0, 2, 1, 3}));
+  EXPECT_EQ(cuGraphDestroy(graph), CUDA_SUCCESS);
   EXPECT_EQ(cuMemPoolDestroy(pool), CUDA_SUCCESS);
   EXPECT_EQ(cuMemPoolTrimTo(pool, 0), CUDA_ERROR_INVALID_VALUE);
   EXPECT_EQ(cuStreamDestroy(s), CUDA_SUCCESS);
