@@ -29,6 +29,7 @@ constinit UnhookedFunction g_pointer_attribute{"cuPointerGetAttribute", 4000};
 constinit UnhookedFunction g_pool_get_attribute{"cuMemPoolGetAttribute", 11020};
 constinit UnhookedFunction g_pool_set_attribute{"cuMemPoolSetAttribute", 11020};
 constinit UnhookedFunction g_pool_trim{"cuMemPoolTrimTo", 11020};
+constinit UnhookedFunction g_pool_destroy{"cuMemPoolDestroy", 11020};
 
 // Counts the settings the job made on a default pool known here (ForwardPoolSetting): a copy of
 // the default pool's settings to a managed pool runs again when one came during it.
@@ -115,8 +116,9 @@ void CopyDevicePoolAttributes(int device, CUmemoryPool managed) {
 }
 
 // Copies the default pool's settings to `managed` again while a setting came during the last copy
-// (counted from `settings`, read before the first copy). A few rounds at most: a job that never
-// stops setting its pool cannot keep the caller here.
+// (counted from `settings`, read before the first copy). 16 rounds at most: a job that never stops
+// setting its pool cannot keep the caller here (the last copy then stands, possibly one value
+// behind).
 void CopyWhileSettingsChange(int device, CUmemoryPool managed, uint64_t settings) {
   for (int round = 0; round < 16; ++round) {
     const uint64_t now = g_default_pool_settings.load();
@@ -265,19 +267,33 @@ CUmemoryPool ManagedPool() {
     if (pools.state[device] == 1) return pools.pool[device];
     if (pools.state[device] == 2) return nullptr;
   }
-  // Made outside the lock (a driver call); a racing thread's extra pool is harmless but rare.
+  // Made outside the lock (a driver call); a thread that loses a race to make it destroys its own.
   const MadePool made = CreateManagedPool(device);
   // A pool spillway made takes the default pool's settings before anything is allocated from
   // it. A setting made during that copy (counted) is copied again once the pool is published;
   // one made after it is published is forwarded by ForwardPoolSetting, which finds the pool.
   const uint64_t settings = g_default_pool_settings.load();
   if (made.owned) CopyDevicePoolAttributes(device, made.pool);
+  CUmemoryPool published = nullptr;
+  bool lost = false;
   {
     std::lock_guard lock(pools.mutex);
-    if (pools.state[device] != 0) return pools.pool[device];
-    pools.state[device] = made.pool != nullptr ? 1 : 2;
-    pools.pool[device] = made.pool;
-    pools.owned[device] = made.owned;
+    if (pools.state[device] != 0) {
+      lost = true;
+      published = pools.pool[device];
+    } else {
+      pools.state[device] = made.pool != nullptr ? 1 : 2;
+      pools.pool[device] = made.pool;
+      pools.owned[device] = made.owned;
+    }
+  }
+  if (lost) {
+    if (made.owned) {
+      if (const auto destroy = Lookup<CUresult (*)(CUmemoryPool)>(g_pool_destroy)) {
+        destroy(made.pool);
+      }
+    }
+    return published;
   }
   if (made.pool == nullptr) {
     ReportProblem(LogLevel::kWarn,

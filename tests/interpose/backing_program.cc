@@ -28,7 +28,8 @@
 //                  the pool trimmed, reading the pool's used and reserved bytes at each step
 //   jobpool        (SIMGPU_MANAGED_POOL_CREATE=0) the job's own managed pool (cuMemGetMemPool)
 //                  given release threshold UINT64_MAX and an allocation; then a stream-ordered
-//                  allocation, the default pool's threshold set to 0, frees and a synchronize
+//                  allocation, the default pool's threshold set to 0, frees, a synchronize and
+//                  the default pool trimmed
 // Prints one "key=value" line per fact the test checks; exits 0 when every call did what the
 // scenario expects of the driver, 2 on out of memory, 1 otherwise.
 #include "backing_program.h"
@@ -490,6 +491,7 @@ int JobPool() {
   CHECK_CU(cuMemFreeAsync(job_buffer, stream));
   CHECK_CU(cuMemFreeAsync(buffer, stream));
   CHECK_CU(cuStreamSynchronize(stream));
+  CHECK_CU(cuMemPoolTrimTo(default_pool, 0));
   cuuint64_t threshold = 0, reserved = 0;
   CHECK_CU(cuMemPoolGetAttribute(job_pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold));
   CHECK_CU(cuMemPoolGetAttribute(job_pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved));

@@ -333,9 +333,9 @@ TEST(BackingTest, TheDriversManagedPoolKeepsTheJobsSettings) {
   ASSERT_EQ(Fact(run.output, "jobpool_managed"), 1) << run.output;  // from the driver's pool
   EXPECT_EQ(Fact(plain.output, "jobpool_threshold_max"), 1) << plain.output;
   EXPECT_EQ(Fact(run.output, "jobpool_threshold_max"), 1) << run.output;
-  // Nothing released at the synchronize, as the job's threshold says: its own 8 MiB, and with
-  // spillway the 4 MiB the default pool served without it, which sit in the job's pool; the
-  // default pool's numbers leave them out.
+  // Nothing released at the synchronize, as the job's threshold says, nor by the default pool's
+  // trim: the job's own 8 MiB, and with spillway the 4 MiB the default pool served without it,
+  // which sit in the job's pool; the default pool's numbers leave them out.
   EXPECT_EQ(Fact(plain.output, "jobpool_reserved_after_free"), 8) << plain.output;
   EXPECT_EQ(Fact(run.output, "jobpool_reserved_after_free"), 12) << run.output;
   EXPECT_EQ(Fact(run.output, "jobpool_default_used"), 0) << run.output;
