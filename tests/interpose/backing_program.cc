@@ -30,6 +30,9 @@
 //                  given release threshold UINT64_MAX and an allocation; then a stream-ordered
 //                  allocation, the default pool's threshold set to 0, frees, a synchronize and
 //                  the default pool trimmed
+//   poolrace       four threads set the default pool's release threshold to values of their own
+//                  while the main thread makes the first stream-ordered allocation; then prints
+//                  whether the pool that serves it ended with the default pool's threshold
 // Prints one "key=value" line per fact the test checks; exits 0 when every call did what the
 // scenario expects of the driver, 2 on out of memory, 1 otherwise.
 #include "backing_program.h"
@@ -502,6 +505,42 @@ int JobPool() {
   return 0;
 }
 
+// Settings made on the default pool while spillway makes the managed pool that stands in for it
+// (on another thread): the managed pool ends with the value the default pool kept.
+int PoolRace() {
+  CUcontext context = nullptr;
+  CHECK_CU(cuCtxGetCurrent(&context));
+  CUmemoryPool default_pool = nullptr;
+  CHECK_CU(cuDeviceGetDefaultMemPool(&default_pool, 0));
+  std::vector<std::thread> setters;
+  for (int t = 0; t < 4; ++t) {
+    setters.emplace_back([&, t] {
+      CHECK_CU(cuCtxSetCurrent(context));
+      for (int i = 0; i < 50; ++i) {
+        cuuint64_t threshold = (uint64_t{1} << 20) * (100 * t + i + 1);
+        CHECK_CU(
+            cuMemPoolSetAttribute(default_pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold));
+      }
+    });
+  }
+  CUstream stream = nullptr;
+  CHECK_CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+  CUdeviceptr buffer = 0;
+  CHECK_CU(cuMemAllocAsync(&buffer, 4 << 20, stream));
+  for (std::thread& setter : setters) setter.join();
+  CUmemoryPool owner = nullptr;
+  CHECK_CU(cuPointerGetAttribute(&owner, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, buffer));
+  cuuint64_t kept = 0, owners = 0;
+  CHECK_CU(cuMemPoolGetAttribute(default_pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &kept));
+  CHECK_CU(cuMemPoolGetAttribute(owner, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &owners));
+  std::printf("poolrace_managed=%u\n", IsManaged(buffer));
+  std::printf("poolrace_same_threshold=%d\n", kept == owners ? 1 : 0);
+  CHECK_CU(cuMemFreeAsync(buffer, stream));
+  CHECK_CU(cuStreamSynchronize(stream));
+  CHECK_CU(cuStreamDestroy(stream));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -538,6 +577,7 @@ int main(int argc, char** argv) {
   if (scenario == "asyncpool") status = AsyncPool();
   if (scenario == "poolstats") status = PoolStats();
   if (scenario == "jobpool") status = JobPool();
+  if (scenario == "poolrace") status = PoolRace();
   std::printf("done=%d\n", status);
   return status;
 }

@@ -341,6 +341,18 @@ TEST(BackingTest, TheDriversManagedPoolKeepsTheJobsSettings) {
   EXPECT_EQ(Fact(run.output, "jobpool_default_used"), 0) << run.output;
 }
 
+// Threads setting the default pool while the managed pool is being made: the managed pool ends
+// with the value the default pool kept. A race: a run without the fix passes too, most of the
+// time; under ThreadSanitizer it exercises the copies' ordering.
+TEST(BackingTest, SettingsMadeWhileTheManagedPoolIsMadeReachIt) {
+  for (int run = 0; run < 5; ++run) {
+    const Outcome outcome = RunScenario({"poolrace"}, {});
+    ASSERT_EQ(outcome.status, 0) << outcome.output;
+    ASSERT_EQ(Fact(outcome.output, "poolrace_managed"), 1) << outcome.output;
+    EXPECT_EQ(Fact(outcome.output, "poolrace_same_threshold"), 1) << outcome.output;
+  }
+}
+
 TEST(BackingTest, BallastHoldsThePhysicalMemoryBeyondTheBudget) {
   const Outcome run = RunScenario(
       {"info"},
