@@ -80,10 +80,11 @@ CUmemoryPool ManagedPool();
 bool IsDevicePool(CUmemoryPool pool);
 
 // The job's calls on a default pool whose allocations a managed pool serves: each of these does,
-// after the job's own call on `pool` succeeded, what that call means for the managed pools that
-// stand in for it (none for any other pool).
-// - A setting (the release threshold, the reuse flags, a reset of a high watermark) is made on
-//   them too.
+// after the job's own call on `pool` succeeded, what that call means for the managed pools
+// spillway made that stand in for it (nothing for any other pool, nor for the driver's own
+// managed pool where that serves the allocations).
+// - A setting (the release threshold, the reuse flags) is copied to them from the default pool as
+//   it is then; a reset of a high watermark is made on them too.
 // - A statistic (used and reserved bytes, current and high) adds theirs to `value` (a high
 //   watermark: the sum of both pools', at least the true one).
 // - A trim trims them too, each down to `min_bytes_to_keep`.
