@@ -324,16 +324,37 @@ int Run(const char* driver_path) {
   return 0;
 }
 
+// --driver-version: the CUDA version the driver reports (cuDriverGetVersion, e.g. 13000) alone on
+// stdout, for the launcher; exit status 1 with one line on stderr when the driver cannot say.
+int PrintDriverVersion(const char* driver_path) {
+  void* handle = dlopen(driver_path, RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    std::fprintf(stderr, "spillway-doctor: cannot load %s\n", driver_path);
+    return 1;
+  }
+  int version = 0;
+  const CUresult result = Driver(handle).Call("cuDriverGetVersion", &version);
+  if (result != CUDA_SUCCESS || version <= 0) {
+    std::fprintf(stderr, "spillway-doctor: cuDriverGetVersion failed (error %d)\n",
+                 static_cast<int>(result));
+    return 1;
+  }
+  std::printf("%d\n", version);
+  return 0;
+}
+
 constexpr const char* kUsage =
-    "usage: spillway-doctor [--driver PATH]\n"
+    "usage: spillway-doctor [--driver PATH] [--driver-version]\n"
     "Reports what the CUDA driver supports that spillway relies on, and whether the hooks\n"
-    "resolve (run it as `spillway doctor` so libspillway.so is preloaded).\n";
+    "resolve (run it as `spillway doctor` so libspillway.so is preloaded). --driver-version\n"
+    "prints only the CUDA version the driver reports (e.g. 13000).\n";
 
 }  // namespace
 }  // namespace spillway::doctor
 
 int main(int argc, char** argv) {
   const char* driver = "libcuda.so.1";
+  bool version_only = false;
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
     if (arg == "-h" || arg == "--help") {
@@ -348,9 +369,14 @@ int main(int argc, char** argv) {
       driver = argv[++i];
       continue;
     }
+    if (arg == "--driver-version") {
+      version_only = true;
+      continue;
+    }
     std::fprintf(stderr, "spillway-doctor: unknown option '%s'\n%s", argv[i],
                  spillway::doctor::kUsage);
     return 2;
   }
-  return spillway::doctor::Run(driver);
+  return version_only ? spillway::doctor::PrintDriverVersion(driver)
+                      : spillway::doctor::Run(driver);
 }
