@@ -184,15 +184,18 @@ if [[ "$with_simgpu" == simgpu ]]; then
   expect 0 '' -- env SIMGPU_MEMORY=64MiB "$spillway" run -q --simgpu --device-memory 64MiB -- "${job[@]}"
   grep -q '^spillway' "$tmp/out" && fail "--quiet printed a summary: $(cat "$tmp/out")"
 
-  # The per-tensor allocators need managed memory pools (CUDA 13.0): on an older driver the
-  # frameworks keep their caching allocators, and a line says why.
+  # PyTorch's and TensorFlow's per-tensor allocators are stream-ordered, which needs managed memory
+  # pools (CUDA 13.0): on an older driver those two keep their caching allocators, and a line says
+  # why; JAX's (cuMemAlloc) is set still.
   "${clean_env[@]}" "$spillway" run --simgpu env >"$tmp/env9" 2>"$tmp/err9"
   grep -qxF "PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync" "$tmp/env9" ||
     fail "a CUDA 13 driver: no per-tensor allocator for PyTorch: $(cat "$tmp/err9")"
   "${clean_env[@]}" SIMGPU_DRIVER_VERSION=12040 "$spillway" run --simgpu env >"$tmp/env10" 2>"$tmp/err10"
-  grep -qE "^(PYTORCH_CUDA_ALLOC_CONF|TF_GPU_ALLOCATOR|XLA_PYTHON_CLIENT_ALLOCATOR)=" "$tmp/env10" &&
-    fail "a CUDA 12.4 driver: per-tensor allocators set: $(grep -E '_ALLOC' "$tmp/env10")"
-  grep -qxF "TF_FORCE_GPU_ALLOW_GROWTH=true" "$tmp/env10" || fail "a CUDA 12.4 driver: no growth"
+  grep -qE "^(PYTORCH_CUDA_ALLOC_CONF|TF_GPU_ALLOCATOR)=" "$tmp/env10" &&
+    fail "a CUDA 12.4 driver: stream-ordered allocators set: $(grep -E '_ALLOC' "$tmp/env10")"
+  for line in "TF_FORCE_GPU_ALLOW_GROWTH=true" "XLA_PYTHON_CLIENT_ALLOCATOR=platform"; do
+    grep -qxF "$line" "$tmp/env10" || fail "a CUDA 12.4 driver: missing '$line'"
+  done
   grep -q "^spillway: the driver is CUDA 12.4, without managed memory pools" "$tmp/err10" ||
     fail "a CUDA 12.4 driver: no line saying why: $(cat "$tmp/err10")"
 fi
