@@ -28,6 +28,15 @@ expect 2 "^spillway: run: bad --device-memory '3GX'" -- "$spillway" run --device
 expect 2 "^spillway: doctor: unknown option '--frob'" -- "$spillway" doctor --frob
 expect 1 '' -- "$spillway" run -- false
 
+# On a driver before CUDA 13.0 (no managed memory pools) the launcher leaves PyTorch's and
+# TensorFlow's allocators alone (checked on simgpu below); the checks run outside simgpu expect
+# what this machine's driver, if any, makes the launcher do.
+host_cuda=$("$out/spillway-doctor" --driver-version 2>/dev/null || true)
+old_host_driver=0
+[[ "$host_cuda" =~ ^[0-9]+$ && $host_cuda -lt 13000 ]] && old_host_driver=1
+stream_ordered_defaults=("PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync" "TF_GPU_ALLOCATOR=cuda_malloc_async")
+[[ $old_host_driver -eq 1 ]] && stream_ordered_defaults=()
+
 # The environment the command sees. The user's own LD_PRELOAD (plus whatever the test runner
 # preloads, e.g. the sanitizer runtimes) stays in front.
 user_preload="${LD_PRELOAD:+$LD_PRELOAD:}$out/libspillway_noop_kernels.so"
@@ -37,7 +46,7 @@ LD_PRELOAD="$user_preload" PYTORCH_CUDA_ALLOC_CONF=mine \
 for line in "LD_PRELOAD=$user_preload:$out/libspillway.so" "SPILLWAY_SUMMARY=$tmp/s.json" \
             "SPILLWAY_MODE=record" "SPILLWAY_LOG=debug" "SPILLWAY_LOG_FILE=$tmp/log" \
             "SPILLWAY_DEVICE_MEMORY=8GiB" "PYTORCH_CUDA_ALLOC_CONF=mine" \
-            "TF_GPU_ALLOCATOR=cuda_malloc_async" "XLA_PYTHON_CLIENT_PREALLOCATE=false"; do
+            "${stream_ordered_defaults[@]:1}" "XLA_PYTHON_CLIENT_PREALLOCATE=false"; do
   grep -qxF -- "$line" "$tmp/env" || fail "spillway run -- env: missing '$line'"
 done
 # env made no CUDA call, but no summary existed yet: it writes an all-zero one.
@@ -48,7 +57,7 @@ grep -q '"mode":"record"' "$tmp/s.json" 2>/dev/null || fail "no summary from spi
 env -u PYTORCH_CUDA_ALLOC_CONF "$spillway" run env >"$tmp/env2" 2>&1 || fail "spillway run env"
 grep -qxF -- "LD_PRELOAD=${LD_PRELOAD:+$LD_PRELOAD:}$out/libspillway.so" "$tmp/env2" ||
   fail "spillway run env: LD_PRELOAD is $(grep ^LD_PRELOAD= "$tmp/env2")"
-grep -qxF "PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync" "$tmp/env2" ||
+[[ $old_host_driver -eq 1 ]] || grep -qxF "PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync" "$tmp/env2" ||
   fail "spillway run env: PYTORCH_CUDA_ALLOC_CONF not defaulted"
 # Mode off leaves framework allocators alone.
 env -u PYTORCH_CUDA_ALLOC_CONF "$spillway" run --mode off env >"$tmp/env3" 2>&1
@@ -81,13 +90,13 @@ clean_env=(env)
 for v in "${framework_vars[@]}"; do clean_env+=(-u "$v"); done
 "${clean_env[@]}" TF_GPU_ALLOCATOR=bfc XLA_PYTHON_CLIENT_PREALLOCATE=true \
   "$spillway" run -- bash -c 'bash -c env' >"$tmp/env5" 2>"$tmp/err5" || fail "nested env failed"
-for line in "PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync" "TF_GPU_ALLOCATOR=bfc" \
+for line in "${stream_ordered_defaults[@]:0:1}" "TF_GPU_ALLOCATOR=bfc" \
             "TF_FORCE_GPU_ALLOW_GROWTH=true" "XLA_PYTHON_CLIENT_PREALLOCATE=true" \
             "XLA_PYTHON_CLIENT_ALLOCATOR=platform" \
             "LD_PRELOAD=${LD_PRELOAD:+$LD_PRELOAD:}$out/libspillway.so"; do
   grep -qxF -- "$line" "$tmp/env5" || fail "grandchild of spillway run: missing '$line'"
 done
-grep -q "^spillway: framework settings: set PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync .*kept yours: TF_GPU_ALLOCATOR XLA_PYTHON_CLIENT_PREALLOCATE$" \
+grep -q "^spillway: framework settings: set ${stream_ordered_defaults[0]:-}.*kept yours: TF_GPU_ALLOCATOR XLA_PYTHON_CLIENT_PREALLOCATE$" \
   "$tmp/err5" || fail "no framework settings line: $(cat "$tmp/err5")"
 # PYTORCH_ALLOC_CONF (PyTorch 2.9+) counts as the user's choice for PyTorch.
 "${clean_env[@]}" PYTORCH_ALLOC_CONF=backend:native "$spillway" run -q env >"$tmp/env6" 2>&1
@@ -187,7 +196,7 @@ if [[ "$with_simgpu" == simgpu ]]; then
   # PyTorch's and TensorFlow's per-tensor allocators are stream-ordered, which needs managed memory
   # pools (CUDA 13.0): on an older driver those two keep their caching allocators, and a line says
   # why; JAX's (cuMemAlloc) is set still.
-  "${clean_env[@]}" "$spillway" run --simgpu env >"$tmp/env9" 2>"$tmp/err9"
+  "${clean_env[@]}" -u SIMGPU_DRIVER_VERSION "$spillway" run --simgpu env >"$tmp/env9" 2>"$tmp/err9"
   grep -qxF "PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync" "$tmp/env9" ||
     fail "a CUDA 13 driver: no per-tensor allocator for PyTorch: $(cat "$tmp/err9")"
   "${clean_env[@]}" SIMGPU_DRIVER_VERSION=12040 "$spillway" run --simgpu env >"$tmp/env10" 2>"$tmp/err10"
@@ -196,8 +205,18 @@ if [[ "$with_simgpu" == simgpu ]]; then
   for line in "TF_FORCE_GPU_ALLOW_GROWTH=true" "XLA_PYTHON_CLIENT_ALLOCATOR=platform"; do
     grep -qxF "$line" "$tmp/env10" || fail "a CUDA 12.4 driver: missing '$line'"
   done
-  grep -q "^spillway: the driver is CUDA 12.4, without managed memory pools" "$tmp/err10" ||
+  grep -q "^spillway: the driver is CUDA 12.4, without managed memory pools (CUDA 13.0): PyTorch and TensorFlow keep" "$tmp/err10" ||
     fail "a CUDA 12.4 driver: no line saying why: $(cat "$tmp/err10")"
+  # The user's own stream-ordered choice is kept, listed, and warned about; the other framework's
+  # allocator is left alone.
+  "${clean_env[@]}" SIMGPU_DRIVER_VERSION=12040 PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync \
+    "$spillway" run --simgpu env >"$tmp/env11" 2>"$tmp/err11"
+  grep -qxF "PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync" "$tmp/env11" || fail "the user's PyTorch setting lost"
+  grep -q "^TF_GPU_ALLOCATOR=" "$tmp/env11" && fail "a CUDA 12.4 driver: TF_GPU_ALLOCATOR set"
+  for pattern in "kept yours: PYTORCH_CUDA_ALLOC_CONF" ": TensorFlow keeps its caching allocator" \
+                 "^spillway: warning: the driver is CUDA 12.4.*PyTorch's cudaMallocAsync backend allocates stream-ordered"; do
+    grep -q -- "$pattern" "$tmp/err11" || fail "a CUDA 12.4 driver, PyTorch chosen: no '$pattern': $(cat "$tmp/err11")"
+  done
 fi
 
 finish "launcher"
