@@ -202,18 +202,24 @@ CUresult ElapsedTime(float* ms, CUevent start, CUevent end) {
 
 }  // namespace
 
+// One module at a time, allocating nothing: the heap then hands a function loaded later the
+// memory, and so the handle, of one unloaded here, as after cuModuleUnload.
 void UnloadModulesOf(Context* c, uint64_t generation) {
-  std::vector<Module*> loaded_in_c;
-  {
-    std::lock_guard<std::mutex> lock(*g_obj_mu);
-    for (Module* m : *g_modules) {
-      if (!m->is_library && m->context == c && m->context_generation < generation) {
-        loaded_in_c.push_back(m);
+  for (;;) {
+    Module* loaded_in_c = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(*g_obj_mu);
+      for (Module* m : *g_modules) {
+        if (!m->is_library && m->context == c && m->context_generation < generation) {
+          loaded_in_c = m;
+          DetachModuleLocked(m);
+          break;
+        }
       }
     }
-    for (Module* m : loaded_in_c) DetachModuleLocked(m);
+    if (loaded_in_c == nullptr) return;
+    FinishUnload(loaded_in_c);
   }
-  for (Module* m : loaded_in_c) FinishUnload(m);
 }
 
 Function* LiveFunctionOf(CUfunction h) { return LiveFunction(h); }

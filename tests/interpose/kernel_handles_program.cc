@@ -48,25 +48,27 @@ void** GuardedParams(size_t count) {
 }
 
 // Rounds of 4-parameter and 3-parameter kernels from modules loaded and unloaded in turn: by
-// cuModuleUnload, or (`reset`) by resetting the primary context, which unloads its modules (and
-// on a driver frees its memory: each kernel gets buffers of its own, freed before the reset).
+// cuModuleUnload, or (`reset`) by resetting the primary context, which unloads its modules. The
+// buffers are made once: the rounds allocate nothing on the heap but the modules, so that a new
+// function gets an unloaded one's handle (the point of the test) in most rounds. (A driver frees
+// a reset context's memory; simgpu keeps it, which the reset rounds rely on.)
 int Reuse(const char* four_library, const char* three_library, bool reset) {
   CUdevice device = 0;
   CHECK_CU(cuCtxGetDevice(&device));
   auto end = [&](CUmodule module) {
     CHECK_CU(reset ? cuDevicePrimaryCtxReset(device) : cuModuleUnload(module));
   };
+  CUdeviceptr dst = 0, src = 0;
+  CHECK_CU(cuMemAlloc(&dst, kWords * 4));
+  CHECK_CU(cuMemAlloc(&src, kWords * 4));
+  CHECK_CU(cuMemsetD32(dst, 0, kWords));
+  CHECK_CU(cuMemsetD32(src, 1, kWords));
   void** three_params = GuardedParams(3);
   std::set<CUfunction> four_handles;
   int reused = 0, wrong = 0;
   constexpr int kRounds = 64;
   uint64_t words = kWords;
   for (int round = 0; round < kRounds; ++round) {
-    CUdeviceptr dst = 0, src = 0;
-    CHECK_CU(cuMemAlloc(&dst, kWords * 4));
-    CHECK_CU(cuMemAlloc(&src, kWords * 4));
-    CHECK_CU(cuMemsetD32(dst, 0, kWords));
-    CHECK_CU(cuMemsetD32(src, 1, kWords));
     CUmodule four_module = nullptr;
     CHECK_CU(cuModuleLoad(&four_module, four_library));
     CUfunction scale_add = nullptr;
@@ -76,11 +78,8 @@ int Reuse(const char* four_library, const char* three_library, bool reset) {
     void* four_params[] = {&dst, &src, &factor, &words};
     CHECK_CU(cuLaunchKernel(scale_add, 1, 1, 1, 1, 1, 1, 0, nullptr, four_params, nullptr));
     CHECK_CU(cuCtxSynchronize());
-    CHECK_CU(cuMemFree(dst));
-    CHECK_CU(cuMemFree(src));
     end(four_module);
 
-    CHECK_CU(cuMemAlloc(&dst, kWords * 4));
     CUmodule three_module = nullptr;
     CHECK_CU(cuModuleLoad(&three_module, three_library));
     CUfunction fill = nullptr;
@@ -95,10 +94,11 @@ int Reuse(const char* four_library, const char* three_library, bool reset) {
     uint32_t last = 0;
     CHECK_CU(cuMemcpyDtoH(&last, dst + (kWords - 1) * 4, 4));
     if (last != value + kWords - 1) ++wrong;
-    CHECK_CU(cuMemFree(dst));
     end(three_module);
   }
   std::printf("launches=%d\nreused=%d\nwrong=%d\n", 2 * kRounds, reused, wrong);
+  CHECK_CU(cuMemFree(dst));
+  CHECK_CU(cuMemFree(src));
   return wrong == 0 ? 0 : 1;
 }
 
