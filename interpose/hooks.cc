@@ -554,33 +554,25 @@ struct Replace<HookId::k_cuDeviceTotalMem_v2> {
   }
 };
 
-// A default pool's settings, statistics and trims (backing.h): the job's call, then the managed
-// pool's part (`kThen`: ForwardPoolSetting, AddManagedPoolStatistic).
-template <void (*kThen)(CUmemoryPool, CUmemPool_attribute, void*)>
-struct ReplacePoolAttribute {
+// A default pool's settings, statistics and trims (backing.h): the job's call, then, when it
+// succeeded, the managed pool's part (`kThen`, with the same arguments).
+template <auto kThen>
+struct ReplaceThenManagedPool {
   static constexpr bool kActive = true;
-  static CUresult Run(CUresult (*real)(CUmemoryPool, CUmemPool_attribute, void*), CUmemoryPool pool,
-                      CUmemPool_attribute attribute, void* value) {
-    const CUresult result = real(pool, attribute, value);
-    if (result == CUDA_SUCCESS) kThen(pool, attribute, value);
+  template <typename... Args>
+  static CUresult Run(CUresult (*real)(Args...), Args... args) {
+    const CUresult result = real(args...);
+    if (result == CUDA_SUCCESS) kThen(args...);
     return result;
   }
 };
 template <>
-struct Replace<HookId::k_cuMemPoolSetAttribute> : ReplacePoolAttribute<ForwardPoolSetting> {};
+struct Replace<HookId::k_cuMemPoolSetAttribute> : ReplaceThenManagedPool<ForwardPoolSetting> {};
 template <>
-struct Replace<HookId::k_cuMemPoolGetAttribute> : ReplacePoolAttribute<AddManagedPoolStatistic> {};
-
-template <>
-struct Replace<HookId::k_cuMemPoolTrimTo> {
-  static constexpr bool kActive = true;
-  static CUresult Run(CUresult (*real)(CUmemoryPool, size_t), CUmemoryPool pool,
-                      size_t min_bytes_to_keep) {
-    const CUresult result = real(pool, min_bytes_to_keep);
-    if (result == CUDA_SUCCESS) TrimManagedPools(pool, min_bytes_to_keep);
-    return result;
-  }
+struct Replace<HookId::k_cuMemPoolGetAttribute> : ReplaceThenManagedPool<AddManagedPoolStatistic> {
 };
+template <>
+struct Replace<HookId::k_cuMemPoolTrimTo> : ReplaceThenManagedPool<TrimManagedPools> {};
 
 // Before a launch: resolve the access set and let the engine move data on `stream`.
 void PrepareLaunch(CUfunction function, CUstream stream, void** kernel_params, void** extra,
