@@ -54,7 +54,9 @@ ContextStack& CtxStack() { return tls_ctx_stack; }
 
 std::set<Pool*>* g_pools = new std::set<Pool*>();                // guarded by g_ctx_mu
 std::vector<Pool*>* g_retired_pools = new std::vector<Pool*>();  // destroyed; guarded by g_ctx_mu
-Pool* g_default_pools[2] = {nullptr, nullptr};
+// Each device's default pool, and the one default managed pool (location NONE). Made at init.
+Pool* g_default_device_pools[kMaxDevices] = {};
+Pool* g_default_managed_pool = nullptr;
 
 void DoInit() {
   SetConfig(ReadConfig());
@@ -68,14 +70,18 @@ void DoInit() {
     g_contexts->insert(primary);
     g_primaries[device] = primary;
   }
-  for (int managed = 0; managed < 2; ++managed) {
+  for (int device = 0; device < config().devices; ++device) {
     Pool* p = new Pool();
-    p->managed = managed != 0;
-    p->location.type = managed ? CU_MEM_LOCATION_TYPE_NONE : CU_MEM_LOCATION_TYPE_DEVICE;
-    p->location.id = 0;
+    p->location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    p->location.id = device;
     g_pools->insert(p);
-    g_default_pools[managed] = p;
+    g_default_device_pools[device] = p;
   }
+  Pool* managed = new Pool();
+  managed->managed = true;
+  managed->location.type = CU_MEM_LOCATION_TYPE_NONE;
+  g_pools->insert(managed);
+  g_default_managed_pool = managed;
   std::atexit([] { WriteStatsFile(); });
   g_init_ok = true;
   g_initialized.store(true, std::memory_order_release);
@@ -219,7 +225,10 @@ std::vector<Pool*> LivePools() {
   return std::vector<Pool*>(g_pools->begin(), g_pools->end());
 }
 
-Pool* DefaultPool(bool managed) { return g_default_pools[managed ? 1 : 0]; }
+Pool* DefaultPool(bool managed, int device) {
+  if (managed) return g_default_managed_pool;
+  return device >= 0 && device < kMaxDevices ? g_default_device_pools[device] : nullptr;
+}
 
 void RegisterPool(Pool* p) {
   std::lock_guard<std::mutex> lock(*g_ctx_mu);
@@ -228,7 +237,10 @@ void RegisterPool(Pool* p) {
 
 bool UnregisterPool(Pool* p) {
   std::lock_guard<std::mutex> lock(*g_ctx_mu);
-  if (p == g_default_pools[0] || p == g_default_pools[1]) return false;
+  if (p == g_default_managed_pool) return false;
+  for (const Pool* default_pool : g_default_device_pools) {
+    if (p == default_pool) return false;
+  }
   if (g_pools->erase(p) == 0) return false;
   g_retired_pools->push_back(p);  // kept (see Pool)
   return true;

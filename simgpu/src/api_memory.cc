@@ -26,21 +26,24 @@ double FaultStallSeconds(const DeviceAccount& a) {
 namespace {
 
 std::mutex* g_pool_mu = new std::mutex();
-Pool* g_current_pool[2] = {nullptr, nullptr};  // [managed]; guarded by g_pool_mu
+// Each device's current pool and the current managed pool (null: the default one); guarded by
+// g_pool_mu.
+Pool* g_current_device_pool[kMaxDevices] = {};
+Pool* g_current_managed_pool = nullptr;
 // Stream-ordered allocations made while their stream was capturing (a graph's memory nodes):
 // reserved from the capture on, their captured free is no free. Guarded by g_pool_mu.
 std::unordered_set<CUdeviceptr>* g_graph_allocations = new std::unordered_set<CUdeviceptr>();
 
-Pool* CurrentPool(bool managed) {
+// `device`'s current pool, or (`managed`) the current managed pool; `device` is a valid ordinal.
+Pool* CurrentPool(bool managed, int device) {
   std::lock_guard<std::mutex> lock(*g_pool_mu);
-  Pool*& p = g_current_pool[managed ? 1 : 0];
-  if (p == nullptr) p = DefaultPool(managed);
-  return p;
+  Pool* p = managed ? g_current_managed_pool : g_current_device_pool[device];
+  return p != nullptr ? p : DefaultPool(managed, device);
 }
 
-void SetCurrentPool(bool managed, Pool* pool) {
+void SetCurrentPool(bool managed, int device, Pool* pool) {
   std::lock_guard<std::mutex> lock(*g_pool_mu);
-  g_current_pool[managed ? 1 : 0] = pool;
+  (managed ? g_current_managed_pool : g_current_device_pool[device]) = pool;
 }
 
 }  // namespace
@@ -341,18 +344,23 @@ CUresult AdviseImpl(CUdeviceptr ptr, size_t bytes, CUmem_advise advice, CUmemLoc
 
 // ---- pools -------------------------------------------------------------------------------------
 
+// An allocation from `pool`, or where that is null (cuMemAllocAsync) from the current pool of the
+// stream's device. Device memory lies on the pool's device.
 CUresult AllocFromPool(CUdeviceptr* dptr, size_t bytes, Pool* pool, CUstream h, bool ptsz) {
   SIMGPU_REQUIRE_CTX();
   if (dptr == nullptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
-  if (pool == nullptr || !IsLivePool(pool)) return CUDA_ERROR_INVALID_VALUE;
   Stream* s = nullptr;
   if (CUresult r = ResolveStreamAnyState(h, ptsz, &s)) return r;
+  if (pool == nullptr) {
+    pool = CurrentPool(false, s->ctx != nullptr ? s->ctx->device : CurrentDeviceOrdinal());
+  }
+  if (pool == nullptr || !IsLivePool(pool)) return CUDA_ERROR_INVALID_VALUE;
   if (CUresult r = RefuseLegacyDuringCapture(s)) return r;
   const bool captured = s->capture_mode.load() >= 0;
   if (captured && s->capture_invalidated.load()) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
   CUmemoryPool handle = reinterpret_cast<CUmemoryPool>(pool);
-  const CUresult r =
-      pool->managed ? AllocateManaged(bytes, handle, dptr) : AllocateDevice(bytes, handle, dptr);
+  const CUresult r = pool->managed ? AllocateManaged(bytes, handle, dptr)
+                                   : AllocateDevice(bytes, handle, dptr, pool->location.id);
   if (r == CUDA_SUCCESS && !captured) NotePoolAllocation(handle, bytes);
   // Captured: a memory node of the graph. The memory is reserved now, at a fixed address, for
   // the rest of the process (the driver maps it at each launch of the graph and may reuse it
@@ -391,8 +399,11 @@ CUresult FreeAsync(CUdeviceptr dptr, CUstream h, bool ptsz) {
   return CUDA_SUCCESS;
 }
 
-CUresult LocationTypeToPool(const CUmemLocation* location, CUmemAllocationType type,
-                            bool* managed) {
+// The pool kind a location and allocation type name: managed (one for every location), or the
+// device pool of `*device`.
+CUresult LocationTypeToPool(const CUmemLocation* location, CUmemAllocationType type, bool* managed,
+                            int* device) {
+  *device = 0;
   if (type == CU_MEM_ALLOCATION_TYPE_MANAGED) {
     *managed = true;
     return CUDA_SUCCESS;
@@ -401,6 +412,7 @@ CUresult LocationTypeToPool(const CUmemLocation* location, CUmemAllocationType t
   if (location->type != CU_MEM_LOCATION_TYPE_DEVICE) return CUDA_ERROR_NOT_SUPPORTED;
   if (location->id < 0 || location->id >= config().devices) return CUDA_ERROR_INVALID_DEVICE;
   *managed = false;
+  *device = location->id;
   return CUDA_SUCCESS;
 }
 
@@ -617,9 +629,10 @@ CUresult cuMemPoolDestroy(CUmemoryPool pool) {
   Pool* p = reinterpret_cast<Pool*>(pool);
   if (!UnregisterPool(p)) return CUDA_ERROR_INVALID_VALUE;
   std::lock_guard<std::mutex> lock(*g_pool_mu);
-  for (Pool*& current : g_current_pool) {
+  for (Pool*& current : g_current_device_pool) {
     if (current == p) current = nullptr;
   }
+  if (g_current_managed_pool == p) g_current_managed_pool = nullptr;
   // Not deleted (see Pool): outstanding allocations keep working; their MEMPOOL_HANDLE is only a
   // value.
   return CUDA_SUCCESS;
@@ -712,7 +725,7 @@ CUresult cuDeviceGetDefaultMemPool(CUmemoryPool* pool_out, CUdevice dev) {
   SIMGPU_REQUIRE_INIT();
   if (pool_out == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (dev < 0 || dev >= config().devices) return CUDA_ERROR_INVALID_DEVICE;
-  *pool_out = reinterpret_cast<CUmemoryPool>(DefaultPool(false));
+  *pool_out = reinterpret_cast<CUmemoryPool>(DefaultPool(false, dev));
   return CUDA_SUCCESS;
 }
 
@@ -720,7 +733,7 @@ CUresult cuDeviceGetMemPool(CUmemoryPool* pool, CUdevice dev) {
   SIMGPU_REQUIRE_INIT();
   if (pool == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (dev < 0 || dev >= config().devices) return CUDA_ERROR_INVALID_DEVICE;
-  *pool = reinterpret_cast<CUmemoryPool>(CurrentPool(false));
+  *pool = reinterpret_cast<CUmemoryPool>(CurrentPool(false, dev));
   return CUDA_SUCCESS;
 }
 
@@ -728,8 +741,10 @@ CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool) {
   SIMGPU_REQUIRE_INIT();
   if (dev < 0 || dev >= config().devices) return CUDA_ERROR_INVALID_DEVICE;
   Pool* p = reinterpret_cast<Pool*>(pool);
-  if (!IsLivePool(p)) return CUDA_ERROR_INVALID_VALUE;
-  SetCurrentPool(false, p);  // lenient: a managed pool may serve cuMemAllocAsync
+  // The device's own pools only, as on the driver; lenient: a managed pool may serve
+  // cuMemAllocAsync.
+  if (!IsLivePool(p) || (!p->managed && p->location.id != dev)) return CUDA_ERROR_INVALID_VALUE;
+  SetCurrentPool(false, dev, p);
   return CUDA_SUCCESS;
 }
 
@@ -738,8 +753,9 @@ CUresult cuMemGetDefaultMemPool(CUmemoryPool* pool_out, CUmemLocation* location,
   SIMGPU_REQUIRE_INIT();
   if (pool_out == nullptr) return CUDA_ERROR_INVALID_VALUE;
   bool managed = false;
-  if (CUresult r = LocationTypeToPool(location, type, &managed)) return r;
-  *pool_out = reinterpret_cast<CUmemoryPool>(DefaultPool(managed));
+  int device = 0;
+  if (CUresult r = LocationTypeToPool(location, type, &managed, &device)) return r;
+  *pool_out = reinterpret_cast<CUmemoryPool>(DefaultPool(managed, device));
   return CUDA_SUCCESS;
 }
 
@@ -747,35 +763,42 @@ CUresult cuMemGetMemPool(CUmemoryPool* pool, CUmemLocation* location, CUmemAlloc
   SIMGPU_REQUIRE_INIT();
   if (pool == nullptr) return CUDA_ERROR_INVALID_VALUE;
   bool managed = false;
-  if (CUresult r = LocationTypeToPool(location, type, &managed)) return r;
-  *pool = reinterpret_cast<CUmemoryPool>(CurrentPool(managed));
+  int device = 0;
+  if (CUresult r = LocationTypeToPool(location, type, &managed, &device)) return r;
+  *pool = reinterpret_cast<CUmemoryPool>(CurrentPool(managed, device));
   return CUDA_SUCCESS;
 }
 
 CUresult cuMemSetMemPool(CUmemLocation* location, CUmemAllocationType type, CUmemoryPool pool) {
   SIMGPU_REQUIRE_INIT();
   bool managed = false;
-  if (CUresult r = LocationTypeToPool(location, type, &managed)) return r;
+  int device = 0;
+  if (CUresult r = LocationTypeToPool(location, type, &managed, &device)) return r;
   Pool* p = reinterpret_cast<Pool*>(pool);
   if (!IsLivePool(p) || p->managed != managed) return CUDA_ERROR_INVALID_VALUE;
-  SetCurrentPool(managed, p);
+  if (!managed && p->location.id != device) return CUDA_ERROR_INVALID_VALUE;
+  SetCurrentPool(managed, device, p);
   return CUDA_SUCCESS;
 }
 
 CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t bytesize, CUstream hStream) {
   SIMGPU_REQUIRE_INIT();
-  return AllocFromPool(dptr, bytesize, CurrentPool(false), hStream, false);
+  return AllocFromPool(dptr, bytesize, nullptr, hStream, false);
 }
 CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUstream hStream) {
   SIMGPU_REQUIRE_INIT();
-  return AllocFromPool(dptr, bytesize, CurrentPool(false), hStream, true);
+  return AllocFromPool(dptr, bytesize, nullptr, hStream, true);
 }
 CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool,
                                  CUstream hStream) {
+  SIMGPU_REQUIRE_INIT();
+  if (pool == nullptr) return CUDA_ERROR_INVALID_VALUE;
   return AllocFromPool(dptr, bytesize, reinterpret_cast<Pool*>(pool), hStream, false);
 }
 CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool,
                                       CUstream hStream) {
+  SIMGPU_REQUIRE_INIT();
+  if (pool == nullptr) return CUDA_ERROR_INVALID_VALUE;
   return AllocFromPool(dptr, bytesize, reinterpret_cast<Pool*>(pool), hStream, true);
 }
 CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {

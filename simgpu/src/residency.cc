@@ -319,14 +319,14 @@ void UpdateMax(std::atomic<uint64_t>& peak, uint64_t now) {
   }
 }
 
-CUresult Allocate(size_t bytes, bool managed, CUmemoryPool pool, CUdeviceptr* out) {
+CUresult Allocate(size_t bytes, bool managed, CUmemoryPool pool, int on_device, CUdeviceptr* out) {
   if (out == nullptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
   uint64_t n64 = (bytes + kChunkBytes - 1) / kChunkBytes;
   if (n64 > g_num_chunks) return CUDA_ERROR_OUT_OF_MEMORY;
   uint32_t n = static_cast<uint32_t>(n64);
   uint64_t accounted =
       managed ? 0 : (bytes + kDeviceAllocGranule - 1) / kDeviceAllocGranule * kDeviceAllocGranule;
-  const int device = ClampDevice(CurrentDeviceOrdinal());
+  const int device = ClampDevice(on_device >= 0 ? on_device : CurrentDeviceOrdinal());
   DeviceState& d = g_dev[device];
   std::lock_guard<std::mutex> lock(*g_alloc_mu);
   if (!managed) {
@@ -431,12 +431,12 @@ void BeginDeviceAccess(DeviceAccount* account) {
 
 void EndDeviceAccess() { tls_account = nullptr; }
 
-CUresult AllocateDevice(size_t bytes, CUmemoryPool pool, CUdeviceptr* out) {
-  return Allocate(bytes, false, pool, out);
+CUresult AllocateDevice(size_t bytes, CUmemoryPool pool, CUdeviceptr* out, int device) {
+  return Allocate(bytes, false, pool, device, out);
 }
 
 CUresult AllocateManaged(size_t bytes, CUmemoryPool pool, CUdeviceptr* out) {
-  return Allocate(bytes, true, pool, out);
+  return Allocate(bytes, true, pool, -1, out);
 }
 
 CUresult FreeAllocation(CUdeviceptr ptr) {

@@ -122,11 +122,12 @@ struct AllocInfo {
   bool managed = false;
   uint64_t id = 0;
   CUmemoryPool pool = nullptr;
-  int device = 0;  // the device whose context was current when it was made
+  int device = 0;  // the device it was made on (a pool's device, else the current one)
 };
 
-// Device memory is charged to the current context's device (device 0 without one).
-CUresult AllocateDevice(size_t bytes, CUmemoryPool pool, CUdeviceptr* out);
+// Device memory is charged to `device`, or where that is -1 to the current context's device
+// (device 0 without one).
+CUresult AllocateDevice(size_t bytes, CUmemoryPool pool, CUdeviceptr* out, int device = -1);
 CUresult AllocateManaged(size_t bytes, CUmemoryPool pool, CUdeviceptr* out);
 // Frees the allocation that starts at `ptr`.
 CUresult FreeAllocation(CUdeviceptr ptr);
@@ -363,7 +364,9 @@ int CurrentDeviceOrdinal();
 bool IsLiveContext(Context* c);
 bool IsLivePool(Pool* p);
 std::vector<Pool*> LivePools();
-Pool* DefaultPool(bool managed);
+// A device's default pool (`managed` false; null for an ordinal past the devices), or the default
+// managed pool, which is one for all devices (location NONE).
+Pool* DefaultPool(bool managed, int device);
 void RegisterPool(Pool* p);
 // False for a default pool or a pool that is not live.
 bool UnregisterPool(Pool* p);

@@ -26,6 +26,9 @@
 //   poolstats      a stream-ordered allocation from the default pool; then the pool's release
 //                  threshold set to UINT64_MAX, the allocation freed, a high watermark reset and
 //                  the pool trimmed, reading the pool's used and reserved bytes at each step
+//   devicepools    (SIMGPU_DEVICES=2) stream-ordered allocations of 4 MiB on the first device and
+//                  6 MiB on the second, each with its context current; then, with the first
+//                  current, each device's default pool's used bytes
 //   jobpool        (SIMGPU_MANAGED_POOL_CREATE=0) the job's own managed pool (cuMemGetMemPool)
 //                  given release threshold UINT64_MAX and an allocation; then a stream-ordered
 //                  allocation, the default pool's threshold set to 0, frees, a synchronize and
@@ -468,6 +471,37 @@ int PoolStats() {
   return 0;
 }
 
+// Each device's default pool counts the stream-ordered allocations made on that device only,
+// read from either device's context.
+int DevicePools() {
+  constexpr int kDevices = 2;
+  CUcontext contexts[kDevices];
+  CUstream streams[kDevices];
+  CUdeviceptr buffers[kDevices];
+  for (int d = 0; d < kDevices; ++d) {
+    CHECK_CU(cuDevicePrimaryCtxRetain(&contexts[d], d));
+    CHECK_CU(cuCtxSetCurrent(contexts[d]));
+    CHECK_CU(cuStreamCreate(&streams[d], CU_STREAM_NON_BLOCKING));
+    CHECK_CU(cuMemAllocAsync(&buffers[d], (4u + 2u * d) << 20, streams[d]));
+    std::printf("devicepools_managed%d=%u\n", d, IsManaged(buffers[d]));
+  }
+  CHECK_CU(cuCtxSetCurrent(contexts[0]));
+  for (int d = 0; d < kDevices; ++d) {
+    CUmemoryPool pool = nullptr;
+    CHECK_CU(cuDeviceGetDefaultMemPool(&pool, d));
+    cuuint64_t used = 0;
+    CHECK_CU(cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used));
+    std::printf("devicepools_used%d=%llu\n", d, static_cast<unsigned long long>(used >> 20));
+  }
+  for (int d = 0; d < kDevices; ++d) {
+    CHECK_CU(cuCtxSetCurrent(contexts[d]));
+    CHECK_CU(cuMemFreeAsync(buffers[d], streams[d]));
+    CHECK_CU(cuStreamSynchronize(streams[d]));
+    CHECK_CU(cuStreamDestroy(streams[d]));
+  }
+  return 0;
+}
+
 // Where the driver makes no managed pool for spillway, spillway's stream-ordered allocations come
 // from the driver's managed pool, which the job may use itself: the default pool's settings,
 // statistics and trims must leave it alone.
@@ -576,6 +610,7 @@ int main(int argc, char** argv) {
   if (scenario == "legacy_order") status = LegacyOrder(std::atoi(arg), g_fill);
   if (scenario == "asyncpool") status = AsyncPool();
   if (scenario == "poolstats") status = PoolStats();
+  if (scenario == "devicepools") status = DevicePools();
   if (scenario == "jobpool") status = JobPool();
   if (scenario == "poolrace") status = PoolRace();
   std::printf("done=%d\n", status);

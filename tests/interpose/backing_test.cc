@@ -320,6 +320,24 @@ TEST(BackingTest, TheDefaultPoolsStatisticsAndSettingsIncludeTheManagedPool) {
   EXPECT_NE(run.summary.find("\"errors\":[]"), std::string::npos) << run.summary;
 }
 
+// With two devices, each device's default pool counts what was allocated on that device only, as
+// without spillway, though each device's managed pool serves its allocations.
+TEST(BackingTest, EachDevicesDefaultPoolCountsItsOwnManagedPool) {
+  const std::map<std::string, std::string> env = {{"SIMGPU_DEVICES", "2"}};
+  const Outcome plain = RunScenario({"devicepools"}, env, /*shim=*/false);
+  ASSERT_EQ(plain.status, 0) << plain.output;
+  const Outcome run = RunScenario({"devicepools"}, env);
+  ASSERT_EQ(run.status, 0) << run.output;
+  for (const Outcome* outcome : {&plain, &run}) {
+    const long long managed = outcome == &run ? 1 : 0;
+    EXPECT_EQ(Fact(outcome->output, "devicepools_managed0"), managed) << outcome->output;
+    EXPECT_EQ(Fact(outcome->output, "devicepools_managed1"), managed) << outcome->output;
+    EXPECT_EQ(Fact(outcome->output, "devicepools_used0"), 4) << outcome->output;
+    EXPECT_EQ(Fact(outcome->output, "devicepools_used1"), 6) << outcome->output;
+  }
+  EXPECT_NE(run.summary.find("\"errors\":[]"), std::string::npos) << run.summary;
+}
+
 // Where the driver makes no managed pool for spillway, its stream-ordered allocations come from the
 // driver's managed pool, which is the job's too: the job's settings there stay its own, and the
 // default pool's statistics do not count that pool.

@@ -516,6 +516,52 @@ void TwoDevices() {
   REQUIRE(cuDevicePrimaryCtxRetain(&ctx1, 2) == CUDA_ERROR_INVALID_DEVICE);
 }
 
+// SIMGPU_DEVICES=2, 4 chunks each: each device has its own default pool; cuMemAllocAsync takes
+// from the current pool of its stream's device, and an allocation from a pool lies on the pool's
+// device whatever context is current.
+void DevicePools() {
+  Setup();
+  CUcontext ctx0 = nullptr, ctx1 = nullptr;
+  REQUIRE_OK(cuCtxGetCurrent(&ctx0));
+  REQUIRE_OK(cuDevicePrimaryCtxRetain(&ctx1, 1));
+  CUmemoryPool pool0 = nullptr, pool1 = nullptr, by_location = nullptr;
+  REQUIRE_OK(cuDeviceGetDefaultMemPool(&pool0, 0));
+  REQUIRE_OK(cuDeviceGetDefaultMemPool(&pool1, 1));
+  CUmemLocation device1{};
+  device1.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  device1.id = 1;
+  REQUIRE_OK(cuMemGetDefaultMemPool(&by_location, &device1, CU_MEM_ALLOCATION_TYPE_PINNED));
+  std::printf("pools_differ=%d\n", pool0 != pool1 ? 1 : 0);
+  std::printf("by_location_is_device1=%d\n", by_location == pool1 ? 1 : 0);
+  std::printf("set_other_devices_pool=%d\n", static_cast<int>(cuDeviceSetMemPool(0, pool1)));
+  REQUIRE_OK(cuCtxSetCurrent(ctx1));
+  CUstream s1 = nullptr;
+  REQUIRE_OK(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
+  REQUIRE_OK(cuCtxSetCurrent(ctx0));
+  CUdeviceptr a = 0, b = 0;
+  REQUIRE_OK(cuMemAllocAsync(&a, 2 * kChunk, s1));  // device 1's stream, device 0 current
+  REQUIRE_OK(cuMemAllocFromPoolAsync(&b, kChunk, pool1, nullptr));
+  REQUIRE_OK(cuCtxSynchronize());
+  int ordinal_a = -1, ordinal_b = -1;
+  REQUIRE_OK(cuPointerGetAttribute(&ordinal_a, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, a));
+  REQUIRE_OK(cuPointerGetAttribute(&ordinal_b, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, b));
+  std::printf("async_device=%d\nfrom_pool_device=%d\n", ordinal_a, ordinal_b);
+  cuuint64_t used0 = 0, used1 = 0;
+  REQUIRE_OK(cuMemPoolGetAttribute(pool0, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used0));
+  REQUIRE_OK(cuMemPoolGetAttribute(pool1, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used1));
+  std::printf("pool0_used_chunks=%llu\npool1_used_chunks=%llu\n",
+              static_cast<unsigned long long>(used0 / kChunk),
+              static_cast<unsigned long long>(used1 / kChunk));
+  size_t free0 = 0, free1 = 0, total = 0;
+  REQUIRE_OK(cuMemGetInfo(&free0, &total));
+  REQUIRE_OK(cuCtxSetCurrent(ctx1));
+  REQUIRE_OK(cuMemGetInfo(&free1, &total));
+  std::printf("device0_free_chunks=%zu\ndevice1_free_chunks=%zu\n", free0 / kChunk, free1 / kChunk);
+  REQUIRE_OK(cuMemFreeAsync(a, s1));
+  REQUIRE_OK(cuMemFreeAsync(b, s1));
+  REQUIRE_OK(cuStreamSynchronize(s1));
+}
+
 void NoCoreDumps() {
   struct rlimit none = {0, 0};
   setrlimit(RLIMIT_CORE, &none);
@@ -687,6 +733,7 @@ int RunScenario(const std::string& name) {
       {"not_initialized", NotInitialized},
       {"device_alloc_evicts", DeviceAllocEvicts},
       {"two_devices", TwoDevices},
+      {"device_pools", DevicePools},
       {"plain", Plain},
       {"queue_depth", QueueDepth},
       {"wild_access", WildAccess},

@@ -277,6 +277,20 @@ TEST(SimgpuScenario, TwoDevicesHaveSeparateCapacityAndResidency) {
       << r.stats;
 }
 
+TEST(SimgpuScenario, EachDeviceHasItsOwnDefaultPool) {
+  ChildResult r = RunChild("device_pools", "SIMGPU_MEMORY=8MiB SIMGPU_DEVICES=2");
+  EXPECT_CHILD_OK(r);
+  EXPECT_EQ(OutputNumber(r.output, "pools_differ"), 1) << r.output;
+  EXPECT_EQ(OutputNumber(r.output, "by_location_is_device1"), 1) << r.output;
+  EXPECT_EQ(OutputNumber(r.output, "set_other_devices_pool"), CUDA_ERROR_INVALID_VALUE) << r.output;
+  EXPECT_EQ(OutputNumber(r.output, "async_device"), 1) << r.output;
+  EXPECT_EQ(OutputNumber(r.output, "from_pool_device"), 1) << r.output;
+  EXPECT_EQ(OutputNumber(r.output, "pool0_used_chunks"), 0) << r.output;
+  EXPECT_EQ(OutputNumber(r.output, "pool1_used_chunks"), 3) << r.output;
+  EXPECT_EQ(OutputNumber(r.output, "device0_free_chunks"), 4) << r.output;
+  EXPECT_EQ(OutputNumber(r.output, "device1_free_chunks"), 1) << r.output;
+}
+
 TEST(SimgpuScenario, BadDevicesValueFallsBackToOne) {
   ChildResult r = RunChild("plain", "SIMGPU_DEVICES=9");
   EXPECT_CHILD_OK(r);
