@@ -575,14 +575,19 @@ CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
       generation = ++primary->generation;
     }
   }
-  // The last release resets the primary context: its modules are unloaded (simgpu keeps its
-  // allocations, streams and events).
-  if (primary != nullptr) UnloadModulesOf(primary, generation);
+  // The last release resets the primary context: its modules are unloaded and its memory freed
+  // (simgpu keeps its streams and events).
+  if (primary != nullptr) {
+    SynchronizeAll();
+    UnloadModulesOf(primary, generation);
+    FreeContextMemory(primary, generation);
+  }
   return CUDA_SUCCESS;
 }
 CUresult cuDevicePrimaryCtxRelease(CUdevice dev) { return cuDevicePrimaryCtxRelease_v2(dev); }
 
-// Unloads the primary context's modules (simgpu keeps its allocations, streams and events).
+// Unloads the primary context's modules and frees its memory (simgpu keeps its streams and
+// events).
 CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
   if (CUresult r = CheckDevice(dev)) return r;
   SynchronizeAll();
@@ -594,6 +599,7 @@ CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
     generation = ++primary->generation;
   }
   UnloadModulesOf(primary, generation);
+  FreeContextMemory(primary, generation);
   return CUDA_SUCCESS;
 }
 CUresult cuDevicePrimaryCtxReset(CUdevice dev) { return cuDevicePrimaryCtxReset_v2(dev); }
@@ -641,7 +647,9 @@ CUresult cuCtxDestroy_v2(CUcontext ctx) {
     g_retired_contexts->push_back(c);
   }
   CtxStack().erase(c);
-  UnloadModulesOf(c, ++c->generation);
+  const uint64_t generation = ++c->generation;
+  UnloadModulesOf(c, generation);
+  FreeContextMemory(c, generation);
   return CUDA_SUCCESS;
 }
 CUresult cuCtxDestroy(CUcontext ctx) { return cuCtxDestroy_v2(ctx); }

@@ -65,6 +65,16 @@ void NotePoolFree(CUmemoryPool pool, uint64_t bytes) {
   p->used -= std::min(p->used, bytes);
 }
 
+void FreeContextMemory(const Context* c, uint64_t generation) {
+  for (const CUdeviceptr base : AllocationsMadeIn(c, generation)) {
+    {
+      std::lock_guard<std::mutex> lock(*g_pool_mu);
+      g_graph_allocations->erase(base);
+    }
+    FreeAllocation(base);
+  }
+}
+
 // As the driver does at a synchronization: a pool holding more than its release threshold gives
 // back what its live allocations do not use, down to the threshold.
 void ReleasePoolMemory() {

@@ -92,6 +92,10 @@ struct AllocRecord {
   uint64_t accounted;  // device bytes charged against capacity
   CUmemoryPool pool;
   int device;
+  // The context current when it was made (null without one) and that context's generation then:
+  // the context's end frees it.
+  const Context* context;
+  uint64_t context_generation;
 };
 std::mutex* g_alloc_mu = new std::mutex();
 std::map<uint32_t, AllocRecord>* g_allocs = new std::map<uint32_t, AllocRecord>();
@@ -362,7 +366,10 @@ CUresult Allocate(size_t bytes, bool managed, CUmemoryPool pool, int on_device, 
       c.prev = c.next = -1;
     }
   }
-  (*g_allocs)[first] = AllocRecord{bytes, n, managed, g_next_alloc_id++, accounted, pool, device};
+  const Context* context = CurrentContext();
+  const uint64_t generation = context != nullptr ? context->generation.load() : 0;
+  (*g_allocs)[first] = AllocRecord{bytes, n,      managed, g_next_alloc_id++, accounted,
+                                   pool,  device, context, generation};
   if (managed) {
     UpdateMax(stats().managed_alloc_bytes_peak, stats().managed_alloc_bytes += bytes);
   } else {
@@ -437,6 +444,17 @@ CUresult AllocateDevice(size_t bytes, CUmemoryPool pool, CUdeviceptr* out, int d
 
 CUresult AllocateManaged(size_t bytes, CUmemoryPool pool, CUdeviceptr* out) {
   return Allocate(bytes, true, pool, -1, out);
+}
+
+std::vector<CUdeviceptr> AllocationsMadeIn(const Context* c, uint64_t generation) {
+  std::vector<CUdeviceptr> bases;
+  std::lock_guard<std::mutex> lock(*g_alloc_mu);
+  for (const auto& [first, rec] : *g_allocs) {
+    if (rec.context == c && rec.context_generation < generation) {
+      bases.push_back(reinterpret_cast<CUdeviceptr>(ChunkAddr(first)));
+    }
+  }
+  return bases;
 }
 
 CUresult FreeAllocation(CUdeviceptr ptr) {

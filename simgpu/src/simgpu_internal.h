@@ -131,6 +131,12 @@ CUresult AllocateDevice(size_t bytes, CUmemoryPool pool, CUdeviceptr* out, int d
 CUresult AllocateManaged(size_t bytes, CUmemoryPool pool, CUdeviceptr* out);
 // Frees the allocation that starts at `ptr`.
 CUresult FreeAllocation(CUdeviceptr ptr);
+struct Context;
+// The allocations made in `c` before its generation became `generation` (its end, at which they
+// are freed).
+std::vector<CUdeviceptr> AllocationsMadeIn(const Context* c, uint64_t generation);
+// Frees those, as the driver frees a context's memory at its end (api_memory.cc).
+void FreeContextMemory(const Context* c, uint64_t generation);
 // Finds the allocation containing `ptr`.
 bool FindAllocation(CUdeviceptr ptr, AllocInfo* info);
 // True when [ptr, ptr+bytes) lies inside one live allocation.

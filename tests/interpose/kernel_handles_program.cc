@@ -50,19 +50,27 @@ void** GuardedParams(size_t count) {
 // Rounds of 4-parameter and 3-parameter kernels from modules loaded and unloaded in turn: by
 // cuModuleUnload, or (`reset`) by resetting the primary context, which unloads its modules. The
 // buffers are made once: the rounds allocate nothing on the heap but the modules, so that a new
-// function gets an unloaded one's handle (the point of the test) in most rounds. (A driver frees
-// a reset context's memory; simgpu keeps it, which the reset rounds rely on.)
+// function gets an unloaded one's handle (the point of the test) in most rounds. A reset frees
+// the primary context's memory, so there they are managed memory of a context of their own, which
+// the primary context's kernels reach too.
 int Reuse(const char* four_library, const char* three_library, bool reset) {
   CUdevice device = 0;
   CHECK_CU(cuCtxGetDevice(&device));
   auto end = [&](CUmodule module) {
     CHECK_CU(reset ? cuDevicePrimaryCtxReset(device) : cuModuleUnload(module));
   };
+  CUcontext primary = nullptr, keeper = nullptr;
+  CHECK_CU(cuCtxGetCurrent(&primary));
+  if (reset) CHECK_CU(cuCtxCreate(&keeper, nullptr, 0, device));
   CUdeviceptr dst = 0, src = 0;
-  CHECK_CU(cuMemAlloc(&dst, kWords * 4));
-  CHECK_CU(cuMemAlloc(&src, kWords * 4));
+  for (CUdeviceptr* buffer : {&dst, &src}) {
+    CHECK_CU(reset ? cuMemAllocManaged(buffer, kWords * 4, CU_MEM_ATTACH_GLOBAL)
+                   : cuMemAlloc(buffer, kWords * 4));
+  }
   CHECK_CU(cuMemsetD32(dst, 0, kWords));
   CHECK_CU(cuMemsetD32(src, 1, kWords));
+  CHECK_CU(cuCtxSynchronize());
+  CHECK_CU(cuCtxSetCurrent(primary));
   void** three_params = GuardedParams(3);
   std::set<CUfunction> four_handles;
   int reused = 0, wrong = 0;
@@ -97,8 +105,10 @@ int Reuse(const char* four_library, const char* three_library, bool reset) {
     end(three_module);
   }
   std::printf("launches=%d\nreused=%d\nwrong=%d\n", 2 * kRounds, reused, wrong);
+  if (keeper != nullptr) CHECK_CU(cuCtxSetCurrent(keeper));
   CHECK_CU(cuMemFree(dst));
   CHECK_CU(cuMemFree(src));
+  if (keeper != nullptr) CHECK_CU(cuCtxDestroy(keeper));
   return wrong == 0 ? 0 : 1;
 }
 

@@ -647,10 +647,12 @@ void QueueDepth() {
 
 }  // namespace
 
-// A module lives as long as the context it was loaded in: destroying a created context, resetting
-// the primary one and releasing it for the last time each unload the modules loaded there; a
-// library (context-independent) stays. Prints what cuModuleGetFunction on each module returns
-// after each step, and what a launch of an ended module's function returns.
+// A module and memory live as long as the context they were made in: destroying a created
+// context, resetting the primary one and releasing it for the last time each unload the modules
+// loaded there and free the memory allocated there; a library (context-independent) and another
+// context's memory stay. Prints what cuModuleGetFunction on each module returns after each step,
+// what a launch of an ended module's function returns, and what cuMemGetAddressRange says of the
+// memory.
 int ContextModules() {
   const Kernels k = Setup();  // k.module: loaded in the primary context, retained once
   CUlibrary library = nullptr;
@@ -658,8 +660,17 @@ int ContextModules() {
                                    nullptr, 0));
   CUcontext primary = nullptr;
   REQUIRE_OK(cuCtxGetCurrent(&primary));
+  // The kernels' buffer, in a context of its own that lives to the end.
+  CUcontext keeper = nullptr;
+  REQUIRE_OK(cuCtxCreate(&keeper, nullptr, 0, 0));
   CUdeviceptr buffer = 0;
   REQUIRE_OK(cuMemAllocManaged(&buffer, kChunk, CU_MEM_ATTACH_GLOBAL));
+  REQUIRE_OK(cuCtxSetCurrent(primary));
+  auto alive = [](CUdeviceptr address) {
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    return cuMemGetAddressRange(&base, &size, address);
+  };
   char* p = reinterpret_cast<char*>(buffer);
   uint64_t stride = kChunk;
   uint32_t count = 1;
@@ -685,15 +696,21 @@ int ContextModules() {
   REQUIRE_OK(cuCtxCreate(&created, nullptr, 0, 0));
   CUfunction created_touch = nullptr;
   const CUmodule in_created = load(&created_touch);
+  CUdeviceptr in_created_memory = 0;
+  REQUIRE_OK(cuMemAlloc(&in_created_memory, kChunk));
   REQUIRE_OK(cuCtxDestroy(created));
   REQUIRE_OK(cuCtxSetCurrent(primary));
   print("destroyed_get", get(in_created));
+  print("destroyed_memory", alive(in_created_memory));
   print("destroyed_launch",
         cuLaunchKernel(created_touch, 1, 1, 1, 1, 1, 1, 0, nullptr, args, nullptr));
   print("primary_after_destroy_get", get(k.module));
 
   CUfunction touch = nullptr;
   const CUmodule before_reset = load(&touch);
+  CUdeviceptr primary_memory = 0, primary_managed = 0;
+  REQUIRE_OK(cuMemAlloc(&primary_memory, kChunk));
+  REQUIRE_OK(cuMemAllocManaged(&primary_managed, kChunk, CU_MEM_ATTACH_GLOBAL));
   CUcontext again = nullptr;
   REQUIRE_OK(cuDevicePrimaryCtxRetain(&again, 0));
   REQUIRE_OK(cuDevicePrimaryCtxRelease(0));  // Setup's reference is left
@@ -702,10 +719,17 @@ int ContextModules() {
   print("reset_get", get(before_reset));
   print("reset_launch", cuLaunchKernel(touch, 1, 1, 1, 1, 1, 1, 0, nullptr, args, nullptr));
   print("reset_setup_module_get", get(k.module));
+  print("reset_memory", alive(primary_memory));
+  print("reset_managed", alive(primary_managed));
+  print("keeper_memory", alive(buffer));
+  CUdeviceptr after_reset = 0;
+  REQUIRE_OK(cuMemAlloc(&after_reset, kChunk));
 
   const CUmodule before_release = load(&touch);
   REQUIRE_OK(cuDevicePrimaryCtxRelease(0));  // the last reference
   print("released_get", get(before_release));
+  print("released_memory", alive(after_reset));
+  print("keeper_memory_at_end", alive(buffer));
 
   CUkernel kernel = nullptr;
   print("library_get_kernel", cuLibraryGetKernel(&kernel, library, "touch_chunks"));

@@ -212,9 +212,9 @@ TEST(SimgpuScenario, DeviceAllocationEvictsManaged) {
   EXPECT_EQ(JsonNumber(r.stats, "device_alloc_bytes_peak"), 2.0 * kChunk);
 }
 
-// A module lives as long as the context it was loaded in, as on the driver (a library is
-// context-independent).
-TEST(SimgpuScenario, AContextsEndUnloadsItsModules) {
+// A module and memory live as long as the context they were made in, as on the driver (a library
+// is context-independent).
+TEST(SimgpuScenario, AContextsEndUnloadsItsModulesAndFreesItsMemory) {
   ChildResult r = RunChild("context_modules", "SIMGPU_MEMORY=8MiB");
   EXPECT_CHILD_OK(r);
   const int invalid = CUDA_ERROR_INVALID_HANDLE;
@@ -222,8 +222,11 @@ TEST(SimgpuScenario, AContextsEndUnloadsItsModules) {
                           "reset_setup_module_get", "released_get"}) {
     EXPECT_EQ(OutputNumber(r.output, key), invalid) << key << "\n" << r.output;
   }
-  for (const char* key :
-       {"primary_after_destroy_get", "still_retained_get", "library_get_kernel"}) {
+  for (const char* key : {"destroyed_memory", "reset_memory", "reset_managed", "released_memory"}) {
+    EXPECT_EQ(OutputNumber(r.output, key), CUDA_ERROR_NOT_FOUND) << key << "\n" << r.output;
+  }
+  for (const char* key : {"primary_after_destroy_get", "still_retained_get", "library_get_kernel",
+                          "keeper_memory", "keeper_memory_at_end"}) {
     EXPECT_EQ(OutputNumber(r.output, key), 0) << key << "\n" << r.output;
   }
 }
