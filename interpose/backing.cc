@@ -472,4 +472,20 @@ uint64_t BallastBytes() {
   return bytes;
 }
 
+void ForgetBallast(int device) {
+  if (device < 0 || device >= kMaxDevices) return;
+  g_ballast_address[device].store(0);
+  g_ballast_bytes[device].store(0, std::memory_order_relaxed);
+}
+
+void ForgetPools(int device) {
+  if (device < 0 || device >= kMaxDevices) return;
+  Pools& pools = ThePools();
+  std::lock_guard lock(pools.mutex);
+  pools.state[device] = 0;
+  pools.pool[device] = nullptr;
+  pools.owned[device] = false;
+  pools.default_pool[device] = nullptr;
+}
+
 }  // namespace spillway::interpose

@@ -109,6 +109,15 @@ uint64_t StartBallast(int ordinal, policy::Device* device, uint64_t budget, uint
                       uint64_t total);
 uint64_t BallastBytes();  // all devices; no requirement
 
+// After the context that held device `device`'s ballast ended (the driver freed it): forgotten,
+// so that nothing frees it again and the next engine holds a new one. No requirement.
+void ForgetBallast(int device);
+
+// After device `device`'s primary context ended: its managed pool and default pool are forgotten
+// (the driver may have destroyed them with the context's resources; never destroyed here), and
+// made or looked up again at the next stream-ordered allocation. No requirement.
+void ForgetPools(int device);
+
 }  // namespace spillway::interpose
 
 #endif  // SPILLWAY_INTERPOSE_BACKING_H_

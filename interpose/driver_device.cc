@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "interpose/backing.h"
+#include "interpose/context_end.h"
 #include "interpose/hook_table.h"
 #include "interpose/log.h"
 #include "interpose/page_range.h"
@@ -193,10 +194,13 @@ policy::DeviceResult DriverDevice::PrefetchToHost(uint64_t address, uint64_t byt
 }
 
 void* DriverDevice::StandInFor(void* context) {
+  const uint64_t context_ends = ContextEndsSoFar();
   {
     std::lock_guard lock(stand_ins_mutex_);
-    for (const auto& [owner, stream] : stand_ins_) {
-      if (owner == context) return stream;
+    for (const StandIn& stand_in : stand_ins_) {
+      if (stand_in.context == context && stand_in.context_ends == context_ends) {
+        return stand_in.stream;
+      }
     }
   }
   const auto create_stream = Lookup<StreamCreateFn>(g_stream_create);
@@ -205,10 +209,12 @@ void* DriverDevice::StandInFor(void* context) {
     return nullptr;
   }
   std::lock_guard lock(stand_ins_mutex_);
-  for (const auto& [owner, made] : stand_ins_) {
-    if (owner == context) return made;  // another thread made one first; ours stays unused
+  for (const StandIn& stand_in : stand_ins_) {
+    if (stand_in.context == context && stand_in.context_ends == context_ends) {
+      return stand_in.stream;  // another thread made one first; ours stays unused
+    }
   }
-  stand_ins_.emplace_back(context, stream);
+  stand_ins_.push_back({context, context_ends, stream});
   return stream;
 }
 
@@ -219,6 +225,7 @@ namespace {
 // this thread's. A few contexts per thread; trivially destructible, never freed.
 struct ThreadEvents {
   CUcontext context = nullptr;
+  uint64_t context_ends = 0;  // ContextEndsSoFar() when made: a context's end may have taken them
   CUevent before = nullptr;
   CUevent after = nullptr;
 };
@@ -227,8 +234,9 @@ thread_local ThreadEvents t_events[kThreadEventSlots];
 thread_local size_t t_next_event_slot = 0;
 
 const ThreadEvents* EventsFor(CUcontext context) {
+  const uint64_t context_ends = ContextEndsSoFar();
   for (const ThreadEvents& events : t_events) {
-    if (events.context == context) return &events;
+    if (events.context == context && events.context_ends == context_ends) return &events;
   }
   const auto create_event = Lookup<EventCreateFn>(g_event_create);
   CUevent before = nullptr, after = nullptr;
@@ -237,7 +245,7 @@ const ThreadEvents* EventsFor(CUcontext context) {
     return nullptr;  // what was made stays with the context; rare
   }
   ThreadEvents& slot = t_events[t_next_event_slot++ % kThreadEventSlots];  // the oldest goes
-  slot = ThreadEvents{context, before, after};
+  slot = ThreadEvents{context, context_ends, before, after};
   return &slot;
 }
 
@@ -270,9 +278,15 @@ policy::DeviceResult DriverDevice::OnLegacyStandIn(policy::Stream stream, Issue 
   if (result == CUDA_SUCCESS) result = wait(CU_STREAM_LEGACY, events->after, 0);
   if (result != CUDA_SUCCESS) {
     // The legacy stream's next work could overtake what was enqueued: wait for it here instead
-    // (the stand-in holds only that and what it waited for on the legacy stream).
+    // (the stand-in holds only that and what it waited for on the legacy stream), or for the
+    // whole context. Where neither wait succeeds the context is unusable, and so is the job's
+    // next call in it.
     const auto sync = Real<StreamSyncFn>(HookId::k_cuStreamSynchronize);
-    if (sync == nullptr || sync(side) != CUDA_SUCCESS) return result;
+    if (sync == nullptr || sync(side) != CUDA_SUCCESS) {
+      using CtxSyncFn = CUresult (*)();
+      const auto sync_context = Real<CtxSyncFn>(HookId::k_cuCtxSynchronize);
+      if (sync_context == nullptr || sync_context() != CUDA_SUCCESS) return result;
+    }
   }
   return issued;
 }

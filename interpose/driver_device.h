@@ -48,13 +48,19 @@ class DriverDevice final : public policy::Device {
   template <typename Issue>
   policy::DeviceResult OnLegacyStandIn(policy::Stream stream, Issue issue);
   // `context`'s stand-in stream (a CUcontext; a non-blocking CUstream, null when none could be
-  // made), made at its first need; no driver call under the lock.
+  // made), made at its first need, and again after any context's end (ContextEndsSoFar); no
+  // driver call under the lock.
   void* StandInFor(void* context);
+  struct StandIn {
+    void* context;
+    uint64_t context_ends;  // ContextEndsSoFar() when made
+    void* stream;
+  };
 
   // A std::mutex, not an absl::Mutex: Debian's Abseil is not built for ThreadSanitizer, which
   // could not see what this lock orders (scripts/tsan.supp).
   std::mutex stand_ins_mutex_;
-  std::vector<std::pair<void*, void*>> stand_ins_;  // context -> stream; guarded by the mutex
+  std::vector<StandIn> stand_ins_;  // guarded by the mutex
 };
 
 // The parameter layout of launch handle `function` (a CUfunction, or a CUkernel cast to one) from

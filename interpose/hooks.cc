@@ -20,6 +20,7 @@
 #include <optional>
 
 #include "interpose/backing.h"
+#include "interpose/context_end.h"
 #include "interpose/driver_device.h"
 #include "interpose/graph_hooks.h"
 #include "interpose/hook_table.h"
@@ -276,12 +277,36 @@ template <>
 struct Replace<HookId::k_cuModuleUnload> : ReplaceUnload {};
 template <>
 struct Replace<HookId::k_cuLibraryUnload> : ReplaceUnload {};
+// A context's end unloads its modules (as ReplaceUnload) and frees its memory, streams and events:
+// the shim's engines and records follow (OnContextEnded).
 template <>
-struct Replace<HookId::k_cuCtxDestroy_v2> : ReplaceUnload {};
+struct Replace<HookId::k_cuCtxDestroy_v2> {
+  static constexpr bool kActive = true;
+  static CUresult Run(CUresult (*real)(CUcontext), CUcontext context) {
+    const CUresult result = ReplaceUnload::Run(real, context);
+    if (result == CUDA_SUCCESS && context != nullptr) OnContextEnded(context, -1);
+    return result;
+  }
+};
 template <>
-struct Replace<HookId::k_cuDevicePrimaryCtxReset_v2> : ReplaceUnload {};
+struct Replace<HookId::k_cuDevicePrimaryCtxReset_v2> {
+  static constexpr bool kActive = true;
+  static CUresult Run(CUresult (*real)(CUdevice), CUdevice device) {
+    const CUresult result = ReplaceUnload::Run(real, device);
+    if (result == CUDA_SUCCESS) OnContextEnded(nullptr, device);
+    return result;
+  }
+};
+// Only the last release ends the primary context.
 template <>
-struct Replace<HookId::k_cuDevicePrimaryCtxRelease_v2> : ReplaceUnload {};
+struct Replace<HookId::k_cuDevicePrimaryCtxRelease_v2> {
+  static constexpr bool kActive = true;
+  static CUresult Run(CUresult (*real)(CUdevice), CUdevice device) {
+    const CUresult result = ReplaceUnload::Run(real, device);
+    if (result == CUDA_SUCCESS && PrimaryContextInactive(device)) OnContextEnded(nullptr, device);
+    return result;
+  }
+};
 
 // Says `format` once per `flag` (and keeps it for the summary's errors).
 #define SPILLWAY_REPORT_ONCE(flag, ...)                    \

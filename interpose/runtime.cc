@@ -21,6 +21,7 @@
 #include "interpose/allocation_sites.h"
 #include "interpose/backing.h"
 #include "interpose/caller_module.h"
+#include "interpose/context_end.h"
 #include "interpose/driver_device.h"
 #include "interpose/log.h"
 #include "interpose/real_driver.h"
@@ -56,10 +57,25 @@ policy::AllocationRegistry& Registry() {
   return *registry;
 }
 
-// The engines and their devices, one per device ordinal: each created once (under g_engine_mutex,
-// no driver call inside), never freed. A forked child drops its parent's engines and starts anew.
+// The engines and their devices, one per device ordinal: each created under g_engine_mutex (no
+// driver call inside), never freed. A forked child drops its parent's engines and starts anew; an
+// engine whose context ended is retired and the device's next one starts in the context current
+// then (OnContextEnded).
 constinit std::atomic<policy::ResidencyEngine*> g_engines[kMaxDevices] = {};
 constinit DriverDevice* g_devices[kMaxDevices] = {};  // guarded by g_engine_mutex
+// The context current when each engine started, where its streams and events live; guarded by
+// g_engine_mutex.
+constinit CUcontext g_engine_contexts[kMaxDevices] = {};
+// Retired engines and their device ordinals: kept (a thread may still be in one) and counted in
+// the summary. Guarded by g_engine_mutex.
+struct RetiredEngine {
+  int device;
+  policy::ResidencyEngine* engine;
+};
+std::vector<RetiredEngine>* g_retired_engines = new std::vector<RetiredEngine>();
+// The context ends (ContextEndsSoFar) after which the registry has dropped what the driver freed.
+constinit std::atomic<uint64_t> g_context_ends_dropped{0};
+constinit std::atomic<bool> g_dropping{false};  // a thread is dropping them
 constinit std::atomic<uint64_t> g_launches_resolved{0};
 constinit std::atomic<bool> g_engine_start_failed_reported{false};
 // Devices whose ballast waits for the end of a stream capture that would refuse its cuMemAlloc
@@ -102,6 +118,9 @@ void AfterForkInChild() {
   for (std::atomic<policy::ResidencyEngine*>& engine : g_engines) {
     engine.store(nullptr, std::memory_order_relaxed);
   }
+  g_retired_engines->clear();  // capacity kept: nothing is freed in the child
+  g_context_ends_dropped.store(ContextEndsSoFar(), std::memory_order_relaxed);
+  g_dropping.store(false, std::memory_order_relaxed);
   g_launches_resolved.store(0, std::memory_order_relaxed);
   for (CallCounter& counter : g_call_counts) counter.value.store(0, std::memory_order_relaxed);
   g_forked_child.store(true, std::memory_order_relaxed);
@@ -184,12 +203,27 @@ SummaryData CollectSummary() {
   data.device_exceptions_module = backing.module;
   data.ipc_refused = backing.ipc_refused;
   data.ballast_bytes = BallastBytes();
-  // Several devices: one engine each; the summary adds their counters and budgets up.
-  for (const std::atomic<policy::ResidencyEngine*>& slot : g_engines) {
-    const policy::ResidencyEngine* engine = slot.load(std::memory_order_acquire);
-    if (engine == nullptr) continue;
+  // Several devices: one engine each; the summary adds their counters and budgets up. An engine
+  // retired when its context ended counts its moves; its device's budget counts once.
+  std::vector<std::pair<int, const policy::ResidencyEngine*>> engines;
+  {
+    std::lock_guard lock(g_engine_mutex);
+    for (const RetiredEngine& retired : *g_retired_engines) {
+      engines.emplace_back(retired.device, retired.engine);
+    }
+  }
+  for (int device = 0; device < kMaxDevices; ++device) {
+    const policy::ResidencyEngine* engine = g_engines[device].load(std::memory_order_acquire);
+    if (engine != nullptr) engines.emplace_back(device, engine);
+  }
+  bool device_counted[kMaxDevices] = {};
+  for (const auto& [device, engine] : engines) {
     data.engine_policy = std::string(engine->policy_name());
-    data.engine_devices += 1;
+    if (!device_counted[device]) {
+      device_counted[device] = true;
+      data.engine_devices += 1;
+      data.budget_bytes += engine->budget_bytes();
+    }
     data.prefetch_bytes += engine->prefetch_bytes();
     data.evict_bytes += engine->evict_bytes();
     data.discard_bytes += engine->discard_bytes();
@@ -199,7 +233,6 @@ SummaryData CollectSummary() {
     data.thread_steps = std::max(data.thread_steps, engine->thread_steps());
     data.reordered_launches += engine->reordered_launches();
     data.lookahead_prefetch_bytes += engine->lookahead_prefetch_bytes();
-    data.budget_bytes += engine->budget_bytes();
     policy::ScheduleAdherence adherence;
     if (engine->adherence(&adherence)) data.policy_file.push_back(std::move(adherence));
   }
@@ -237,7 +270,79 @@ void EnsureConfigured() {
 
 Mode CurrentMode() { return static_cast<Mode>(g_mode.load(std::memory_order_relaxed)); }
 
-policy::AllocationRegistry& Allocations() { return Registry(); }
+namespace {
+
+// After a context end: the allocations the driver freed with it (gone, or their base now inside
+// a newer allocation) leave the registry and their engine, at the first call that uses the
+// registry with a context current. One thread drops them; others go on meanwhile.
+void DropFreedAllocations() {
+  if (g_dropping.exchange(true, std::memory_order_acquire)) return;
+  const uint64_t ends = ContextEndsSoFar();
+  bool done = CurrentContextHandle() != nullptr;
+  uint64_t dropped = 0;
+  if (done) {
+    for (const policy::Allocation& allocation : Registry().Snapshot()) {
+      const AllocationState state = DriverAllocationState(allocation.base);
+      if (state == AllocationState::kUnknown) {
+        done = false;
+        break;
+      }
+      if (state == AllocationState::kLive || !Registry().EraseIfCurrent(allocation)) continue;
+      ++dropped;
+      if (policy::ResidencyEngine* engine = EngineOf(allocation.device)) engine->Forget(allocation);
+    }
+  }
+  if (done) {
+    g_context_ends_dropped.store(ends, std::memory_order_release);
+    Log(LogLevel::kInfo, "a context's end freed %llu allocations; spillway forgot them",
+        static_cast<unsigned long long>(dropped));
+  }
+  g_dropping.store(false, std::memory_order_release);
+}
+
+void DropFreedAllocationsIfAnyContextEnded() {
+  if (ContextEndsSoFar() != g_context_ends_dropped.load(std::memory_order_acquire)) {
+    DropFreedAllocations();
+  }
+}
+
+}  // namespace
+
+policy::AllocationRegistry& Allocations() {
+  DropFreedAllocationsIfAnyContextEnded();
+  return Registry();
+}
+
+void OnContextEnded(CUcontext context, int primary_device) {
+  NoteContextEnded();
+  bool retired[kMaxDevices] = {};
+  {
+    std::lock_guard lock(g_engine_mutex);
+    for (int device = 0; device < kMaxDevices; ++device) {
+      policy::ResidencyEngine* engine = g_engines[device].load(std::memory_order_acquire);
+      if (engine == nullptr) continue;
+      const bool ended =
+          context != nullptr ? g_engine_contexts[device] == context : device == primary_device;
+      if (!ended) continue;
+      g_retired_engines->push_back({device, engine});
+      g_engines[device].store(nullptr, std::memory_order_release);
+      g_devices[device] = nullptr;  // the retired engine keeps its own
+      g_engine_contexts[device] = nullptr;
+      g_ballast_waiting[device].store(false, std::memory_order_relaxed);
+      retired[device] = true;
+    }
+  }
+  for (int device = 0; device < kMaxDevices; ++device) {
+    if (retired[device]) {
+      ForgetBallast(device);
+      Log(LogLevel::kInfo,
+          "device %d: the context its engine started in ended; a new engine starts at its next "
+          "use",
+          device);
+    }
+  }
+  if (primary_device >= 0) ForgetPools(primary_device);
+}
 
 const std::vector<std::string>* DeviceModules() {
   if (g_config == nullptr || g_config->device_modules.empty()) return nullptr;
@@ -265,6 +370,7 @@ void PlaceBallast(int ordinal, const policy::ResidencyEngine& engine) {
 
 // Starts the engine of device `ordinal` (the current context's device).
 policy::ResidencyEngine* StartEngine(int ordinal) {
+  const CUcontext context = CurrentContextHandle();
   DriverDevice* device = nullptr;
   {
     std::lock_guard lock(g_engine_mutex);
@@ -327,6 +433,7 @@ policy::ResidencyEngine* StartEngine(int ordinal) {
     for (const policy::Allocation& allocation : Registry().Snapshot()) {
       if (allocation.device == ordinal) engine->OnAllocated(allocation, /*place_now=*/false);
     }
+    g_engine_contexts[ordinal] = context;
     g_engines[ordinal].store(engine, std::memory_order_release);
   }
   Log(LogLevel::kInfo, "engine started on device %d: policy %s, budget %llu bytes", ordinal,
@@ -352,7 +459,10 @@ policy::ResidencyEngine* Engine() {
   const int ordinal = CurrentDevice();
   if (ordinal < 0 || ordinal >= kMaxDevices) return nullptr;
   policy::ResidencyEngine* engine = g_engines[ordinal].load(std::memory_order_acquire);
-  if (engine == nullptr) return StartEngine(ordinal);
+  if (engine == nullptr) {
+    DropFreedAllocationsIfAnyContextEnded();  // before the new engine takes the registry's list
+    return StartEngine(ordinal);
+  }
   if (g_ballast_waiting[ordinal].load(std::memory_order_relaxed) &&
       !Captures().ActiveForThisThread() &&
       g_ballast_waiting[ordinal].exchange(false, std::memory_order_acq_rel)) {
@@ -383,7 +493,7 @@ policy::Allocation OnAllocated(uint64_t address, uint64_t bytes, policy::Backing
                                  ? AllocationCallSite(reinterpret_cast<const void*>(&OnAllocated))
                                  : 0;
   const policy::Allocation allocation =
-      Registry().Insert(address, bytes, backing, stream_ordered, substituted, device, call_site);
+      Allocations().Insert(address, bytes, backing, stream_ordered, substituted, device, call_site);
   // Host placements go on the legacy stream, which is unusable while another thread captures a
   // blocking stream (and this thread's own default stream may be the one capturing): while any
   // capture is in progress they wait for the next launch, which makes them on its stream before
@@ -397,7 +507,7 @@ policy::Allocation OnAllocated(uint64_t address, uint64_t bytes, policy::Backing
 }
 
 void OnFreed(uint64_t address) {
-  const std::optional<policy::Allocation> allocation = Registry().Erase(address);
+  const std::optional<policy::Allocation> allocation = Allocations().Erase(address);
   if (!allocation.has_value()) return;
   if (policy::ResidencyEngine* engine = EngineOf(allocation->device)) engine->Forget(*allocation);
 }

@@ -70,6 +70,15 @@ std::optional<Allocation> AllocationRegistry::Erase(uint64_t base) {
   return allocation;
 }
 
+bool AllocationRegistry::EraseIfCurrent(const Allocation& allocation) {
+  std::unique_lock lock(mutex_);
+  const auto it = by_base_.find(allocation.base);
+  if (it == by_base_.end() || it->second.id != allocation.id) return false;
+  RemoveBytes(it->second);
+  by_base_.erase(it);
+  return true;
+}
+
 std::optional<Allocation> AllocationRegistry::Find(uint64_t address) const {
   std::shared_lock lock(mutex_);
   auto it = by_base_.upper_bound(address);

@@ -51,6 +51,9 @@ class AllocationRegistry {
   // Removes the allocation that starts at `base`; nullopt when none does.
   std::optional<Allocation> Erase(uint64_t base);
 
+  // Removes `allocation` if it is still the one at its base (not replaced by a newer one there).
+  bool EraseIfCurrent(const Allocation& allocation);
+
   // The live allocation containing `address`, or nullopt.
   std::optional<Allocation> Find(uint64_t address) const;
 

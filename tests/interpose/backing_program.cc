@@ -29,6 +29,13 @@
 //   devicepools    (SIMGPU_DEVICES=2) stream-ordered allocations of 4 MiB on the first device and
 //                  6 MiB on the second, each with its context current; then, with the first
 //                  current, each device's default pool's used bytes
+//   reset MIB      cuMemAlloc buffers totalling MIB (4 MiB each) filled and summed; the primary
+//                  context reset (cudaDeviceReset), retained again and the kernels loaded again;
+//                  a 2 MiB buffer and as many new buffers (so each old base but the first lies
+//                  inside a new buffer), filled; an old buffer freed again (the driver refuses
+//                  it); then the new buffers summed
+//   destroyctx MIB the same buffers made, filled and summed in a context the job created, which
+//                  it then destroys; then again in the primary context
 //   jobpool        (SIMGPU_MANAGED_POOL_CREATE=0) the job's own managed pool (cuMemGetMemPool)
 //                  given release threshold UINT64_MAX and an allocation; then a stream-ordered
 //                  allocation, the default pool's threshold set to 0, frees, a synchronize and
@@ -65,6 +72,15 @@ namespace {
 
 CUfunction g_fill = nullptr;
 CUfunction g_sum = nullptr;
+const char* g_kernel_library = nullptr;
+
+// Loads the kernels (again, after a context's end unloaded them).
+void LoadKernels() {
+  CUmodule module = nullptr;
+  CHECK_CU(cuModuleLoad(&module, g_kernel_library));
+  CHECK_CU(cuModuleGetFunction(&g_fill, module, "fill"));
+  CHECK_CU(cuModuleGetFunction(&g_sum, module, "sum"));
+}
 
 unsigned IsManaged(CUdeviceptr pointer) {
   unsigned managed = 0;
@@ -502,6 +518,106 @@ int DevicePools() {
   return 0;
 }
 
+// Fills `buffers` with values from `first` on, on `stream`.
+void FillAll(const std::vector<CUdeviceptr>& buffers, uint32_t first, uint64_t words,
+             CUstream stream) {
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    Fill(buffers[i], first + static_cast<uint32_t>(i), words, stream);
+  }
+}
+
+// Sums `buffers` on `stream` and returns how many hold other than FillAll(.., first, ..) left.
+int WrongSums(const std::vector<CUdeviceptr>& buffers, uint32_t first, uint64_t words,
+              CUstream stream) {
+  const size_t count = buffers.size();
+  CUdeviceptr sums = 0;
+  CHECK_CU(cuMemAllocManaged(&sums, count * sizeof(uint64_t), CU_MEM_ATTACH_GLOBAL));
+  std::memset(reinterpret_cast<void*>(sums), 0, count * sizeof(uint64_t));
+  for (size_t i = 0; i < count; ++i) Sum(buffers[i], words, sums + i * sizeof(uint64_t), stream);
+  CHECK_CU(cuStreamSynchronize(stream));
+  const auto* results = reinterpret_cast<const uint64_t*>(sums);
+  int wrong = 0;
+  for (size_t i = 0; i < count; ++i) {
+    wrong += results[i] != Expected(first + static_cast<uint32_t>(i), words) ? 1 : 0;
+  }
+  CHECK_CU(cuMemFree(sums));
+  return wrong;
+}
+
+// A job that resets the device mid-run (cudaDeviceReset) and goes on: what spillway recorded of
+// the freed memory must neither count in cuMemGetInfo nor be acted on when the job frees an old
+// pointer again.
+int Reset(int total_mib) {
+  constexpr uint64_t kBuffer = 4ull << 20;
+  constexpr uint64_t kWords = kBuffer / 4;
+  const int count = total_mib / 4;
+  size_t free_at_start = 0, total = 0;
+  CHECK_CU(cuMemGetInfo(&free_at_start, &total));
+  CUstream stream = nullptr;
+  CHECK_CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+  std::vector<CUdeviceptr> old_buffers(count);
+  for (CUdeviceptr& buffer : old_buffers) CHECK_CU(cuMemAlloc(&buffer, kBuffer));
+  FillAll(old_buffers, 1, kWords, stream);
+  std::printf("reset_wrong_before=%d\n", WrongSums(old_buffers, 1, kWords, stream));
+
+  CUdevice device = 0;
+  CHECK_CU(cuCtxGetDevice(&device));
+  CHECK_CU(cuDevicePrimaryCtxReset(device));  // frees the buffers; destroys the stream
+  CUcontext context = nullptr;
+  CHECK_CU(cuDevicePrimaryCtxRetain(&context, device));
+  CHECK_CU(cuCtxSetCurrent(context));
+  LoadKernels();
+  CHECK_CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+  CUdeviceptr pad = 0;
+  CHECK_CU(cuMemAlloc(&pad, kBuffer / 2));
+  std::vector<CUdeviceptr> new_buffers(count);
+  for (CUdeviceptr& buffer : new_buffers) CHECK_CU(cuMemAlloc(&buffer, kBuffer));
+  FillAll(new_buffers, 100, kWords, stream);
+  CHECK_CU(cuStreamSynchronize(stream));
+  size_t free_after = 0;
+  CHECK_CU(cuMemGetInfo(&free_after, &total));
+  std::printf("reset_taken_mib=%llu\n",
+              static_cast<unsigned long long>((free_at_start - free_after) >> 20));
+  std::printf("reset_old_inside_new=%d\n",
+              old_buffers[1] > new_buffers[0] && old_buffers[1] < new_buffers[0] + kBuffer ? 1 : 0);
+  std::printf("reset_double_free=%d\n", static_cast<int>(cuMemFree(old_buffers[1])));
+  std::printf("reset_wrong_after=%d\n", WrongSums(new_buffers, 100, kWords, stream));
+  for (CUdeviceptr buffer : new_buffers) CHECK_CU(cuMemFree(buffer));
+  CHECK_CU(cuMemFree(pad));
+  CHECK_CU(cuStreamDestroy(stream));
+  return 0;
+}
+
+// Work in a context the job creates and destroys, then in the primary context.
+int DestroyContext(int total_mib) {
+  constexpr uint64_t kBuffer = 4ull << 20;
+  constexpr uint64_t kWords = kBuffer / 4;
+  const int count = total_mib / 4;
+  CUcontext primary = nullptr, created = nullptr;
+  CHECK_CU(cuCtxGetCurrent(&primary));
+  CUdevice device = 0;
+  CHECK_CU(cuCtxGetDevice(&device));
+  CHECK_CU(cuCtxCreate(&created, nullptr, 0, device));
+  for (CUcontext context : {created, primary}) {
+    CHECK_CU(cuCtxSetCurrent(context));
+    LoadKernels();
+    CUstream stream = nullptr;
+    CHECK_CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+    std::vector<CUdeviceptr> buffers(count);
+    for (CUdeviceptr& buffer : buffers) CHECK_CU(cuMemAlloc(&buffer, kBuffer));
+    FillAll(buffers, 1, kWords, stream);
+    const char* name = context == created ? "created" : "primary";
+    std::printf("destroyctx_wrong_%s=%d\n", name, WrongSums(buffers, 1, kWords, stream));
+    if (context == created) {
+      CHECK_CU(cuCtxDestroy(created));  // frees the buffers and the stream
+    } else {
+      for (CUdeviceptr buffer : buffers) CHECK_CU(cuMemFree(buffer));
+      CHECK_CU(cuStreamDestroy(stream));
+    }
+  }
+  return 0;
+}
+
 // Where the driver makes no managed pool for spillway, spillway's stream-ordered allocations come
 // from the driver's managed pool, which the job may use itself: the default pool's settings,
 // statistics and trims must leave it alone.
@@ -589,10 +705,8 @@ int main(int argc, char** argv) {
   CUcontext context = nullptr;
   CHECK_CU(cuDevicePrimaryCtxRetain(&context, device));
   CHECK_CU(cuCtxSetCurrent(context));
-  CUmodule module = nullptr;
-  CHECK_CU(cuModuleLoad(&module, argv[2]));
-  CHECK_CU(cuModuleGetFunction(&g_fill, module, "fill"));
-  CHECK_CU(cuModuleGetFunction(&g_sum, module, "sum"));
+  g_kernel_library = argv[2];
+  LoadKernels();
   const char* arg = argc > 3 ? argv[3] : "";
   int status = 1;
   if (scenario == "async") status = Async(std::atoi(arg));
@@ -612,6 +726,8 @@ int main(int argc, char** argv) {
   if (scenario == "poolstats") status = PoolStats();
   if (scenario == "devicepools") status = DevicePools();
   if (scenario == "jobpool") status = JobPool();
+  if (scenario == "reset") status = Reset(std::atoi(arg));
+  if (scenario == "destroyctx") status = DestroyContext(std::atoi(arg));
   if (scenario == "poolrace") status = PoolRace();
   std::printf("done=%d\n", status);
   return status;

@@ -371,6 +371,50 @@ TEST(BackingTest, SettingsMadeWhileTheManagedPoolIsMadeReachIt) {
   }
 }
 
+// A job that resets the device mid-run and goes on. The driver frees the context's memory; spillway
+// forgets it too: cuMemGetInfo counts only the new buffers, and freeing an old pointer again,
+// which now lies inside a new buffer, does not discard the new buffer's data. The engine that
+// started in the ended context retires and a new one moves the new buffers.
+TEST(BackingTest, AResetDevicesFreedMemoryIsForgotten) {
+  const Outcome plain = RunScenario({"reset", "24"}, {}, /*shim=*/false);
+  ASSERT_EQ(plain.status, 0) << plain.output;
+  const Outcome run =
+      RunScenario({"reset", "24"}, {{"SPILLWAY_DEVICE_MEMORY", "16MiB"}, {"SPILLWAY_LOG", "info"}});
+  ASSERT_EQ(run.status, 0) << run.output;
+  for (const Outcome* outcome : {&plain, &run}) {
+    EXPECT_EQ(Fact(outcome->output, "reset_wrong_before"), 0) << outcome->output;
+    EXPECT_EQ(Fact(outcome->output, "reset_old_inside_new"), 1) << outcome->output;
+    EXPECT_EQ(Fact(outcome->output, "reset_double_free"), 1) << outcome->output;  // INVALID_VALUE
+    EXPECT_EQ(Fact(outcome->output, "reset_wrong_after"), 0) << outcome->output;
+    EXPECT_EQ(Fact(outcome->output, "reset_taken_mib"), 26) << outcome->output;  // 2 + 6 x 4
+  }
+  EXPECT_NE(run.output.find("device 0: the context its engine started in ended"), std::string::npos)
+      << run.output;
+  EXPECT_NE(run.output.find("a context's end freed 6 allocations"), std::string::npos)
+      << run.output;
+  const std::string& s = run.summary;
+  EXPECT_NE(s.find("\"errors\":[]"), std::string::npos) << s;
+  EXPECT_EQ(JsonInt(s, "devices"), 1) << s;
+  EXPECT_EQ(JsonInt(s, "budget_bytes"), 16ll << 20) << s;
+  EXPECT_GT(JsonInt(s, "evict_bytes"), 0) << s;
+}
+
+// The engine started in a context the job then destroys retires with it; the next one starts in
+// the primary context, where the job goes on.
+TEST(BackingTest, AnEngineRetiresWithTheContextItStartedIn) {
+  const Outcome run = RunScenario({"destroyctx", "24"},
+                                  {{"SPILLWAY_DEVICE_MEMORY", "16MiB"}, {"SPILLWAY_LOG", "info"}});
+  ASSERT_EQ(run.status, 0) << run.output;
+  EXPECT_EQ(Fact(run.output, "destroyctx_wrong_created"), 0) << run.output;
+  EXPECT_EQ(Fact(run.output, "destroyctx_wrong_primary"), 0) << run.output;
+  EXPECT_NE(run.output.find("device 0: the context its engine started in ended"), std::string::npos)
+      << run.output;
+  EXPECT_NE(run.output.find("a context's end freed 6 allocations"), std::string::npos)
+      << run.output;
+  EXPECT_NE(run.summary.find("\"errors\":[]"), std::string::npos) << run.summary;
+  EXPECT_GT(JsonInt(run.summary, "evict_bytes"), 0) << run.summary;
+}
+
 TEST(BackingTest, BallastHoldsThePhysicalMemoryBeyondTheBudget) {
   const Outcome run = RunScenario(
       {"info"},

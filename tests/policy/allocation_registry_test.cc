@@ -66,6 +66,21 @@ TEST(AllocationRegistry, ReplacesAnAllocationAtTheSameBase) {
   EXPECT_FALSE(registry.Find(0x1040).has_value());
 }
 
+// What a context's end freed leaves only if no newer allocation took its base meanwhile.
+TEST(AllocationRegistry, ErasesAnAllocationOnlyWhileItIsTheOneAtItsBase) {
+  AllocationRegistry registry;
+  const Allocation old = registry.Insert(0x1000, 100, Backing::kManaged, false, true);
+  const Allocation other = registry.Insert(0x9000, 10, Backing::kManaged, false, true);
+  const Allocation again = registry.Insert(0x1000, 40, Backing::kDevice, false, false);
+  EXPECT_FALSE(registry.EraseIfCurrent(old));
+  EXPECT_EQ(registry.Find(0x1010)->id, again.id);
+  EXPECT_EQ(registry.live_bytes(), 50u);
+  EXPECT_TRUE(registry.EraseIfCurrent(other));
+  EXPECT_FALSE(registry.Find(0x9000).has_value());
+  EXPECT_EQ(registry.live_bytes(), 40u);
+  EXPECT_FALSE(registry.EraseIfCurrent(other));
+}
+
 TEST(AllocationRegistry, ConcurrentInsertFindErase) {
   AllocationRegistry registry;
   constexpr int kThreads = 4;
