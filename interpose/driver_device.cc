@@ -194,13 +194,11 @@ policy::DeviceResult DriverDevice::PrefetchToHost(uint64_t address, uint64_t byt
 }
 
 void* DriverDevice::StandInFor(void* context) {
-  const uint64_t context_ends = ContextEndsSoFar();
+  const uint64_t ends = ContextEnds(static_cast<CUcontext>(context));
   {
     std::lock_guard lock(stand_ins_mutex_);
     for (const StandIn& stand_in : stand_ins_) {
-      if (stand_in.context == context && stand_in.context_ends == context_ends) {
-        return stand_in.stream;
-      }
+      if (stand_in.context == context && stand_in.context_ends == ends) return stand_in.stream;
     }
   }
   const auto create_stream = Lookup<StreamCreateFn>(g_stream_create);
@@ -209,12 +207,13 @@ void* DriverDevice::StandInFor(void* context) {
     return nullptr;
   }
   std::lock_guard lock(stand_ins_mutex_);
-  for (const StandIn& stand_in : stand_ins_) {
-    if (stand_in.context == context && stand_in.context_ends == context_ends) {
-      return stand_in.stream;  // another thread made one first; ours stays unused
-    }
+  for (StandIn& stand_in : stand_ins_) {
+    if (stand_in.context != context) continue;
+    if (stand_in.context_ends == ends) return stand_in.stream;  // another thread's; ours unused
+    stand_in = StandIn{context, ends, stream};  // the ended context's stream went with it
+    return stream;
   }
-  stand_ins_.push_back({context, context_ends, stream});
+  stand_ins_.push_back({context, ends, stream});
   return stream;
 }
 
@@ -225,7 +224,7 @@ namespace {
 // this thread's. A few contexts per thread; trivially destructible, never freed.
 struct ThreadEvents {
   CUcontext context = nullptr;
-  uint64_t context_ends = 0;  // ContextEndsSoFar() when made: a context's end may have taken them
+  uint64_t context_ends = 0;  // ContextEnds(context) when made: an end of it took them
   CUevent before = nullptr;
   CUevent after = nullptr;
 };
@@ -234,9 +233,12 @@ thread_local ThreadEvents t_events[kThreadEventSlots];
 thread_local size_t t_next_event_slot = 0;
 
 const ThreadEvents* EventsFor(CUcontext context) {
-  const uint64_t context_ends = ContextEndsSoFar();
-  for (const ThreadEvents& events : t_events) {
-    if (events.context == context && events.context_ends == context_ends) return &events;
+  const uint64_t ends = ContextEnds(context);
+  ThreadEvents* stale = nullptr;  // this context's, made before an end of it
+  for (ThreadEvents& events : t_events) {
+    if (events.context != context) continue;
+    if (events.context_ends == ends) return &events;
+    stale = &events;
   }
   const auto create_event = Lookup<EventCreateFn>(g_event_create);
   CUevent before = nullptr, after = nullptr;
@@ -244,8 +246,9 @@ const ThreadEvents* EventsFor(CUcontext context) {
       create_event(&after, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
     return nullptr;  // what was made stays with the context; rare
   }
-  ThreadEvents& slot = t_events[t_next_event_slot++ % kThreadEventSlots];  // the oldest goes
-  slot = ThreadEvents{context, context_ends, before, after};
+  ThreadEvents& slot =
+      stale != nullptr ? *stale : t_events[t_next_event_slot++ % kThreadEventSlots];  // or oldest
+  slot = ThreadEvents{context, ends, before, after};
   return &slot;
 }
 

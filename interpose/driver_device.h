@@ -48,12 +48,13 @@ class DriverDevice final : public policy::Device {
   template <typename Issue>
   policy::DeviceResult OnLegacyStandIn(policy::Stream stream, Issue issue);
   // `context`'s stand-in stream (a CUcontext; a non-blocking CUstream, null when none could be
-  // made), made at its first need, and again after any context's end (ContextEndsSoFar); no
-  // driver call under the lock.
+  // made), made at its first need, and again after an end of that context (ContextEnds): a
+  // primary context keeps its handle across a reset, and a new context may get an ended one's.
+  // No driver call under the lock.
   void* StandInFor(void* context);
   struct StandIn {
     void* context;
-    uint64_t context_ends;  // ContextEndsSoFar() when made
+    uint64_t context_ends;  // ContextEnds(context) when made
     void* stream;
   };
 

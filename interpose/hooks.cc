@@ -278,35 +278,36 @@ struct Replace<HookId::k_cuModuleUnload> : ReplaceUnload {};
 template <>
 struct Replace<HookId::k_cuLibraryUnload> : ReplaceUnload {};
 // A context's end unloads its modules (as ReplaceUnload) and frees its memory, streams and events:
-// the shim's engines and records follow (OnContextEnded).
+// the shim's engines and records follow (OnContextEnded). A primary context's handle is learned
+// before its reset or release, while it is active; its end also makes the device's pools anew.
 template <>
 struct Replace<HookId::k_cuCtxDestroy_v2> {
   static constexpr bool kActive = true;
   static CUresult Run(CUresult (*real)(CUcontext), CUcontext context) {
     const CUresult result = ReplaceUnload::Run(real, context);
-    if (result == CUDA_SUCCESS && context != nullptr) OnContextEnded(context, -1);
+    if (result == CUDA_SUCCESS) OnContextEnded(context);
+    return result;
+  }
+};
+template <bool kRelease>
+struct ReplacePrimaryEnd {
+  static constexpr bool kActive = true;
+  static CUresult Run(CUresult (*real)(CUdevice), CUdevice device) {
+    const CUcontext primary = ActivePrimaryContext(device);
+    const CUresult result = ReplaceUnload::Run(real, device);
+    // Only the last release ends the primary context.
+    if (result == CUDA_SUCCESS && primary != nullptr &&
+        (!kRelease || PrimaryContextInactive(device))) {
+      OnContextEnded(primary);
+      ForgetPools(device);
+    }
     return result;
   }
 };
 template <>
-struct Replace<HookId::k_cuDevicePrimaryCtxReset_v2> {
-  static constexpr bool kActive = true;
-  static CUresult Run(CUresult (*real)(CUdevice), CUdevice device) {
-    const CUresult result = ReplaceUnload::Run(real, device);
-    if (result == CUDA_SUCCESS) OnContextEnded(nullptr, device);
-    return result;
-  }
-};
-// Only the last release ends the primary context.
+struct Replace<HookId::k_cuDevicePrimaryCtxReset_v2> : ReplacePrimaryEnd<false> {};
 template <>
-struct Replace<HookId::k_cuDevicePrimaryCtxRelease_v2> {
-  static constexpr bool kActive = true;
-  static CUresult Run(CUresult (*real)(CUdevice), CUdevice device) {
-    const CUresult result = ReplaceUnload::Run(real, device);
-    if (result == CUDA_SUCCESS && PrimaryContextInactive(device)) OnContextEnded(nullptr, device);
-    return result;
-  }
-};
+struct Replace<HookId::k_cuDevicePrimaryCtxRelease_v2> : ReplacePrimaryEnd<true> {};
 
 // Says `format` once per `flag` (and keeps it for the summary's errors).
 #define SPILLWAY_REPORT_ONCE(flag, ...)                    \

@@ -66,16 +66,13 @@ constinit DriverDevice* g_devices[kMaxDevices] = {};  // guarded by g_engine_mut
 // The context current when each engine started, where its streams and events live; guarded by
 // g_engine_mutex.
 constinit CUcontext g_engine_contexts[kMaxDevices] = {};
-// Retired engines and their device ordinals: kept (a thread may still be in one) and counted in
-// the summary. Guarded by g_engine_mutex.
-struct RetiredEngine {
-  int device;
-  policy::ResidencyEngine* engine;
-};
-std::vector<RetiredEngine>* g_retired_engines = new std::vector<RetiredEngine>();
-// The context ends (ContextEndsSoFar) after which the registry has dropped what the driver freed.
-constinit std::atomic<uint64_t> g_context_ends_dropped{0};
-constinit std::atomic<bool> g_dropping{false};  // a thread is dropping them
+// Engines retired when their context ended, and their device ordinals: kept (a thread may still
+// be in one) and counted in the summary, which reads them without a lock. Taken in order under
+// g_engine_mutex; those past the slots are not counted.
+constexpr int kRetiredSlots = 64;
+constinit std::atomic<policy::ResidencyEngine*> g_retired_engines[kRetiredSlots] = {};
+constinit int g_retired_devices[kRetiredSlots] = {};  // written before its engine is published
+constinit std::atomic<int> g_retired_count{0};
 constinit std::atomic<uint64_t> g_launches_resolved{0};
 constinit std::atomic<bool> g_engine_start_failed_reported{false};
 // Devices whose ballast waits for the end of a stream capture that would refuse its cuMemAlloc
@@ -110,17 +107,27 @@ void RecordProblemText(const char* text) {
 // its parent's summary.
 constinit std::atomic<bool> g_forked_child{false};
 
-void BeforeFork() { Registry().LockForFork(); }
-void AfterForkInParent() { Registry().UnlockAfterFork(); }
+// The engine lock too, in its order before the registry's (StartEngine takes the registry's under
+// it): a thread holding it at the fork would leave it held in the child.
+void BeforeFork() {
+  g_engine_mutex.lock();
+  Registry().LockForFork();
+}
+void AfterForkInParent() {
+  Registry().UnlockAfterFork();
+  g_engine_mutex.unlock();
+}
 void AfterForkInChild() {
+  g_engine_mutex.unlock();
   Registry().ResetInForkedChild();
   Captures().ResetInForkedChild();
   for (std::atomic<policy::ResidencyEngine*>& engine : g_engines) {
     engine.store(nullptr, std::memory_order_relaxed);
   }
-  g_retired_engines->clear();  // capacity kept: nothing is freed in the child
-  g_context_ends_dropped.store(ContextEndsSoFar(), std::memory_order_relaxed);
-  g_dropping.store(false, std::memory_order_relaxed);
+  for (std::atomic<policy::ResidencyEngine*>& retired : g_retired_engines) {
+    retired.store(nullptr, std::memory_order_relaxed);
+  }
+  g_retired_count.store(0, std::memory_order_relaxed);
   g_launches_resolved.store(0, std::memory_order_relaxed);
   for (CallCounter& counter : g_call_counts) counter.value.store(0, std::memory_order_relaxed);
   g_forked_child.store(true, std::memory_order_relaxed);
@@ -206,11 +213,10 @@ SummaryData CollectSummary() {
   // Several devices: one engine each; the summary adds their counters and budgets up. An engine
   // retired when its context ended counts its moves; its device's budget counts once.
   std::vector<std::pair<int, const policy::ResidencyEngine*>> engines;
-  {
-    std::lock_guard lock(g_engine_mutex);
-    for (const RetiredEngine& retired : *g_retired_engines) {
-      engines.emplace_back(retired.device, retired.engine);
-    }
+  const int retired = std::min(g_retired_count.load(std::memory_order_acquire), kRetiredSlots);
+  for (int slot = 0; slot < retired; ++slot) {
+    const policy::ResidencyEngine* engine = g_retired_engines[slot].load(std::memory_order_acquire);
+    if (engine != nullptr) engines.emplace_back(g_retired_devices[slot], engine);
   }
   for (int device = 0; device < kMaxDevices; ++device) {
     const policy::ResidencyEngine* engine = g_engines[device].load(std::memory_order_acquire);
@@ -270,78 +276,50 @@ void EnsureConfigured() {
 
 Mode CurrentMode() { return static_cast<Mode>(g_mode.load(std::memory_order_relaxed)); }
 
-namespace {
+policy::AllocationRegistry& Allocations() { return Registry(); }
 
-// After a context end: the allocations the driver freed with it (gone, or their base now inside
-// a newer allocation) leave the registry and their engine, at the first call that uses the
-// registry with a context current. One thread drops them; others go on meanwhile.
-void DropFreedAllocations() {
-  if (g_dropping.exchange(true, std::memory_order_acquire)) return;
-  const uint64_t ends = ContextEndsSoFar();
-  bool done = CurrentContextHandle() != nullptr;
-  uint64_t dropped = 0;
-  if (done) {
-    for (const policy::Allocation& allocation : Registry().Snapshot()) {
-      const AllocationState state = DriverAllocationState(allocation.base);
-      if (state == AllocationState::kUnknown) {
-        done = false;
-        break;
-      }
-      if (state == AllocationState::kLive || !Registry().EraseIfCurrent(allocation)) continue;
-      ++dropped;
-      if (policy::ResidencyEngine* engine = EngineOf(allocation.device)) engine->Forget(allocation);
-    }
-  }
-  if (done) {
-    g_context_ends_dropped.store(ends, std::memory_order_release);
-    Log(LogLevel::kInfo, "a context's end freed %llu allocations; spillway forgot them",
-        static_cast<unsigned long long>(dropped));
-  }
-  g_dropping.store(false, std::memory_order_release);
-}
-
-void DropFreedAllocationsIfAnyContextEnded() {
-  if (ContextEndsSoFar() != g_context_ends_dropped.load(std::memory_order_acquire)) {
-    DropFreedAllocations();
-  }
-}
-
-}  // namespace
-
-policy::AllocationRegistry& Allocations() {
-  DropFreedAllocationsIfAnyContextEnded();
-  return Registry();
-}
-
-void OnContextEnded(CUcontext context, int primary_device) {
-  NoteContextEnded();
+void OnContextEnded(CUcontext context) {
+  if (context == nullptr) return;
+  NoteContextEnded(context);
   bool retired[kMaxDevices] = {};
   {
     std::lock_guard lock(g_engine_mutex);
     for (int device = 0; device < kMaxDevices; ++device) {
       policy::ResidencyEngine* engine = g_engines[device].load(std::memory_order_acquire);
-      if (engine == nullptr) continue;
-      const bool ended =
-          context != nullptr ? g_engine_contexts[device] == context : device == primary_device;
-      if (!ended) continue;
-      g_retired_engines->push_back({device, engine});
+      if (engine == nullptr || g_engine_contexts[device] != context) continue;
+      const int slot = g_retired_count.fetch_add(1, std::memory_order_acq_rel);
+      if (slot < kRetiredSlots) {
+        g_retired_devices[slot] = device;
+        g_retired_engines[slot].store(engine, std::memory_order_release);
+      }
       g_engines[device].store(nullptr, std::memory_order_release);
       g_devices[device] = nullptr;  // the retired engine keeps its own
       g_engine_contexts[device] = nullptr;
       g_ballast_waiting[device].store(false, std::memory_order_relaxed);
+      ForgetBallast(device);  // before a new engine, which places its own, can start
       retired[device] = true;
     }
   }
   for (int device = 0; device < kMaxDevices; ++device) {
     if (retired[device]) {
-      ForgetBallast(device);
       Log(LogLevel::kInfo,
           "device %d: the context its engine started in ended; a new engine starts at its next "
           "use",
           device);
     }
   }
-  if (primary_device >= 0) ForgetPools(primary_device);
+  // The allocations made in it: freed by the driver.
+  const uint64_t handle = reinterpret_cast<uint64_t>(context);
+  uint64_t forgotten = 0;
+  for (const policy::Allocation& allocation : Registry().Snapshot()) {
+    if (allocation.context != handle || !Registry().EraseIfCurrent(allocation)) continue;
+    ++forgotten;
+    if (policy::ResidencyEngine* engine = EngineOf(allocation.device)) engine->Forget(allocation);
+  }
+  if (forgotten != 0) {
+    Log(LogLevel::kInfo, "a context's end freed %llu allocations; spillway forgot them",
+        static_cast<unsigned long long>(forgotten));
+  }
 }
 
 const std::vector<std::string>* DeviceModules() {
@@ -459,10 +437,7 @@ policy::ResidencyEngine* Engine() {
   const int ordinal = CurrentDevice();
   if (ordinal < 0 || ordinal >= kMaxDevices) return nullptr;
   policy::ResidencyEngine* engine = g_engines[ordinal].load(std::memory_order_acquire);
-  if (engine == nullptr) {
-    DropFreedAllocationsIfAnyContextEnded();  // before the new engine takes the registry's list
-    return StartEngine(ordinal);
-  }
+  if (engine == nullptr) return StartEngine(ordinal);
   if (g_ballast_waiting[ordinal].load(std::memory_order_relaxed) &&
       !Captures().ActiveForThisThread() &&
       g_ballast_waiting[ordinal].exchange(false, std::memory_order_acq_rel)) {
@@ -492,8 +467,9 @@ policy::Allocation OnAllocated(uint64_t address, uint64_t bytes, policy::Backing
   const uint64_t call_site = g_take_call_sites.load(std::memory_order_relaxed)
                                  ? AllocationCallSite(reinterpret_cast<const void*>(&OnAllocated))
                                  : 0;
-  const policy::Allocation allocation =
-      Allocations().Insert(address, bytes, backing, stream_ordered, substituted, device, call_site);
+  const uint64_t context = reinterpret_cast<uint64_t>(CurrentContextHandle());
+  const policy::Allocation allocation = Registry().Insert(address, bytes, backing, stream_ordered,
+                                                          substituted, device, call_site, context);
   // Host placements go on the legacy stream, which is unusable while another thread captures a
   // blocking stream (and this thread's own default stream may be the one capturing): while any
   // capture is in progress they wait for the next launch, which makes them on its stream before
@@ -507,7 +483,7 @@ policy::Allocation OnAllocated(uint64_t address, uint64_t bytes, policy::Backing
 }
 
 void OnFreed(uint64_t address) {
-  const std::optional<policy::Allocation> allocation = Allocations().Erase(address);
+  const std::optional<policy::Allocation> allocation = Registry().Erase(address);
   if (!allocation.has_value()) return;
   if (policy::ResidencyEngine* engine = EngineOf(allocation->device)) engine->Forget(*allocation);
 }

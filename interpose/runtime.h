@@ -86,13 +86,12 @@ policy::Allocation OnAllocated(uint64_t address, uint64_t bytes, policy::Backing
 void OnFreed(uint64_t address);
 void OnVmmCreated();
 
-// After a context ended (the driver freed its memory and destroyed its streams and events):
-// `context` (cuCtxDestroy), or where that is null device `primary_device`'s primary context (its
-// reset or last release). The engines that started in it are retired (any engine of that device,
-// for a primary context) and their ballast forgotten; a primary context's end forgets the device's
-// pools too. The allocations it freed leave the registry at its next use (Allocations()), and the
-// device's next engine starts in the context current then. Call after the real call succeeded.
-void OnContextEnded(CUcontext context, int primary_device);
+// After `context` ended (cuCtxDestroy, a primary context's reset or last release; call after the
+// real call succeeded): the driver freed its memory and destroyed its streams and events. The
+// engines that started in it are retired (the device's next engine starts at its next use, in
+// the context current then) and their ballast forgotten; the allocations made in it leave the
+// registry and their engine. No driver call.
+void OnContextEnded(CUcontext context);
 
 // Logs `format` at `level` and keeps the message for the summary's `errors` list.
 void ReportProblem(LogLevel level, const char* format, ...) __attribute__((format(printf, 2, 3)));

@@ -46,11 +46,11 @@ void AllocationRegistry::RemoveBytes(const Allocation& allocation) {
 
 Allocation AllocationRegistry::Insert(uint64_t base, uint64_t size, Backing backing,
                                       bool stream_ordered, bool substituted, int device,
-                                      uint64_t call_site) {
+                                      uint64_t call_site, uint64_t context) {
   count_.fetch_add(1, std::memory_order_relaxed);
   std::unique_lock lock(mutex_);
-  Allocation allocation{next_id_++,     base,        size,   backing,
-                        stream_ordered, substituted, device, call_site};
+  Allocation allocation{next_id_++,  base,   size,      backing, stream_ordered,
+                        substituted, device, call_site, context};
   const auto [it, inserted] = by_base_.try_emplace(base, allocation);
   if (!inserted) {
     RemoveBytes(it->second);

@@ -33,6 +33,9 @@ struct Allocation {
   // Where it was made: the id a recorded trace gives the same calling stack
   // (trace::HashCallSite; interpose/allocation_sites.h); 0 when the run takes no call sites.
   uint64_t call_site = 0;
+  // The driver context current when it was made (an opaque handle; 0 when none was): its end
+  // frees the allocation.
+  uint64_t context = 0;
 
   bool Contains(uint64_t address) const { return address >= base && address - base < size; }
 };
@@ -46,7 +49,7 @@ class AllocationRegistry {
   // Records an allocation at [base, base + size) and returns it with its id. An allocation
   // already recorded at `base` (freed by a path that is not hooked) is replaced.
   Allocation Insert(uint64_t base, uint64_t size, Backing backing, bool stream_ordered,
-                    bool substituted, int device = 0, uint64_t call_site = 0);
+                    bool substituted, int device = 0, uint64_t call_site = 0, uint64_t context = 0);
 
   // Removes the allocation that starts at `base`; nullopt when none does.
   std::optional<Allocation> Erase(uint64_t base);

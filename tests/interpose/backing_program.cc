@@ -29,11 +29,13 @@
 //   devicepools    (SIMGPU_DEVICES=2) stream-ordered allocations of 4 MiB on the first device and
 //                  6 MiB on the second, each with its context current; then, with the first
 //                  current, each device's default pool's used bytes
-//   reset MIB      cuMemAlloc buffers totalling MIB (4 MiB each) filled and summed; the primary
-//                  context reset (cudaDeviceReset), retained again and the kernels loaded again;
-//                  a 2 MiB buffer and as many new buffers (so each old base but the first lies
-//                  inside a new buffer), filled; an old buffer freed again (the driver refuses
-//                  it); then the new buffers summed
+//   reset MIB      a 4 MiB buffer in a context of its own, filled; cuMemAlloc buffers totalling
+//                  MIB (4 MiB each) filled and summed; the primary context reset
+//                  (cudaDeviceReset), retained again and the kernels loaded again; a 2 MiB buffer
+//                  and as many new buffers (so each old base but the first lies inside a new
+//                  buffer), filled; an old buffer freed again (the driver refuses it); then the
+//                  new buffers and the other context's summed
+//   release MIB    the same, the primary context released for the last time instead of reset
 //   destroyctx MIB the same buffers made, filled and summed in a context the job created, which
 //                  it then destroys; then again in the primary context
 //   jobpool        (SIMGPU_MANAGED_POOL_CREATE=0) the job's own managed pool (cuMemGetMemPool)
@@ -544,28 +546,37 @@ int WrongSums(const std::vector<CUdeviceptr>& buffers, uint32_t first, uint64_t 
   return wrong;
 }
 
-// A job that resets the device mid-run (cudaDeviceReset) and goes on: what spillway recorded of
-// the freed memory must neither count in cuMemGetInfo nor be acted on when the job frees an old
-// pointer again.
-int Reset(int total_mib) {
+// A job that resets the device mid-run (cudaDeviceReset; with `release`, releases the primary
+// context for the last time instead) and goes on: what spillway recorded of the freed memory must
+// neither count in cuMemGetInfo nor be acted on when the job frees an old pointer again, while
+// what another context holds stays.
+int Reset(int total_mib, bool release) {
   constexpr uint64_t kBuffer = 4ull << 20;
   constexpr uint64_t kWords = kBuffer / 4;
   const int count = total_mib / 4;
   size_t free_at_start = 0, total = 0;
   CHECK_CU(cuMemGetInfo(&free_at_start, &total));
+  CUcontext primary = nullptr, keeper = nullptr;
+  CHECK_CU(cuCtxGetCurrent(&primary));
+  CUdevice device = 0;
+  CHECK_CU(cuCtxGetDevice(&device));
+  // A buffer of another context, which the reset leaves alone.
+  CHECK_CU(cuCtxCreate(&keeper, nullptr, 0, device));
+  CUdeviceptr kept = 0;
+  CHECK_CU(cuMemAlloc(&kept, kBuffer));
+  CHECK_CU(cuCtxSetCurrent(primary));
   CUstream stream = nullptr;
   CHECK_CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+  FillAll({kept}, 50, kWords, stream);
   std::vector<CUdeviceptr> old_buffers(count);
   for (CUdeviceptr& buffer : old_buffers) CHECK_CU(cuMemAlloc(&buffer, kBuffer));
   FillAll(old_buffers, 1, kWords, stream);
   std::printf("reset_wrong_before=%d\n", WrongSums(old_buffers, 1, kWords, stream));
 
-  CUdevice device = 0;
-  CHECK_CU(cuCtxGetDevice(&device));
-  CHECK_CU(cuDevicePrimaryCtxReset(device));  // frees the buffers; destroys the stream
-  CUcontext context = nullptr;
-  CHECK_CU(cuDevicePrimaryCtxRetain(&context, device));
-  CHECK_CU(cuCtxSetCurrent(context));
+  // Frees the buffers and destroys the stream.
+  CHECK_CU(release ? cuDevicePrimaryCtxRelease(device) : cuDevicePrimaryCtxReset(device));
+  CHECK_CU(cuDevicePrimaryCtxRetain(&primary, device));
+  CHECK_CU(cuCtxSetCurrent(primary));
   LoadKernels();
   CHECK_CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
   CUdeviceptr pad = 0;
@@ -582,9 +593,13 @@ int Reset(int total_mib) {
               old_buffers[1] > new_buffers[0] && old_buffers[1] < new_buffers[0] + kBuffer ? 1 : 0);
   std::printf("reset_double_free=%d\n", static_cast<int>(cuMemFree(old_buffers[1])));
   std::printf("reset_wrong_after=%d\n", WrongSums(new_buffers, 100, kWords, stream));
+  std::printf("reset_kept_wrong=%d\n", WrongSums({kept}, 50, kWords, stream));
   for (CUdeviceptr buffer : new_buffers) CHECK_CU(cuMemFree(buffer));
   CHECK_CU(cuMemFree(pad));
   CHECK_CU(cuStreamDestroy(stream));
+  CHECK_CU(cuCtxSetCurrent(keeper));
+  CHECK_CU(cuMemFree(kept));
+  CHECK_CU(cuCtxDestroy(keeper));
   return 0;
 }
 
@@ -726,7 +741,8 @@ int main(int argc, char** argv) {
   if (scenario == "poolstats") status = PoolStats();
   if (scenario == "devicepools") status = DevicePools();
   if (scenario == "jobpool") status = JobPool();
-  if (scenario == "reset") status = Reset(std::atoi(arg));
+  if (scenario == "reset") status = Reset(std::atoi(arg), /*release=*/false);
+  if (scenario == "release") status = Reset(std::atoi(arg), /*release=*/true);
   if (scenario == "destroyctx") status = DestroyContext(std::atoi(arg));
   if (scenario == "poolrace") status = PoolRace();
   std::printf("done=%d\n", status);

@@ -371,22 +371,25 @@ TEST(BackingTest, SettingsMadeWhileTheManagedPoolIsMadeReachIt) {
   }
 }
 
-// A job that resets the device mid-run and goes on. The driver frees the context's memory; spillway
-// forgets it too: cuMemGetInfo counts only the new buffers, and freeing an old pointer again,
-// which now lies inside a new buffer, does not discard the new buffer's data. The engine that
-// started in the ended context retires and a new one moves the new buffers.
-TEST(BackingTest, AResetDevicesFreedMemoryIsForgotten) {
-  const Outcome plain = RunScenario({"reset", "24"}, {}, /*shim=*/false);
+// A job that resets the device mid-run and goes on (`scenario` "reset"), or releases the primary
+// context for the last time and retains it again ("release"). The driver frees the context's
+// memory; spillway forgets it too: cuMemGetInfo counts only the new buffers and another context's,
+// and freeing an old pointer again, which now lies inside a new buffer, does not discard the new
+// buffer's data. The engine that started in the ended context retires and a new one moves the
+// new buffers; the other context's buffer keeps its data.
+void ExpectTheEndedContextsMemoryForgotten(const std::string& scenario) {
+  const Outcome plain = RunScenario({scenario, "24"}, {}, /*shim=*/false);
   ASSERT_EQ(plain.status, 0) << plain.output;
-  const Outcome run =
-      RunScenario({"reset", "24"}, {{"SPILLWAY_DEVICE_MEMORY", "16MiB"}, {"SPILLWAY_LOG", "info"}});
+  const Outcome run = RunScenario({scenario, "24"},
+                                  {{"SPILLWAY_DEVICE_MEMORY", "16MiB"}, {"SPILLWAY_LOG", "info"}});
   ASSERT_EQ(run.status, 0) << run.output;
   for (const Outcome* outcome : {&plain, &run}) {
     EXPECT_EQ(Fact(outcome->output, "reset_wrong_before"), 0) << outcome->output;
     EXPECT_EQ(Fact(outcome->output, "reset_old_inside_new"), 1) << outcome->output;
     EXPECT_EQ(Fact(outcome->output, "reset_double_free"), 1) << outcome->output;  // INVALID_VALUE
     EXPECT_EQ(Fact(outcome->output, "reset_wrong_after"), 0) << outcome->output;
-    EXPECT_EQ(Fact(outcome->output, "reset_taken_mib"), 26) << outcome->output;  // 2 + 6 x 4
+    EXPECT_EQ(Fact(outcome->output, "reset_kept_wrong"), 0) << outcome->output;
+    EXPECT_EQ(Fact(outcome->output, "reset_taken_mib"), 30) << outcome->output;  // 4 + 2 + 6 x 4
   }
   EXPECT_NE(run.output.find("device 0: the context its engine started in ended"), std::string::npos)
       << run.output;
@@ -397,6 +400,14 @@ TEST(BackingTest, AResetDevicesFreedMemoryIsForgotten) {
   EXPECT_EQ(JsonInt(s, "devices"), 1) << s;
   EXPECT_EQ(JsonInt(s, "budget_bytes"), 16ll << 20) << s;
   EXPECT_GT(JsonInt(s, "evict_bytes"), 0) << s;
+}
+
+TEST(BackingTest, AResetDevicesFreedMemoryIsForgotten) {
+  ExpectTheEndedContextsMemoryForgotten("reset");
+}
+
+TEST(BackingTest, APrimaryContextsLastReleaseFreesWhatSpillwayForgets) {
+  ExpectTheEndedContextsMemoryForgotten("release");
 }
 
 // The engine started in a context the job then destroys retires with it; the next one starts in
