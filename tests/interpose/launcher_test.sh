@@ -3,9 +3,9 @@
 # the environment `spillway run` hands to the command and its children (LD_PRELOAD kept and
 # extended, framework allocator settings where the user chose none), the summary lines printed at
 # the end (or not, with --quiet), signals reaching the job once (sent to the launcher or to the
-# whole group), the launcher ending as the job did (exit status or signal), and a job that runs
-# whatever TMPDIR is. With "simgpu" as the second argument it also runs a driver-API job on simgpu
-# under the launcher.
+# whole group), the launcher ending as the job did (exit status or signal), and what is checked
+# before the job starts (sizes, paths, the program). With "simgpu" as the second argument it also
+# runs a driver-API job on simgpu under the launcher.
 # usage: launcher_test.sh OUT_DIR [simgpu]
 set -uo pipefail
 out=$(cd "$1" && pwd)
@@ -269,6 +269,47 @@ ln -s "$out/libspillway.so" "$out/spillway-doctor" "$tmp/no_wait/"
 expect 3 '^spillway: run: .*/spillway-wait not found: the job runs without the summary lines$' -- \
   "$tmp/no_wait/spillway" run -- sh -c 'echo job ran; exit 3'
 grep -qx 'job ran' "$tmp/out" || fail "without spillway-wait the job did not run: $(cat "$tmp/out")"
+
+# Relative paths become absolute before the job starts (it may change directory).
+(cd "$tmp" && "$spillway" run -q --summary rel.json --log-file rel.log -- env) >"$tmp/env12" 2>&1
+(cd "$tmp" && "$spillway" profile -q -o rel.trace -- env) >"$tmp/env13" 2>&1
+for line in "SPILLWAY_SUMMARY=$tmp/rel.json" "SPILLWAY_LOG_FILE=$tmp/rel.log" \
+            "SPILLWAY_TRACE=$tmp/rel.trace.%p"; do
+  grep -qxF -- "$line" "$tmp/env12" "$tmp/env13" || fail "relative paths: missing '$line'"
+done
+
+# LD_PRELOAD splits at spaces and colons, so spillway in a folder with one cannot be preloaded:
+# refused in one line, the job not started.
+for dir in "$tmp/with space" "$tmp/with:colon"; do
+  mkdir "$dir"
+  cp "$spillway" "$dir/"
+  ln -s "$out/libspillway.so" "$out/spillway-doctor" "$out/spillway-wait" "$dir/"
+  expect 2 "^spillway: run: cannot preload '$dir/libspillway.so': LD_PRELOAD cannot hold" -- \
+    "$dir/spillway" run -- touch "$tmp/started"
+  [[ $(wc -l <"$tmp/out") -eq 1 ]] || fail "preload from '$dir': not one line: $(cat "$tmp/out")"
+  [[ -e "$tmp/started" ]] && fail "preload from '$dir': the job ran without spillway"
+done
+
+# Sizes are read by the library's own parser and must be at least one 4 KiB page.
+for size in 0 0.4 0.5 4095 99999999TiB; do
+  expect 2 "^spillway: run: bad --device-memory '$size'" -- "$spillway" run --device-memory "$size" true
+done
+expect 2 "^spillway: profile: bad --device-memory '0'" -- "$spillway" profile --device-memory 0 true
+for size in 1PiB 4KiB 4096; do
+  expect 0 "^SPILLWAY_DEVICE_MEMORY=$size$" -- "$spillway" run -q --device-memory "$size" env
+done
+expect 0 '^SPILLWAY_HOST_MEMORY=0$' -- "$spillway" run -q --host-memory 0 env
+
+# A summary that cannot be written and a program that does not exist: one line each, checked before
+# the job starts (127 and 126 as a shell has them).
+expect 2 '^spillway: run: cannot write the summary into /nonexistent \(--summary /nonexistent/s.json\)$' -- \
+  "$spillway" run --summary /nonexistent/s.json -- true
+[[ $(wc -l <"$tmp/out") -eq 1 ]] || fail "unwritable --summary: not one line: $(cat "$tmp/out")"
+expect 127 '^spillway: run: command not found: nonexistent-prog$' -- "$spillway" run nonexistent-prog
+[[ $(wc -l <"$tmp/out") -eq 1 ]] || fail "a missing program: not one line: $(cat "$tmp/out")"
+expect 127 "^spillway: run: no such file: $tmp/none$" -- "$spillway" run -q "$tmp/none"
+expect 126 "^spillway: run: cannot run $tmp/p.toml: not an executable file$" -- \
+  "$spillway" run "$tmp/p.toml"
 
 # A real job on simgpu: one line per process that used CUDA, with %p one summary each.
 if [[ "$with_simgpu" == simgpu ]]; then
