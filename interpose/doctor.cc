@@ -1,7 +1,8 @@
 // spillway-doctor (`spillway doctor`): what this machine's CUDA driver supports that spillway
 // relies on (managed memory, managed memory pools, the CUDA 13 batch prefetch/discard calls) and
 // whether spillway's hooks resolve. Loads the driver with dlopen, so it runs without a GPU and
-// reports that plainly. Exit status: 0 when the driver loads and has a device, 1 otherwise.
+// reports that plainly. Exit status: 0 when the driver loads and has a device, 1 otherwise. Also
+// the launcher's helper for what it checks before a job starts (--driver-version, --parse-size).
 #include <cuda.h>
 #include <dlfcn.h>
 #include <link.h>
@@ -13,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/size.h"
 #include "interpose/hook_table.h"
 
 #ifndef SPILLWAY_VERSION
@@ -343,11 +345,26 @@ int PrintDriverVersion(const char* driver_path) {
   return 0;
 }
 
+// --parse-size TEXT: the bytes TEXT stands for, read as the library reads SPILLWAY_DEVICE_MEMORY
+// (ParseSize), alone on stdout, for the launcher's check of its size options; exit status 2 and
+// "spillway-doctor: --parse-size: " with the parser's reason on stderr when TEXT is not a size.
+int PrintSize(const char* text) {
+  const absl::StatusOr<uint64_t> bytes = ParseSize(text);
+  if (!bytes.ok()) {
+    std::fprintf(stderr, "spillway-doctor: --parse-size: %s\n",
+                 std::string(bytes.status().message()).c_str());
+    return 2;
+  }
+  std::printf("%llu\n", static_cast<unsigned long long>(*bytes));
+  return 0;
+}
+
 constexpr const char* kUsage =
-    "usage: spillway-doctor [--driver PATH] [--driver-version]\n"
+    "usage: spillway-doctor [--driver PATH] [--driver-version] [--parse-size TEXT]\n"
     "Reports what the CUDA driver supports that spillway relies on, and whether the hooks\n"
     "resolve (run it as `spillway doctor` so libspillway.so is preloaded). --driver-version\n"
-    "prints only the CUDA version the driver reports (e.g. 13000).\n";
+    "prints only the CUDA version the driver reports (e.g. 13000); --parse-size prints the\n"
+    "bytes a size such as 8GiB stands for, as spillway reads it.\n";
 
 }  // namespace
 }  // namespace spillway::doctor
@@ -373,6 +390,7 @@ int main(int argc, char** argv) {
       version_only = true;
       continue;
     }
+    if (arg == "--parse-size" && i + 1 < argc) return spillway::doctor::PrintSize(argv[i + 1]);
     std::fprintf(stderr, "spillway-doctor: unknown option '%s'\n%s", argv[i],
                  spillway::doctor::kUsage);
     return 2;

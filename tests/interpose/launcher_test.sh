@@ -2,8 +2,10 @@
 # Tests of the `spillway` launcher in build/out: help and version texts, usage errors (exit 2),
 # the environment `spillway run` hands to the command and its children (LD_PRELOAD kept and
 # extended, framework allocator settings where the user chose none), the summary lines printed at
-# the end (or not, with --quiet) and the job's exit status. With "simgpu" as the second argument it
-# also runs a driver-API job on simgpu under the launcher.
+# the end (or not, with --quiet), signals reaching the job once (sent to the launcher or to the
+# whole group), the launcher ending as the job did (exit status or signal), and what is checked
+# before the job starts (sizes, paths, the program). With "simgpu" as the second argument it also
+# runs a driver-API job on simgpu under the launcher.
 # usage: launcher_test.sh OUT_DIR [simgpu]
 set -uo pipefail
 out=$(cd "$1" && pwd)
@@ -164,20 +166,150 @@ EOF
 expect 0 "^spillway:   learned: the job's launch order changes from step to step \\(762 launches at another place than in the step before\\); its step is learned all the same$" -- \
   "$spillway" run --summary "$tmp/reorder.json" -- bash "$tmp/reorder_job.sh"
 
+# Waits up to 30 s for the file $1 to exist (a job's handshake; a fixed sleep loses the race on a
+# loaded machine).
+wait_for() {
+  local _
+  for _ in $(seq 600); do
+    [[ -e "$1" ]] && return 0
+    sleep 0.05
+  done
+  return 1
+}
+
 # Signals sent to the launcher reach the job; its status comes back.
-# The job says when its trap is set (a fixed sleep loses the race on a loaded machine).
 "$spillway" run -- bash -c 'trap "exit 3" TERM; : >"$1"; sleep 10 & wait' job "$tmp/ready" \
   >/dev/null 2>&1 &
 launcher=$!
-for _ in $(seq 600); do
-  [[ -e "$tmp/ready" ]] && break
-  sleep 0.05
-done
-[[ -e "$tmp/ready" ]] || fail "the job under the launcher did not start within 30 s"
+wait_for "$tmp/ready" || fail "the job under the launcher did not start within 30 s"
 kill -TERM "$launcher"
 wait "$launcher"
 rc=$?
 [[ $rc -eq 3 ]] || fail "TERM to the launcher: exit $rc, want 3 (the job's)"
+
+# count_job.sh SIGNAL READY COUNT: counts SIGNAL (each one interrupts `wait`, so each runs the
+# trap), says when its trap is set, and half a second after the first one (time for a second copy
+# to come) writes the count and an exit summary of its own, then exits 5.
+cat >"$tmp/count_job.sh" <<'EOF'
+n=0
+trap 'n=$((n + 1))' "$1"
+: >"$2"
+sleep 10 &
+sleeper=$!
+while ((n == 0)) && kill -0 $sleeper 2>/dev/null; do wait $sleeper; done
+sleep 0.5 &
+while kill -0 $! 2>/dev/null; do wait $!; done
+kill $sleeper 2>/dev/null
+printf '%s' '{"pid":77,"calls":{"cuInit":1},"errors":[]}' >"$SPILLWAY_SUMMARY"
+echo "$n" >"$3"
+exit 5
+EOF
+# signal_check COMMAND SIGNAL TARGET: runs count_job.sh under `spillway COMMAND` in a process group
+# of its own and sends SIGNAL to the launcher alone (TARGET launcher) or to the whole group (TARGET
+# group, as Ctrl-C on a terminal, `kill -- -PGID`, scancel and systemd do). The launcher waits for
+# the job, the job gets the signal once, and the launcher returns its status.
+signal_check() {
+  local command=$1 sig=$2 target=$3 launcher rc count what="$2 to the $3 of spillway $1"
+  local args=()
+  [[ $command == profile ]] && args=(-o "$tmp/signal.trace")
+  rm -f "$tmp/ready" "$tmp/count"
+  set -m  # a process group of its own, where INT and QUIT are not ignored
+  "$spillway" "$command" "${args[@]}" -- bash "$tmp/count_job.sh" "$sig" "$tmp/ready" "$tmp/count" \
+    >"$tmp/signal_out" 2>&1 &
+  launcher=$!
+  set +m
+  if ! wait_for "$tmp/ready"; then
+    fail "$what: the job did not start within 30 s"
+    kill -KILL -- -"$launcher"
+    return
+  fi
+  if [[ $target == group ]]; then kill -"$sig" -- -"$launcher"; else kill -"$sig" "$launcher"; fi
+  wait "$launcher"
+  rc=$?
+  count=$(cat "$tmp/count" 2>/dev/null)
+  [[ $rc -eq 5 ]] || fail "$what: exit $rc, want 5 (the job's)"
+  [[ -n "$count" ]] || fail "$what: the launcher ended before the job"
+  [[ -z "$count" || $count -eq 1 ]] || fail "$what: the job got it $count times, want once"
+  grep -q '^spillway: pid 77:' "$tmp/signal_out" ||
+    fail "$what: no summary line: $(cat "$tmp/signal_out")"
+}
+signal_check run INT launcher
+signal_check run INT group
+signal_check run TERM group
+signal_check run QUIT launcher
+signal_check profile TERM launcher
+signal_check profile INT group
+
+# The launcher ends as the job does, as its parent sees it: an exit status that reads like a
+# signal's (143 = 128 + TERM) stays an exit status, a death by a signal stays one (and the
+# launcher dumps no core of its own). spillway-wait is the observer: bash's `wait` cannot tell.
+ends() {
+  "$out/spillway-wait" --status "$tmp/ends" -- "$@" >/dev/null 2>&1
+  cat "$tmp/ends"
+}
+ulimit -c 0
+[[ $(ends sh -c 'kill -SEGV $$') == "signal 11" ]] || fail "spillway-wait: a SEGV is not a signal"
+for job in 'exit 143' 'exit 130' 'exit 0' 'kill -SEGV $$' 'kill -ABRT $$' 'kill -TERM $$' \
+           'kill -USR1 $$'; do
+  want=$(ends sh -c "$job")
+  got=$(ends "$spillway" run -- sh -c "$job")
+  [[ "$got" == "$want" ]] || fail "spillway run -- sh -c '$job': $got, want $want"
+  got=$(ends "$spillway" profile -o "$tmp/ends.trace" -- sh -c "$job")
+  [[ "$got" == "$want" ]] || fail "spillway profile -- sh -c '$job': $got, want $want"
+done
+
+# A TMPDIR that does not exist keeps no job from running: the scratch folder goes to /tmp.
+expect 0 '^job ran$' -- env TMPDIR=/nonexistent "$spillway" run -- echo job ran
+expect 0 '^job ran$' -- env TMPDIR=/nonexistent "$spillway" profile -o "$tmp/tmpdir.trace" -- \
+  echo job ran
+# Without spillway-wait (a partial install) the job runs all the same, without the summary lines.
+mkdir "$tmp/no_wait"
+cp "$spillway" "$tmp/no_wait/"
+ln -s "$out/libspillway.so" "$out/spillway-doctor" "$tmp/no_wait/"
+expect 3 '^spillway: run: .*/spillway-wait not found: the job runs without the summary lines$' -- \
+  "$tmp/no_wait/spillway" run -- sh -c 'echo job ran; exit 3'
+grep -qx 'job ran' "$tmp/out" || fail "without spillway-wait the job did not run: $(cat "$tmp/out")"
+
+# Relative paths become absolute before the job starts (it may change directory).
+(cd "$tmp" && "$spillway" run -q --summary rel.json --log-file rel.log -- env) >"$tmp/env12" 2>&1
+(cd "$tmp" && "$spillway" profile -q -o rel.trace -- env) >"$tmp/env13" 2>&1
+for line in "SPILLWAY_SUMMARY=$tmp/rel.json" "SPILLWAY_LOG_FILE=$tmp/rel.log" \
+            "SPILLWAY_TRACE=$tmp/rel.trace.%p"; do
+  grep -qxF -- "$line" "$tmp/env12" "$tmp/env13" || fail "relative paths: missing '$line'"
+done
+
+# LD_PRELOAD splits at spaces and colons, so spillway in a folder with one cannot be preloaded:
+# refused in one line, the job not started.
+for dir in "$tmp/with space" "$tmp/with:colon"; do
+  mkdir "$dir"
+  cp "$spillway" "$dir/"
+  ln -s "$out/libspillway.so" "$out/spillway-doctor" "$out/spillway-wait" "$dir/"
+  expect 2 "^spillway: run: cannot preload '$dir/libspillway.so': LD_PRELOAD cannot hold" -- \
+    "$dir/spillway" run -- touch "$tmp/started"
+  [[ $(wc -l <"$tmp/out") -eq 1 ]] || fail "preload from '$dir': not one line: $(cat "$tmp/out")"
+  [[ -e "$tmp/started" ]] && fail "preload from '$dir': the job ran without spillway"
+done
+
+# Sizes are read by the library's own parser and must be at least one 4 KiB page.
+for size in 0 0.4 0.5 4095 99999999TiB; do
+  expect 2 "^spillway: run: bad --device-memory '$size'" -- "$spillway" run --device-memory "$size" true
+done
+expect 2 "^spillway: profile: bad --device-memory '0'" -- "$spillway" profile --device-memory 0 true
+for size in 1PiB 4KiB 4096; do
+  expect 0 "^SPILLWAY_DEVICE_MEMORY=$size$" -- "$spillway" run -q --device-memory "$size" env
+done
+expect 0 '^SPILLWAY_HOST_MEMORY=0$' -- "$spillway" run -q --host-memory 0 env
+
+# A summary that cannot be written and a program that does not exist: one line each, checked before
+# the job starts (127 and 126 as a shell has them).
+expect 2 '^spillway: run: cannot write the summary into /nonexistent \(--summary /nonexistent/s.json\)$' -- \
+  "$spillway" run --summary /nonexistent/s.json -- true
+[[ $(wc -l <"$tmp/out") -eq 1 ]] || fail "unwritable --summary: not one line: $(cat "$tmp/out")"
+expect 127 '^spillway: run: command not found: nonexistent-prog$' -- "$spillway" run nonexistent-prog
+[[ $(wc -l <"$tmp/out") -eq 1 ]] || fail "a missing program: not one line: $(cat "$tmp/out")"
+expect 127 "^spillway: run: no such file: $tmp/none$" -- "$spillway" run -q "$tmp/none"
+expect 126 "^spillway: run: cannot run $tmp/p.toml: not an executable file$" -- \
+  "$spillway" run "$tmp/p.toml"
 
 # A real job on simgpu: one line per process that used CUDA, with %p one summary each.
 if [[ "$with_simgpu" == simgpu ]]; then
