@@ -2,7 +2,7 @@
 # `spillway profile` on simgpu: one process -> the trace is at -o TRACE and reads back; a job that
 # forks a recording child -> one trace per process (TRACE.<pid>), listed; --progress prints the
 # progress line on a stderr that is not a terminal, without it there is none, and the job's exit
-# status comes back either way; bad -o and --mode are usage errors. Usage: profile_launcher_test.sh OUT_DIR (with simgpu, oversubscribe and
+# status comes back either way; bad -o (a folder among them) and --mode are usage errors. Usage: profile_launcher_test.sh OUT_DIR (with simgpu, oversubscribe and
 # record_fork_program built there).
 set -euo pipefail
 out=$1
@@ -57,4 +57,9 @@ if "$out/spillway" profile -o /nonexistent-dir/x.trace -- true 2>"$tmp/err"; the
   fail "an unwritable -o was accepted"
 fi
 grep -q "/nonexistent-dir" "$tmp/err" || fail "-o error does not name the folder"
+# A folder as -o: the trace would land inside it under another name.
+mkdir "$tmp/folder"
+if "$out/spillway" profile -o "$tmp/folder" -- true 2>"$tmp/err"; then fail "a folder as -o accepted"; fi
+grep -q "is a folder" "$tmp/err" || fail "-o folder error unclear: $(cat "$tmp/err")"
+[[ $(wc -l <"$tmp/err") -le 2 ]] || fail "a usage error of more than two lines: $(cat "$tmp/err")"
 echo PASS

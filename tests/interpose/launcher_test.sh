@@ -22,7 +22,7 @@ expect 0 '^spillway [0-9]+\.[0-9]+' -- "$spillway" doctor --version
 expect 2 'spillway: missing command' -- "$spillway"
 expect 2 'unknown command .frobnicate.' -- "$spillway" frobnicate
 expect 2 '^spillway: run: missing command to run' -- "$spillway" run
-expect 2 'usage: spillway run' -- "$spillway" run --summary /tmp/x
+expect 2 'spillway run --help lists its options' -- "$spillway" run --summary /tmp/x
 expect 2 "^spillway: run: unknown option '--bogus'" -- "$spillway" run --bogus -- true
 expect 2 "^spillway: run: bad --mode 'turbo'" -- "$spillway" run --mode turbo -- true
 expect 2 "^spillway: run: bad --log 'loud'" -- "$spillway" run --log loud -- true
