@@ -18,6 +18,13 @@
 namespace spillway::policy {
 namespace {
 
+// The events of the step the rolling hash spans: the file's, or 1 where the engine does not
+// follow a step that long (the policy is then unusable), so a count in the file never sizes
+// memory beyond kMaxStepEvents.
+uint64_t FollowedEvents(const PolicyFile& file) {
+  return file.step_events <= kMaxStepEvents ? file.step_events : 1;
+}
+
 class PlannedPolicy final : public EvictionPolicy {
  public:
   PlannedPolicy(PolicyFile file, std::string path, uint64_t budget_bytes, PolicyLog log,
@@ -26,13 +33,17 @@ class PlannedPolicy final : public EvictionPolicy {
         log_(std::move(log)),
         modules_(std::move(modules)),
         learned_(MakeLearnedPolicy()),
-        hash_(file_.step_events) {
+        hash_(FollowedEvents(file_)) {
     adherence_.path = std::move(path);
     std::string problem = std::move(load_problem);
     if (problem.empty() && file_.step_signature == 0) {
       problem = absl::StrCat(adherence_.path,
                              ": the policy has no step signature (model.step_signature; plan it "
                              "again with spillway-plan), so the engine cannot follow it");
+    }
+    if (problem.empty() && file_.step_events > kMaxStepEvents) {
+      problem = absl::StrCat(adherence_.path, ": the policy's step has ", file_.step_events,
+                             " events, more than the engine follows (", kMaxStepEvents, ")");
     }
     if (problem.empty() && file_.budget_bytes > budget_bytes) {
       problem = absl::StrCat(adherence_.path, ": planned for ", file_.budget_bytes,
@@ -379,10 +390,11 @@ class PlannedPolicy final : public EvictionPolicy {
       return false;
     }
     file_ = std::move(plan->file);
-    if (file_.step_signature == 0 || file_.budget_bytes > budget_bytes_) {
+    if (file_.step_signature == 0 || file_.step_events > kMaxStepEvents ||
+        file_.budget_bytes > budget_bytes_) {
       StopRecording(
-          "online plan: the plan made cannot be followed (no step signature, or over "
-          "the budget); the learned policy decides",
+          "online plan: the plan made cannot be followed (no step signature, a step too long "
+          "to follow, or over the budget); the learned policy decides",
           true);
       return false;
     }
@@ -523,7 +535,8 @@ class PlannedPolicy final : public EvictionPolicy {
       }
       return;
     }
-    binding_.assign(std::max<uint64_t>(file_.allocations, file_.persistent) + 1, 0);
+    // Sized by what the job has (Bind grows it), never by a count the file states.
+    binding_.assign(live.size() + 1, 0);
     workload_id_.clear();
     for (uint64_t w = 1; w <= live.size(); ++w) {
       Bind(w, live[w - 1]);
@@ -617,7 +630,10 @@ class PlannedPolicy final : public EvictionPolicy {
       const uint64_t length = std::min(uint64_t{r.num_chunks} * kChunkBytes, size->second - offset);
       moves_.push_back(ScheduledMove{kind, id, offset, length});
       ++adherence_.moves_issued;
-      *bytes += uint64_t{r.num_chunks} * kChunkBytes;
+      // The chunks of the range the allocation has (as the simulator counts them).
+      const uint64_t chunks =
+          std::min<uint64_t>(r.num_chunks, (size->second - offset + kChunkBytes - 1) / kChunkBytes);
+      *bytes += chunks * kChunkBytes;
     }
   }
 

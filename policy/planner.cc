@@ -5,12 +5,12 @@
 #include <algorithm>
 #include <map>
 #include <optional>
-#include <queue>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "policy/simulator_replay.h"
+#include "policy/simulator_residency.h"
 #include "policy/step_signature.h"
 
 namespace spillway::policy {
@@ -213,8 +213,7 @@ absl::StatusOr<PolicyFile> PlanSchedule(const Workload& w, const PlanOptions& op
     }
   }
   // Slots of device memory by the launch position they are free from (earliest first).
-  std::priority_queue<uint64_t, std::vector<uint64_t>, std::greater<>> slots;
-  for (uint64_t i = 0; i < cap; ++i) slots.push(0);
+  FreeSlots<uint64_t> slots(cap);
   std::vector<uint64_t> evicted_at(r.total_chunks, 0);
   // (global issue position, move, chunk) for the measured step's decisions.
   std::map<uint64_t, std::vector<std::pair<Move, uint32_t>>> moves;

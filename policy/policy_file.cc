@@ -1,10 +1,14 @@
 // Policy files: reading (strict, over the TOML subset), writing, and matching to a workload.
 #include "policy/policy_file.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
+#include <cstring>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -178,7 +182,23 @@ absl::Status ReadModel(const TableReader& t, PolicyFile* p) {
                    "'model.step_signature' needs 'model.step_events' (events per step)");
   }
   if (absl::Status s = t.Count("launches", &p->launches); !s.ok()) return s;
-  return t.Count("allocations", &p->allocations);
+  if (absl::Status s = t.Count("allocations", &p->allocations); !s.ok()) return s;
+  if (const TomlValue* v = t.Find("step_events")) {
+    // Each launch is one event, each allocation at most two (made and freed in the step).
+    if (p->step_events > kMaxStepEvents) {
+      return t.Error(v->line, absl::StrCat("'model.step_events' ", p->step_events,
+                                           " is more than the engine follows (", kMaxStepEvents,
+                                           " events per step)"));
+    }
+    if (p->launches != 0 && p->allocations != 0 &&
+        p->step_events > p->launches + 2 * p->allocations) {
+      return t.Error(
+          v->line, absl::StrCat("'model.step_events' ", p->step_events, " is more than a step of ",
+                                p->launches, " launches and ", p->allocations,
+                                " allocations holds (launches + 2 x allocations)"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status ReadRule(const TableReader& t, const TomlTable& table, PolicyFile* p) {
@@ -190,6 +210,13 @@ absl::Status ReadRule(const TableReader& t, const TomlTable& table, PolicyFile* 
   PolicyRule rule;
   rule.line = table.line;
   if (absl::Status s = t.String("call_site", &rule.call_site); !s.ok()) return s;
+  if (const TomlValue* v = t.Find("call_site");
+      v != nullptr && (rule.call_site.size() != 16 ||
+                       rule.call_site.find_first_not_of("0123456789abcdef") != std::string::npos)) {
+    return t.Error(v->line,
+                   "'rule.call_site' must be 16 lowercase hex digits (a call-site id as "
+                   "spillway-inspect prints it)");
+  }
   if (absl::Status s = t.String("module", &rule.module); !s.ok()) return s;
   if (absl::Status s = t.Size("min_size", &rule.min_bytes); !s.ok()) return s;
   if (absl::Status s = t.Size("max_size", &rule.max_bytes); !s.ok()) return s;
@@ -268,6 +295,33 @@ absl::Status ReadStep(const TableReader& t, const TomlTable& table, PolicyFile* 
   (void)table;
   p->schedule.push_back(std::move(e));
   return absl::OkStatus();
+}
+
+// Reads the policy file open at `fd` into `text`: a regular file of at most kMaxPolicyFileBytes
+// (a device such as /dev/zero would never end; a directory is no file at all).
+absl::Status ReadRegularFile(int fd, const std::string& path, std::string* text) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": not a regular file (a policy file is a TOML text file)"));
+  }
+  const absl::Status too_large = absl::InvalidArgumentError(absl::StrCat(
+      path, ": the policy file is larger than ", kMaxPolicyFileBytes >> 20, " MiB, the most read"));
+  if (static_cast<uint64_t>(st.st_size) > kMaxPolicyFileBytes) return too_large;
+  text->reserve(static_cast<size_t>(st.st_size));
+  constexpr size_t kPiece = size_t{1} << 16;
+  while (true) {
+    const size_t old = text->size();
+    if (old > kMaxPolicyFileBytes) return too_large;  // it grew while read
+    text->resize(old + kPiece);
+    const ssize_t r = ::read(fd, text->data() + old, kPiece);
+    text->resize(old + static_cast<size_t>(std::max<ssize_t>(r, 0)));
+    if (r == 0) return absl::OkStatus();
+    if (r < 0 && errno != EINTR) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": cannot read the policy file: ", std::strerror(errno)));
+    }
+  }
 }
 
 std::string RangeText(const ChunkRange& r) {
@@ -383,11 +437,14 @@ absl::StatusOr<PolicyFile> ParsePolicyFile(std::string_view text_in, std::string
 }
 
 absl::StatusOr<PolicyFile> ReadPolicyFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open the policy file"));
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return ParsePolicyFile(buffer.str(), path);
+  // Non-blocking: opening a FIFO must not wait for a writer (it is refused below).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return absl::NotFoundError(absl::StrCat(path, ": cannot open the policy file"));
+  std::string text;
+  absl::Status status = ReadRegularFile(fd, path, &text);
+  ::close(fd);
+  if (!status.ok()) return status;
+  return ParsePolicyFile(text, path);
 }
 
 std::string FormatPolicyFile(const PolicyFile& p) {

@@ -26,7 +26,7 @@ std::string_view RuleActionName(RuleAction a);
 
 // An allocation matches when every given criterion matches (an empty criterion matches all).
 struct PolicyRule {
-  std::string call_site;  // exact call-site label (a trace's id: 16 hex digits)
+  std::string call_site;  // exact call-site id (a trace's: 16 lowercase hex digits, CallSiteName)
   // A module on the allocation's calling stack: its file name ("libnccl.so.2") or full path.
   std::string module;
   uint64_t min_bytes = 0;
@@ -47,6 +47,12 @@ struct ScheduleEntry {
   std::vector<ChunkRange> prefetch;  // migrated to the device
   std::vector<ChunkRange> populate;  // made resident without a copy (fresh, not yet written)
 };
+
+// The most events a step may have (`step_events`): the engine keeps one 8-byte token per event of
+// the step it follows (policy/step_signature.h), 32 MiB at most.
+inline constexpr uint64_t kMaxStepEvents = uint64_t{1} << 22;
+// The largest policy file read (ReadPolicyFile).
+inline constexpr uint64_t kMaxPolicyFileBytes = uint64_t{64} << 20;
 
 struct PolicyFile {
   std::string model;         // a name for people
@@ -69,6 +75,8 @@ struct PolicyFile {
 
 // Parses policy-file text; errors read "<file>:<line>: <what is wrong>".
 absl::StatusOr<PolicyFile> ParsePolicyFile(std::string_view text, std::string_view file_name);
+// Reads and parses the file at `path`: a regular file of at most kMaxPolicyFileBytes; errors
+// read "<path>: <what is wrong>" (or as ParsePolicyFile's).
 absl::StatusOr<PolicyFile> ReadPolicyFile(const std::string& path);
 // Writes the file (with comments); ParsePolicyFile reads back an equal PolicyFile.
 std::string FormatPolicyFile(const PolicyFile& policy);

@@ -7,7 +7,6 @@
 #include <cstdio>
 #include <functional>
 #include <limits>
-#include <queue>
 #include <string>
 #include <unordered_map>
 
@@ -270,8 +269,7 @@ SimResult SimulatePlanned(const Workload& w, const PolicyFile& p, const SimOptio
   }
   std::vector<double> ready(r.total_chunks, 0), last_end(r.total_chunks, 0);
   // Free device slots, by the time each became free (earliest first).
-  std::priority_queue<double, std::vector<double>, std::greater<>> slots;
-  for (uint64_t i = 0; i < cap; ++i) slots.push(0);
+  FreeSlots<double> slots(cap);
   auto release = [&](uint32_t c, double when) {
     state.Remove(c);
     slots.push(when);

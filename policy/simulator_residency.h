@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <queue>
 #include <vector>
 
 #include "common/cost_model.h"
@@ -18,6 +19,31 @@ namespace spillway::policy {
 inline double RemoteAccessSeconds(const CostModel& cost, uint64_t chunks) {
   return H2DSeconds(cost, chunks * kChunkBytes) + D2HSeconds(cost, chunks * kChunkBytes);
 }
+
+// Free device slots by the time (or launch position) each became free, earliest first. The slots
+// free from the start (time 0) are counted, not stored: a budget far beyond what the workload uses
+// (--device-memory 1PiB) costs nothing, and the order is as if each were stored.
+template <typename T>
+class FreeSlots {
+ public:
+  explicit FreeSlots(uint64_t initially_free) : unused_(initially_free) {}
+  bool empty() const { return unused_ == 0 && freed_.empty(); }
+  uint64_t size() const { return unused_ + freed_.size(); }
+  // REQUIRES: !empty(). Times are never negative, so an unused slot is never later.
+  T top() const { return unused_ > 0 ? T{} : freed_.top(); }
+  void pop() {
+    if (unused_ > 0) {
+      --unused_;
+    } else {
+      freed_.pop();
+    }
+  }
+  void push(T when) { freed_.push(when); }
+
+ private:
+  uint64_t unused_;
+  std::priority_queue<T, std::vector<T>, std::greater<>> freed_;
+};
 
 // Resident chunks, oldest-resident first (nvidia-uvm's root-chunk order, simgpu's FIFO).
 class ChunkResidency {

@@ -13,7 +13,6 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <queue>
 #include <vector>
 
 #include "common/cost_model.h"
@@ -35,9 +34,9 @@ class TimelineDevice final : public Device {
         state_(static_cast<uint32_t>(total_chunks)),
         populated_(total_chunks),
         on_host_(total_chunks),
-        used_until_(total_chunks, 0.0) {
+        used_until_(total_chunks, 0.0),
+        free_slots_(capacity_chunks) {
     t_.engines = cost.copy_engines;
-    for (uint64_t i = 0; i < cap_; ++i) free_slots_.push(0);
   }
 
   Stream job_stream() { return &job_; }
@@ -235,7 +234,7 @@ class TimelineDevice final : public Device {
   std::vector<double> used_until_;  // per chunk: the end of the last kernel issued that uses it
   Timelines t_;
   // Free device slots by the time each became free, earliest first (cap_ - resident chunks).
-  std::priority_queue<double, std::vector<double>, std::greater<>> free_slots_;
+  FreeSlots<double> free_slots_;
   std::vector<uint32_t> scratch_;
   double job_ = 0;
   std::deque<double> streams_;  // side streams' tails (stable addresses)

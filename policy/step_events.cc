@@ -242,6 +242,10 @@ absl::StatusOr<Workload> BuildStep(const std::string& source, const RecordedEven
     w.step.push_back(std::move(s));
   }
   w = NumberCanonically(std::move(w));
+  if (absl::Status status = CheckWorkloadSizes(w); !status.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        source, ": the step found (", period, " events) is too large to plan: ", status.message()));
+  }
   if (absl::Status status = ValidateWorkload(w); !status.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat(source, ": the step found (", period,

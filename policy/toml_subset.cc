@@ -231,9 +231,10 @@ class Parser {
         Advance();
         return absl::OkStatus();
       }
+      // Refused before it is read: reading it would recurse once per '[' of the input.
+      if (Peek() == '[') return Error("nested arrays are not supported");
       TomlValue element;
       if (absl::Status s = ReadValue(&element); !s.ok()) return s;
-      if (element.type == TomlValue::Type::kArray) return Error("nested arrays are not supported");
       if (!v->array.empty() && v->array.front().type != element.type) {
         return Error("mixed types in an array");
       }

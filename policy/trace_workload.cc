@@ -18,10 +18,13 @@
 namespace spillway::policy {
 namespace {
 
-// The trace's events; `launch_threads` gets how many threads launched kernels.
-absl::StatusOr<RecordedEvents> ReadEvents(const std::string& path, size_t* launch_threads) {
-  absl::StatusOr<std::unique_ptr<trace::TraceReader>> reader =
-      trace::TraceReader::Open(path, trace::ReaderOptions{.allow_unterminated = true});
+// The trace's events; `launch_threads` gets how many threads launched kernels, `dropped` how
+// many records the recorder dropped (its end record's count). The trace must be whole (end record
+// included: one cut short is an error, as in every tool) and its allocations no larger than a
+// workload's (kMaxAllocationBytes).
+absl::StatusOr<RecordedEvents> ReadEvents(const std::string& path, size_t* launch_threads,
+                                          uint64_t* dropped) {
+  absl::StatusOr<std::unique_ptr<trace::TraceReader>> reader = trace::TraceReader::Open(path);
   if (!reader.ok()) return reader.status();
   RecordedEvents out;
   std::unordered_map<uint32_t, std::string> strings;
@@ -41,6 +44,7 @@ absl::StatusOr<RecordedEvents> ReadEvents(const std::string& path, size_t* launc
     out.Launched(std::move(kernel), r.correlation_id, accesses);
   };
   for (;;) {
+    const uint64_t at = (*reader)->offset();
     absl::StatusOr<bool> more = (*reader)->Next(&record);
     if (!more.ok()) return more.status();
     if (!*more) break;
@@ -59,6 +63,11 @@ absl::StatusOr<RecordedEvents> ReadEvents(const std::string& path, size_t* launc
       }
     } else if (const auto* a = std::get_if<trace::AllocRecord>(&record)) {
       if (a->kind == trace::AllocKind::kHost || a->bytes == 0) continue;
+      if (a->bytes > kMaxAllocationBytes) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(path, ": alloc record at byte ", at, ": allocation ", a->allocation_id,
+                         " of ", a->bytes, " bytes is more than the 1 TiB a workload's may be"));
+      }
       out.Allocated(a->allocation_id, a->bytes, a->call_site);
       live_by_address[a->address] = a->allocation_id;
     } else if (const auto* f = std::get_if<trace::FreeRecord>(&record)) {
@@ -90,15 +99,23 @@ absl::StatusOr<RecordedEvents> ReadEvents(const std::string& path, size_t* launc
     out.kernel_seconds[correlation] = static_cast<double>(span.second - span.first) * 1e-9;
   }
   *launch_threads = threads.size();
+  *dropped = (*reader)->end().records_dropped;
   return out;
 }
 
 }  // namespace
 
-absl::StatusOr<Workload> WorkloadFromTrace(const std::string& path) {
+absl::StatusOr<Workload> WorkloadFromTrace(const std::string& path, std::string* warning) {
   size_t launch_threads = 0;
-  absl::StatusOr<RecordedEvents> read = ReadEvents(path, &launch_threads);
+  uint64_t dropped = 0;
+  absl::StatusOr<RecordedEvents> read = ReadEvents(path, &launch_threads, &dropped);
   if (!read.ok()) return read.status();
+  if (warning != nullptr) {
+    *warning = dropped == 0 ? ""
+                            : absl::StrCat(path, ": the recorder dropped ", dropped,
+                                           " records (it could not keep up); the step found "
+                                           "may lack allocations, frees or launches");
+  }
   absl::StatusOr<Workload> w = WorkloadFromEvents(*read, path);
   if (w.ok()) {
     w->description = absl::StrCat("recorded trace ", w->description);

@@ -17,10 +17,12 @@
 
 namespace spillway::policy {
 
-// Reads the trace at `path`. Errors name the file: it cannot be read, it has no repeating step
-// (at least two whole repetitions are needed), or the step found does not pair its allocations
-// and frees.
-absl::StatusOr<Workload> WorkloadFromTrace(const std::string& path);
+// Reads the trace at `path`. Errors name the file: it cannot be read, it is cut short (no end
+// record), an allocation is over kMaxAllocationBytes (naming the record), it has no repeating
+// step (at least two whole repetitions are needed), or the step found does not pair its
+// allocations and frees. `warning`, when given, gets one line when the recorder dropped records
+// (the end record counts them), else "".
+absl::StatusOr<Workload> WorkloadFromTrace(const std::string& path, std::string* warning = nullptr);
 
 }  // namespace spillway::policy
 

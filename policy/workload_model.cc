@@ -71,6 +71,23 @@ uint64_t Workload::peak_live_bytes() const {
   return peak;
 }
 
+absl::Status CheckWorkloadSizes(const Workload& w) {
+  uint64_t chunks = 0;
+  for (const WorkloadAllocation& a : w.allocations) {
+    if (a.bytes > kMaxAllocationBytes) {
+      return absl::InvalidArgumentError(absl::StrCat("allocation ", a.id, " has ", a.bytes,
+                                                     " bytes, more than the 1 TiB one may have"));
+    }
+    chunks += ChunksOf(a.bytes);
+  }
+  if (chunks > kMaxWorkloadChunks) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("its allocations span ", chunks, " 2 MiB chunks, more than the ",
+                     kMaxWorkloadChunks, " (16 TiB) a workload may span"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateWorkload(const Workload& w) {
   for (size_t i = 0; i < w.allocations.size(); ++i) {
     if (w.allocations[i].id != i + 1) {
@@ -81,6 +98,7 @@ absl::Status ValidateWorkload(const Workload& w) {
       return absl::InvalidArgumentError(absl::StrCat("allocation ", i + 1, " has 0 bytes"));
     }
   }
+  if (absl::Status s = CheckWorkloadSizes(w); !s.ok()) return s;
   std::vector<char> live(w.allocations.size() + 1, 0);
   for (const WorkloadAllocation& a : w.allocations) live[a.id] = a.persistent ? 1 : 0;
   for (size_t pos = 0; pos < w.step.size(); ++pos) {

@@ -14,7 +14,14 @@
 
 namespace spillway::policy {
 
+// The largest allocation a workload may have (1 TiB), and the most chunks all its allocations may
+// span together (16 TiB): the simulator and the planner keep state per chunk and number chunks
+// with 32 bits. ValidateWorkload checks both; so does reading a trace.
+inline constexpr uint64_t kMaxAllocationBytes = uint64_t{1} << 40;
+inline constexpr uint64_t kMaxWorkloadChunks = uint64_t{1} << 23;
+
 // Chunks an allocation of `bytes` spans.
+// REQUIRES: bytes <= kMaxAllocationBytes (so the count fits with room to spare).
 inline uint32_t ChunksOf(uint64_t bytes) {
   return static_cast<uint32_t>((bytes + kChunkBytes - 1) / kChunkBytes);
 }
@@ -65,8 +72,11 @@ struct Workload {
 
 // Checks ids, chunk ranges within their allocations, alloc/free pairing within the step (every
 // step-local allocation is allocated before use and freed by the end of the step), and that
-// persistent allocations are never allocated or freed in the step.
+// persistent allocations are never allocated or freed in the step; and its sizes
+// (CheckWorkloadSizes).
 absl::Status ValidateWorkload(const Workload& w);
+// No allocation is over kMaxAllocationBytes, and all span at most kMaxWorkloadChunks together.
+absl::Status CheckWorkloadSizes(const Workload& w);
 
 // The same workload with its allocations numbered the way policy files and the engine number
 // them: persistent allocations first (in their current order), then the step's allocations in the

@@ -21,17 +21,25 @@ int Fail(const absl::Status& s) {
   return 2;
 }
 
+// A bad command line: the one line and where the usage is.
+int FailUsage(const absl::Status& s) {
+  return Fail(absl::InvalidArgumentError(absl::StrCat(s.message(), " (see spillway-plan --help)")));
+}
+
 int Main(int argc, char** argv) {
   absl::StatusOr<ToolArgs> args = ParseToolArgs(argc, argv, {"-o", "--policy", "--fewest-bytes"});
-  if (!args.ok() || args->help) {
-    std::fprintf(args.ok() ? stdout : stderr,
-                 "usage: spillway-plan TRACE|--synthetic NAME (--device-memory SIZE | "
-                 "--oversubscription X) -o FILE [--policy RULES] [--fewest-bytes]\n");
-    return args.ok() ? 0 : Fail(args.status());
+  if (!args.ok()) return FailUsage(args.status());
+  if (args->help) {
+    std::printf(
+        "usage: spillway-plan TRACE|--synthetic NAME (--device-memory SIZE | "
+        "--oversubscription X) -o FILE [--policy RULES] [--fewest-bytes]\n");
+    return 0;
   }
-  if (args->output.empty()) return Fail(absl::InvalidArgumentError("-o FILE is required"));
-  absl::StatusOr<Workload> w = LoadWorkload(*args);
+  if (args->output.empty()) return FailUsage(absl::InvalidArgumentError("-o FILE is required"));
+  std::string warning;
+  absl::StatusOr<Workload> w = LoadWorkload(*args, &warning);
   if (!w.ok()) return Fail(w.status());
+  if (!warning.empty()) std::fprintf(stderr, "spillway plan: warning: %s\n", warning.c_str());
   absl::StatusOr<uint64_t> budget = DeviceMemoryFor(*args, *w);
   if (!budget.ok()) return Fail(budget.status());
   PlanOptions options;

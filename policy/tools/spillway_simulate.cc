@@ -26,6 +26,12 @@ int Fail(const absl::Status& s) {
   return 2;
 }
 
+// A bad command line: the one line and where the usage is.
+int FailUsage(const absl::Status& s) {
+  return Fail(
+      absl::InvalidArgumentError(absl::StrCat(s.message(), " (see spillway-simulate --help)")));
+}
+
 // Every policy's result for `w` at `options`, planned ones last; `policy` overrides the plan.
 // With `engine_row`, the engine following the plan as well (planned-engine).
 absl::StatusOr<std::vector<SimResult>> SimulateAll(const Workload& w, const SimOptions& options,
@@ -89,15 +95,18 @@ int Benchmark(const CostModel& cost) {
 
 int Main(int argc, char** argv) {
   absl::StatusOr<ToolArgs> args = ParseToolArgs(argc, argv, {"--policy", "--benchmark"});
-  if (!args.ok() || args->help) {
-    std::fprintf(args.ok() ? stdout : stderr,
-                 "usage: spillway-simulate TRACE|--synthetic NAME (--device-memory SIZE | "
-                 "--oversubscription X) [--policy FILE]\n       spillway-simulate --benchmark\n");
-    return args.ok() ? 0 : Fail(args.status());
+  if (!args.ok()) return FailUsage(args.status());
+  if (args->help) {
+    std::printf(
+        "usage: spillway-simulate TRACE|--synthetic NAME (--device-memory SIZE | "
+        "--oversubscription X) [--policy FILE]\n       spillway-simulate --benchmark\n");
+    return 0;
   }
   if (args->benchmark) return Benchmark(args->cost);
-  absl::StatusOr<Workload> w = LoadWorkload(*args);
+  std::string warning;
+  absl::StatusOr<Workload> w = LoadWorkload(*args, &warning);
   if (!w.ok()) return Fail(w.status());
+  if (!warning.empty()) std::fprintf(stderr, "spillway simulate: warning: %s\n", warning.c_str());
   absl::StatusOr<uint64_t> budget = DeviceMemoryFor(*args, *w);
   if (!budget.ok()) return Fail(budget.status());
   SimOptions options;

@@ -2,6 +2,7 @@
 #include "policy/tools/workload_source.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
@@ -12,11 +13,18 @@
 namespace spillway::policy {
 namespace {
 
-absl::StatusOr<double> PositiveNumber(const std::string& flag, const std::string& text) {
+// A positive number for `flag`, from `min` to `max` (`range` says so for people): no infinity, no
+// NaN, nothing that makes a predicted time overflow or vanish.
+absl::StatusOr<double> PositiveNumber(const std::string& flag, const std::string& text, double min,
+                                      double max, const char* range) {
   char* end = nullptr;
   const double v = std::strtod(text.c_str(), &end);
-  if (text.empty() || *end != '\0' || !(v > 0)) {
+  if (text.empty() || *end != '\0' || !std::isfinite(v) || !(v > 0)) {
     return absl::InvalidArgumentError(absl::StrCat(flag, " '", text, "' is not a positive number"));
+  }
+  if (v < min || v > max) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, " '", text, "' is out of range (", range, ")"));
   }
   return v;
 }
@@ -56,11 +64,13 @@ absl::StatusOr<ToolArgs> ParseToolArgs(int argc, char** argv,
     } else if (arg == "--device-memory") {
       a.device_memory_text = value;
     } else if (arg == "--oversubscription") {
-      absl::StatusOr<double> v = PositiveNumber(arg, value);
+      absl::StatusOr<double> v =
+          PositiveNumber(arg, value, kMinOversubscription, 1e6, "0.000001 to 1000000");
       if (!v.ok()) return v.status();
       a.oversubscription = *v;
     } else if (arg == "--h2d-gbps" || arg == "--d2h-gbps" || arg == "--fault-batch-us") {
-      absl::StatusOr<double> v = PositiveNumber(arg, value);
+      // Link bandwidth from 1 MB/s to 1 PB/s; a fault batch from 1 ns to 1 s.
+      absl::StatusOr<double> v = PositiveNumber(arg, value, 1e-3, 1e6, "0.001 to 1000000");
       if (!v.ok()) return v.status();
       if (arg == "--h2d-gbps") a.cost.h2d_bytes_per_s = *v * 1e9;
       if (arg == "--d2h-gbps") a.cost.d2h_bytes_per_s = *v * 1e9;
@@ -91,14 +101,22 @@ absl::StatusOr<ToolArgs> ParseToolArgs(int argc, char** argv,
   return a;
 }
 
-absl::StatusOr<Workload> LoadWorkload(const ToolArgs& args) {
+absl::StatusOr<Workload> LoadWorkload(const ToolArgs& args, std::string* warning) {
+  if (warning != nullptr) warning->clear();
   if (!args.synthetic.empty()) return MakeSyntheticWorkload(args.synthetic);
-  return WorkloadFromTrace(args.trace);
+  return WorkloadFromTrace(args.trace, warning);
 }
 
 absl::StatusOr<uint64_t> DeviceMemoryFor(const ToolArgs& args, const Workload& w) {
   if (args.oversubscription > 0) {
-    return static_cast<uint64_t>(static_cast<double>(w.peak_live_bytes()) / args.oversubscription);
+    // Finite and at least kMinOversubscription (ParseToolArgs): at most a million times the peak.
+    const double bytes = static_cast<double>(w.peak_live_bytes()) / args.oversubscription;
+    if (bytes < static_cast<double>(kChunkBytes)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--oversubscription ", args.oversubscription, " leaves less than one 2 MiB chunk of the ",
+          w.peak_live_bytes(), " bytes the step has live at its peak"));
+    }
+    return static_cast<uint64_t>(bytes);
   }
   absl::StatusOr<uint64_t> size = ParseSize(args.device_memory_text);
   if (!size.ok()) {

@@ -13,6 +13,9 @@
 
 namespace spillway::policy {
 
+// The least --oversubscription taken: a budget of at most a million times the step's peak.
+inline constexpr double kMinOversubscription = 1e-6;
+
 struct ToolArgs {
   std::string trace;      // positional TRACE
   std::string synthetic;  // --synthetic NAME
@@ -30,7 +33,9 @@ struct ToolArgs {
 absl::StatusOr<ToolArgs> ParseToolArgs(int argc, char** argv,
                                        const std::vector<std::string>& extra);
 
-absl::StatusOr<Workload> LoadWorkload(const ToolArgs& args);
+// The trace's or the synthetic workload. `warning`, when given, gets one line about the trace
+// (records the recorder dropped), or "".
+absl::StatusOr<Workload> LoadWorkload(const ToolArgs& args, std::string* warning = nullptr);
 
 // The budget in bytes for `w` (from --device-memory or --oversubscription).
 absl::StatusOr<uint64_t> DeviceMemoryFor(const ToolArgs& args, const Workload& w);

@@ -31,6 +31,12 @@ int Fail(const std::string& message) {
   return 1;
 }
 
+// A bad command line: one line, with where the usage is.
+int FailUsage(const std::string& message) {
+  std::fprintf(stderr, "spillway-inspect: %s (see spillway-inspect --help)\n", message.c_str());
+  return 2;
+}
+
 // Records per kind, in kind order.
 struct Counts {
   std::map<std::string, uint64_t> by_kind;
@@ -153,13 +159,12 @@ int main(int argc, char** argv) {
   bool symbolize = true;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
-    if (arg == "--top" && i + 1 < argc) {
+    if (arg == "--top") {
+      if (i + 1 >= argc) return FailUsage("--top needs a number from 1 to 1000");
       char* end = nullptr;
       const unsigned long n = std::strtoul(argv[++i], &end, 10);
       if (end == argv[i] || *end != '\0' || n == 0 || n > 1000) {
-        std::fprintf(stderr, "spillway-inspect: --top wants a number from 1 to 1000, not '%s'\n",
-                     argv[i]);
-        return 2;
+        return FailUsage(absl::StrCat("--top wants a number from 1 to 1000, not '", argv[i], "'"));
       }
       top = n;
     } else if (arg == "--no-symbolize") {
@@ -170,14 +175,10 @@ int main(int argc, char** argv) {
     } else if (path.empty() && !arg.empty() && arg[0] != '-') {
       path = arg;
     } else {
-      std::fprintf(stderr, "spillway-inspect: unexpected argument '%s'\n%s", arg.c_str(), kUsage);
-      return 2;
+      return FailUsage(absl::StrCat("unexpected argument '", arg, "'"));
     }
   }
-  if (path.empty()) {
-    std::fputs(kUsage, stderr);
-    return 2;
-  }
+  if (path.empty()) return FailUsage("no TRACE given");
   absl::StatusOr<Counts> counts = CountRecords(path);
   if (!counts.ok()) return Fail(std::string(counts.status().message()));
   report::ProgressLine progress("spillway-inspect");

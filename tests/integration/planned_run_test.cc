@@ -8,6 +8,7 @@
 // one, leave the job to the learned policy with one log line and the same checksum.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -15,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "policy/planner.h"
 #include "policy/simulator.h"
@@ -238,10 +240,27 @@ TEST_F(PlannedRunTest, FallbacksGiveOneLineAndTheLearnedPolicy) {
   const std::string bad_path = TempPath("bad.policy.toml");
   std::ofstream(bad_path) << "version = 1\n[budget]\ndevice_memory = \"20MiB\"\n[[rule]]\n"
                              "action = \"pin\"\n";
+  // Input that once crashed or hung the job: arrays nested deeper than a stack holds, a step
+  // count that would size 32 GiB, a device that never ends.
+  const std::string deep_path = TempPath("deep.policy.toml");
+  std::ofstream(deep_path) << "version = 1\nx = " << std::string(100000, '[')
+                           << std::string(100000, ']') << "\n";
+  policy::PolicyFile long_step = plan_;
+  long_step.step_events = 4000000000;
+  const std::string long_text = policy::FormatPolicyFile(long_step);
+  const std::string long_path = TempPath("long.policy.toml");
+  std::ofstream(long_path) << long_text;
+  const auto long_line =
+      1 + std::count(long_text.begin(), long_text.begin() + long_text.find("step_events"), '\n');
   const std::vector<std::pair<std::string, std::string>> cases = {
       {other_path, ""},  // never recognised: said once after enough events (not in 3 steps)
       {bad_path, bad_path + ":5: 'rule.action' is \"pin\"; it must be keep, host, swap or never"},
-      {"/nonexistent.policy.toml", "/nonexistent.policy.toml: cannot open the policy file"}};
+      {"/nonexistent.policy.toml", "/nonexistent.policy.toml: cannot open the policy file"},
+      {deep_path, deep_path + ":2: nested arrays are not supported"},
+      {long_path, absl::StrCat(long_path, ":", long_line,
+                               ": 'model.step_events' 4000000000 is more than the engine follows "
+                               "(4194304 events per step)")},
+      {"/dev/zero", "/dev/zero: not a regular file (a policy file is a TOML text file)"}};
   for (const auto& [path, line] : cases) {
     SCOPED_TRACE(path);
     const JobRun run = RunProgram(3, {{"SPILLWAY_POLICY", path}}, true);
@@ -266,6 +285,8 @@ TEST_F(PlannedRunTest, FallbacksGiveOneLineAndTheLearnedPolicy) {
   }
   std::remove(other_path.c_str());
   std::remove(bad_path.c_str());
+  std::remove(deep_path.c_str());
+  std::remove(long_path.c_str());
 }
 
 // From a recorded trace (SPILLWAY_MODE=record) instead of a hand-written model: the workload

@@ -535,7 +535,7 @@ TEST(PlannedPolicy, RulesByCallSiteOrModuleAreSaidToMatchNothingInARunWithoutSta
   const Workload w = SmallStep();
   PolicyFile plan = Plan(w, 6 * kMiB);
   const std::string text = FormatPolicyFile(plan) +
-                           "[[rule]]\ncall_site = \"optim.step\"\naction = \"host\"\n"
+                           "[[rule]]\ncall_site = \"9c1d2e3f4a5b6c7d\"\naction = \"host\"\n"
                            "[[rule]]\nmodule = \"libnccl.so.2\"\naction = \"never\"\n"
                            "[[rule]]\nmin_size = \"1MiB\"\naction = \"keep\"\n";
   const std::string path = WriteTemp("sites.policy.toml", text);
@@ -585,6 +585,67 @@ TEST(PlannedPolicy, PlannedForMoreMemoryIsOneLineAndLearned) {
   EXPECT_EQ(log.problems[0],
             "p.toml: planned for 8388608 bytes of device memory, the engine has 6291456");
   ExpectLearnedFallback(w, std::move(policy), 6 * kMiB, 4);
+}
+
+// A step longer than the engine follows (a count in the file that would size its hash's ring at
+// 8 TiB) is one line and the learned policy; nothing is allocated for it.
+TEST(PlannedPolicy, AStepLongerThanTheEngineFollowsIsOneLineAndLearned) {
+  const Workload w = SmallStep();
+  PolicyFile plan = Plan(w, 6 * kMiB);
+  plan.step_events = uint64_t{1} << 40;
+  Logged log;
+  std::unique_ptr<EvictionPolicy> policy =
+      MakePlannedPolicy(plan, "long.toml", 6 * kMiB, log.Sink());
+  ASSERT_EQ(log.problems.size(), 1u);
+  EXPECT_EQ(log.problems[0],
+            "long.toml: the policy's step has 1099511627776 events, more than the engine follows "
+            "(4194304)");
+  ExpectLearnedFallback(w, std::move(policy), 6 * kMiB, 4);
+}
+
+// The file's allocation count sizes nothing: the numbering grows with the job's allocations.
+TEST(PlannedPolicy, AHugeAllocationCountInTheFileSizesNothing) {
+  const Workload w = SmallStep();
+  PolicyFile plan = Plan(w, 6 * kMiB);
+  plan.allocations = uint64_t{1} << 40;  // an 8 TiB table, were it sized by the file
+  Replay replay(w, MakePlannedPolicy(plan, "many.toml", 6 * kMiB, nullptr), 6 * kMiB);
+  replay.Init();
+  for (int i = 0; i < 3; ++i) replay.Step();
+  EXPECT_EQ(replay.Adherence().steps_followed, 2u);
+  EXPECT_EQ(replay.Adherence().mismatches, 0u);
+}
+
+// A range past its allocation's end moves, and counts, only the chunks the allocation has.
+TEST(PlannedPolicy, ARangePastTheAllocationsEndCountsOnlyItsChunks) {
+  const Workload w = SmallStep();
+  const PolicyFile plan = Plan(w, 6 * kMiB);
+  PolicyFile wide = plan;
+  int widened = 0;
+  for (ScheduleEntry& e : wide.schedule) {
+    for (auto* list : {&e.evict, &e.discard, &e.prefetch, &e.populate}) {
+      for (ChunkRange& r : *list) {
+        // A range to the allocation's last chunk (of 1 or 2) becomes "ID:FIRST-99".
+        if (r.first_chunk + r.num_chunks != ChunksOf(w.allocation(r.alloc_id).bytes)) continue;
+        r.num_chunks = 100 - r.first_chunk;
+        ++widened;
+      }
+    }
+  }
+  ASSERT_GT(widened, 0);
+  auto run = [&](const PolicyFile& file) {
+    Replay replay(w, MakePlannedPolicy(file, "small.toml", 6 * kMiB, nullptr), 6 * kMiB);
+    replay.Init();
+    for (int i = 0; i < 3; ++i) replay.Step();
+    return std::pair{replay.Moves(), replay.Adherence()};
+  };
+  const auto [moves, counted] = run(plan);
+  const auto [wide_moves, wide_counted] = run(wide);
+  EXPECT_EQ(wide_moves, moves);
+  EXPECT_EQ(wide_counted.evict_bytes, counted.evict_bytes);
+  EXPECT_EQ(wide_counted.discard_bytes, counted.discard_bytes);
+  EXPECT_EQ(wide_counted.prefetch_bytes, counted.prefetch_bytes);
+  EXPECT_EQ(wide_counted.populate_bytes, counted.populate_bytes);
+  EXPECT_GT(counted.prefetch_bytes + counted.populate_bytes, 0u);
 }
 
 TEST(PlannedPolicy, AnotherJobsPolicyIsNeverFollowed) {

@@ -21,7 +21,8 @@ const std::vector<std::string>& Seeds() {
       "",
       "version = 1\n[budget]\ndevice_memory = \"8GiB\"\n",
       "version = 1\n[model]\nname = \"m\"\nfingerprint = \"00112233aabbccdd\"\nlaunches = 4\n"
-      "allocations = 3\n[budget]\ndevice_memory = 4096\n[[rule]]\ncall_site = \"optim.step\"\n"
+      "allocations = 3\n[budget]\ndevice_memory = 4096\n[[rule]]\ncall_site = "
+      "\"9c1d2e3f4a5b6c7d\"\n"
       "module = 'libtorch.so'\nmin_size = \"1MiB\"\nmax_size = \"2GiB\"\norder = [1, 2]\n"
       "action = \"host\"\n[[step]]\nposition = 0\nprefetch = [\"1:0-3\", \"2:5\"]\n"
       "[[step]]\nposition = 2\nevict = [\n  \"1:0\", # c\n]\ndiscard = []\npopulate = [\"3:1\"]\n",
@@ -40,6 +41,10 @@ const std::vector<std::string>& Seeds() {
       "version = 99999999999999999999\n",
       "v = \"\\q\"\n",
       "v = \"\\\n",
+      "version = 1\n[model]\nstep_events = 4194305\n",
+      "version = 1\n[[rule]]\ncall_site = \"9C1D2E3F4A5B6C7D\"\n",
+      // Nested far deeper than a recursive parser's stack holds.
+      "x = " + std::string(200000, '[') + std::string(200000, ']') + "\n",
   };
   return seeds;
 }

@@ -2,6 +2,10 @@
 // files, and the check that a policy belongs to a workload.
 #include "policy/policy_file.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -26,7 +30,7 @@ allocations = 40
 device_memory = "8GiB"
 
 [[rule]]              # optimizer state lives on the host, read remotely
-call_site = "optim.step"
+call_site = "9c1d2e3f4a5b6c7d"
 action = "host"
 
 [[rule]]
@@ -64,7 +68,7 @@ TEST(PolicyFile, ParsesAnAnnotatedExample) {
   EXPECT_EQ(p->allocations, 40u);
   EXPECT_EQ(p->budget_bytes, uint64_t{8} << 30);
   ASSERT_EQ(p->rules.size(), 4u);
-  EXPECT_EQ(p->rules[0].call_site, "optim.step");
+  EXPECT_EQ(p->rules[0].call_site, "9c1d2e3f4a5b6c7d");
   EXPECT_EQ(p->rules[0].action, RuleAction::kHost);
   EXPECT_EQ(p->rules[0].line, 13);
   EXPECT_EQ(p->rules[1].action, RuleAction::kNever);
@@ -112,7 +116,7 @@ TEST(PolicyFile, RulesMatchFirstWins) {
   WorkloadAllocation a;
   a.id = 5;
   a.bytes = 2 << 20;
-  a.call_site = "optim.step";
+  a.call_site = "9c1d2e3f4a5b6c7d";
   EXPECT_EQ(p->ActionFor(a), RuleAction::kHost);
   a.call_site = "other";
   EXPECT_EQ(p->ActionFor(a), RuleAction::kKeep);  // order 3..7, 1-4 MiB
@@ -143,6 +147,10 @@ std::string Head(const std::string& rest) {
   return "version = 1\n[budget]\ndevice_memory = \"1GiB\"\n" + rest;  // 3 lines
 }
 
+constexpr char kBadCallSite[] =
+    "p.toml:5: 'rule.call_site' must be 16 lowercase hex digits (a call-site id as "
+    "spillway-inspect prints it)";
+
 TEST(PolicyFile, EveryErrorNamesFileLineAndProblem) {
   const BadCase cases[] = {
       {"[budget]\ndevice_memory = 1\n",
@@ -169,6 +177,17 @@ TEST(PolicyFile, EveryErrorNamesFileLineAndProblem) {
       {Head("[model]\nstep_signature = \"0123456789abcdef\"\n"),
        "p.toml:5: 'model.step_signature' needs 'model.step_events' (events per step)"},
       {Head("[model]\npersistent = -2\n"), "p.toml:5: 'model.persistent' must not be negative"},
+      // The engine keeps a token per event of the step: the count is bounded before anything is
+      // sized by it, absolutely and by what the step's launches and allocations can make.
+      {Head("[model]\nstep_events = 4000000000\n"),
+       "p.toml:5: 'model.step_events' 4000000000 is more than the engine follows (4194304 events "
+       "per step)"},
+      {Head("[model]\nstep_events = 4194305\n"),
+       "p.toml:5: 'model.step_events' 4194305 is more than the engine follows (4194304 events "
+       "per step)"},
+      {Head("[model]\nlaunches = 26\nallocations = 28\nstep_events = 83\n"),
+       "p.toml:7: 'model.step_events' 83 is more than a step of 26 launches and 28 allocations "
+       "holds (launches + 2 x allocations)"},
       {Head("[model]\nname = 3\n"), "p.toml:5: 'model.name' must be a string, not an integer"},
       {Head("[model]\nfingerprint = \"abc\"\n"),
        "p.toml:5: 'model.fingerprint' must be 16 lowercase hex digits"},
@@ -178,7 +197,14 @@ TEST(PolicyFile, EveryErrorNamesFileLineAndProblem) {
       {Head("[[model]]\n"), "p.toml:4: write [model], not [[model]]"},
       {Head("[rule]\n"), "p.toml:4: write [[rule]], not [rule]"},
       {Head("[[steps]]\n"), "p.toml:4: unknown table 'steps' (known: model, budget, rule, step)"},
-      {Head("[[rule]]\ncall_site = \"x\"\n"), "p.toml:4: missing key 'rule.action'"},
+      {Head("[[rule]]\ncall_site = \"0123456789abcdef\"\n"), "p.toml:4: missing key 'rule.action'"},
+      // A call site is written as spillway-inspect prints it: 16 lowercase hex digits.
+      {Head("[[rule]]\ncall_site = \"9C1D2E3F4A5B6C7D\"\naction = \"host\"\n"), kBadCallSite},
+      {Head("[[rule]]\ncall_site = \" 9c1d2e3f4a5b6c7d\"\naction = \"host\"\n"), kBadCallSite},
+      {Head("[[rule]]\ncall_site = \"0x9c1d2e3f4a5b6c7d\"\naction = \"host\"\n"), kBadCallSite},
+      {Head("[[rule]]\ncall_site = \"9c1d2e3f\"\naction = \"host\"\n"), kBadCallSite},
+      {Head("[[rule]]\ncall_site = \"\"\naction = \"host\"\n"), kBadCallSite},
+      {Head("[[rule]]\ncall_site = \"optim.step\"\naction = \"host\"\n"), kBadCallSite},
       {Head("[[rule]]\naction = \"pin\"\n"),
        "p.toml:5: 'rule.action' is \"pin\"; it must be keep, host, swap or never"},
       {Head("[[rule]]\naction = 1\n"), "p.toml:5: 'rule.action' must be a string, not an integer"},
@@ -253,6 +279,49 @@ TEST(PolicyFile, MissingFileIsOneClearLine) {
   absl::StatusOr<PolicyFile> p = ReadPolicyFile("/nonexistent/x.policy.toml");
   ASSERT_FALSE(p.ok());
   EXPECT_EQ(p.status().message(), "/nonexistent/x.policy.toml: cannot open the policy file");
+}
+
+TEST(PolicyFile, StepEventsUpToTheBoundAreRead) {
+  absl::StatusOr<PolicyFile> p =
+      ParsePolicyFile(Head("[model]\nlaunches = 26\nallocations = 28\nstep_events = 82\n"), "p");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->step_events, 82u);
+  p = ParsePolicyFile(Head("[model]\nstep_events = 4194304\n"), "p");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->step_events, kMaxStepEvents);
+}
+
+// Only a regular file of at most 64 MiB is read: a device (endless), a FIFO (would wait for a
+// writer), a directory or a larger file is one line naming the path, before anything is read.
+TEST(PolicyFile, OnlyARegularFileOfAtMost64MiBIsRead) {
+  const std::string dir = ::testing::TempDir() + "/policy_dir." + std::to_string(::getpid());
+  ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
+  const std::string fifo = dir + "/fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  for (const std::string& path : {std::string("/dev/zero"), dir, fifo}) {
+    absl::StatusOr<PolicyFile> p = ReadPolicyFile(path);
+    ASSERT_FALSE(p.ok()) << path;
+    EXPECT_EQ(p.status().message(),
+              path + ": not a regular file (a policy file is a TOML text file)");
+  }
+  // A sparse file one byte over the limit: refused by its size, nothing read.
+  const std::string large = dir + "/large.toml";
+  {
+    std::ofstream out(large);
+    out << "version = 1\n";
+  }
+  ASSERT_EQ(::truncate(large.c_str(), static_cast<off_t>(kMaxPolicyFileBytes + 1)), 0);
+  absl::StatusOr<PolicyFile> p = ReadPolicyFile(large);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().message(), large + ": the policy file is larger than 64 MiB, the most read");
+  // At the limit it is read (and parsed: the zeros after the first line are no TOML).
+  ASSERT_EQ(::truncate(large.c_str(), static_cast<off_t>(kMaxPolicyFileBytes)), 0);
+  p = ReadPolicyFile(large);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().message().rfind(large + ":2: ", 0), 0u) << p.status();
+  std::remove(large.c_str());
+  std::remove(fifo.c_str());
+  ::rmdir(dir.c_str());
 }
 
 TEST(PolicyFile, CheckPolicyMatchesNamesTheMismatch) {

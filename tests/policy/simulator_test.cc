@@ -422,5 +422,42 @@ TEST(Simulator, CapacityBoundIsComputeWhenEverythingFits) {
   EXPECT_NE(table.find("cap-bound"), std::string::npos) << table;
 }
 
+// A budget far beyond what the workload uses (--device-memory 1EiB: 2^39 chunks) costs nothing:
+// every result, and the plan, are those for a budget that is merely larger than every chunk the
+// replay loads (1 TiB), where no slot is ever used twice.
+TEST(Simulator, ABudgetFarBeyondTheWorkloadGivesTheResultsOfOneThatFits) {
+  absl::StatusOr<Workload> w = MakeSyntheticWorkload("cnn-small");
+  ASSERT_TRUE(w.ok());
+  SimOptions large, huge;
+  large.device_memory = uint64_t{1} << 40;
+  huge.device_memory = uint64_t{1} << 60;
+  PlanOptions plan_large, plan_huge;
+  plan_large.sim = large;
+  plan_huge.sim = huge;
+  absl::StatusOr<PolicyFile> planned_large = PlanPolicy(*w, plan_large);
+  absl::StatusOr<PolicyFile> planned_huge = PlanPolicy(*w, plan_huge);
+  ASSERT_TRUE(planned_large.ok()) << planned_large.status();
+  ASSERT_TRUE(planned_huge.ok()) << planned_huge.status();
+  EXPECT_EQ(planned_huge->budget_bytes, huge.device_memory);
+  EXPECT_TRUE(planned_huge->schedule == planned_large->schedule);
+  EXPECT_TRUE(planned_huge->rules == planned_large->rules);
+  const auto results = [&](const SimOptions& o, const PolicyFile& plan) {
+    return std::vector<SimResult>{
+        SimulateDemandPaging(*w, o),  SimulateEngine(*w, o, MakeLearnedPolicy, "learned"),
+        SimulatePlanned(*w, plan, o), SimulateEngineFollowing(*w, plan, o),
+        ChunkLowerBound(*w, o),       CapacityLowerBound(*w, o)};
+  };
+  const std::vector<SimResult> at_large = results(large, *planned_large);
+  const std::vector<SimResult> at_huge = results(huge, *planned_huge);
+  ASSERT_EQ(at_huge.size(), at_large.size());
+  for (size_t i = 0; i < at_huge.size(); ++i) {
+    EXPECT_EQ(at_huge[i].policy, at_large[i].policy);
+    EXPECT_EQ(at_huge[i].h2d_bytes, at_large[i].h2d_bytes) << at_huge[i].policy;
+    EXPECT_EQ(at_huge[i].d2h_bytes, at_large[i].d2h_bytes) << at_huge[i].policy;
+    EXPECT_EQ(at_huge[i].demand_faults, at_large[i].demand_faults) << at_huge[i].policy;
+    EXPECT_DOUBLE_EQ(at_huge[i].step_seconds, at_large[i].step_seconds) << at_huge[i].policy;
+  }
+}
+
 }  // namespace
 }  // namespace spillway::policy

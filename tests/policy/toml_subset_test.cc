@@ -92,6 +92,19 @@ TEST(TomlSubset, EveryErrorNamesFileLineAndProblem) {
   }
 }
 
+// Refused at the second '[', before any recursion: deep nesting cannot exhaust the stack.
+TEST(TomlSubset, DeeplyNestedArrayIsRefusedWithoutRecursing) {
+  constexpr size_t kDepth = 1'000'000;
+  const std::string text = "k = " + std::string(kDepth, '[') + std::string(kDepth, ']') + "\n";
+  absl::StatusOr<TomlDocument> doc = ParseToml(text, "f.toml");
+  ASSERT_FALSE(doc.ok());
+  EXPECT_EQ(std::string(doc.status().message()), "f.toml:1: nested arrays are not supported");
+  const std::string open = "k = [\n" + std::string(kDepth, '[') + "\n";  // never closed
+  doc = ParseToml(open, "f.toml");
+  ASSERT_FALSE(doc.ok());
+  EXPECT_EQ(std::string(doc.status().message()), "f.toml:2: nested arrays are not supported");
+}
+
 TEST(TomlSubset, MinimumIntegerIsAccepted) {
   absl::StatusOr<TomlDocument> doc = ParseToml("k = -9223372036854775808\n", "f");
   ASSERT_TRUE(doc.ok()) << doc.status();

@@ -15,11 +15,13 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "policy/eviction_policy.h"
 #include "policy/planner.h"
 #include "policy/simulator.h"
 #include "policy/step_signature.h"
+#include "profiler/trace/trace_reader.h"
 #include "profiler/trace/trace_writer.h"
 
 namespace spillway::policy {
@@ -90,6 +92,16 @@ class TraceJob {
     Free(act[0]);
   }
   void set_thread(uint32_t thread) { thread_ = thread; }  // of the launches written next
+  // A persistent allocation of `bytes`, never used.
+  void Unused(uint64_t bytes) { weights_.push_back(Alloc(bytes)); }
+  // A record larger than the writer's buffer: dropped, and counted in the end record.
+  void DroppedRecord() {
+    const std::vector<trace::AccessRecord> accesses(10000, {weights_.front(), 0, 0});
+    trace::LaunchRecord r;
+    r.function_name = fwd_;
+    r.accesses = accesses;
+    writer_->Write(r);
+  }
   void Finish() {
     for (const uint64_t w : weights_) Free(w);
     ASSERT_TRUE(writer_->Close().ok());
@@ -346,6 +358,91 @@ TEST(TraceWorkload, NoStepInLaunchesOfSeveralThreadsSaysSo) {
             std::string::npos)
       << message;
   EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+}
+
+// An allocation larger than a workload may have (kMaxAllocationBytes) is refused as it is read,
+// naming the trace and the record, before anything is sized by it.
+TEST(TraceWorkload, AnAllocationOverOneTiBIsOneErrorNamingTheRecord) {
+  const std::string path = TracePath("huge");
+  {
+    TraceJob job(path, 3);
+    job.Init();
+    job.Unused(uint64_t{1} << 50);
+    for (int i = 0; i < 3; ++i) job.Step();
+    job.Finish();
+  }
+  absl::StatusOr<Workload> w = WorkloadFromTrace(path);
+  std::remove(path.c_str());
+  ASSERT_FALSE(w.ok());
+  const std::string message(w.status().message());
+  EXPECT_EQ(message.rfind(path + ": alloc record at byte ", 0), 0u) << message;
+  EXPECT_NE(message.find(": allocation 4 of 1125899906842624 bytes is more than the 1 TiB a "
+                         "workload's may be"),
+            std::string::npos)
+      << message;
+}
+
+// A trace cut short (no end record: the recording died, or the file was cut on a record boundary)
+// is an error, as in every tool (docs/trace-format.md).
+TEST(TraceWorkload, ATraceWithoutItsEndRecordIsOneError) {
+  const std::string path = TracePath("cut");
+  {
+    TraceJob job(path, 3);
+    job.Init();
+    for (int i = 0; i < 3; ++i) job.Step();
+    job.Finish();
+  }
+  uint64_t end_record = 0;
+  {
+    std::unique_ptr<trace::TraceReader> reader = *trace::TraceReader::Open(path);
+    trace::Record record;
+    for (;;) {
+      end_record = reader->offset();
+      absl::StatusOr<bool> more = reader->Next(&record);
+      ASSERT_TRUE(more.ok()) << more.status();
+      if (!*more) break;
+    }
+  }
+  ASSERT_EQ(::truncate(path.c_str(), static_cast<off_t>(end_record)), 0);
+  absl::StatusOr<Workload> w = WorkloadFromTrace(path);
+  std::remove(path.c_str());
+  ASSERT_FALSE(w.ok());
+  EXPECT_EQ(w.status().message().rfind(absl::StrCat(path, ": truncated trace at byte ", end_record,
+                                                    ": the trace has no end record"),
+                                       0),
+            0u)
+      << w.status();
+}
+
+// Records the recorder dropped (its end record counts them) are one warning line naming the
+// trace; the step is still read.
+TEST(TraceWorkload, DroppedRecordsAreOneWarningLine) {
+  const std::string path = TracePath("dropped");
+  {
+    TraceJob job(path, 3);
+    job.Init();
+    job.DroppedRecord();
+    for (int i = 0; i < 3; ++i) job.Step();
+    job.Finish();
+  }
+  std::string warning = "not set";
+  absl::StatusOr<Workload> w = WorkloadFromTrace(path, &warning);
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_EQ(warning, path +
+                         ": the recorder dropped 1 records (it could not keep up); the step found "
+                         "may lack allocations, frees or launches");
+  std::remove(path.c_str());
+  // A whole trace: no warning.
+  {
+    TraceJob job(path, 3);
+    job.Init();
+    for (int i = 0; i < 3; ++i) job.Step();
+    job.Finish();
+  }
+  w = WorkloadFromTrace(path, &warning);
+  std::remove(path.c_str());
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_EQ(warning, "");
 }
 
 TEST(TraceWorkload, AMissingTraceNamesTheFile) {

@@ -12,7 +12,8 @@ constexpr uint64_t kMiB = uint64_t{1} << 20;
 Workload Tiny() {
   Workload w;
   w.name = "tiny";
-  w.allocations = {{1, 3 * kMiB, "W", "site", {"mod"}, true}, {2, kMiB, "A", "site", {"mod"}, false}};
+  w.allocations = {{1, 3 * kMiB, "W", "site", {"mod"}, true},
+                   {2, kMiB, "A", "site", {"mod"}, false}};
   StepEvent alloc{StepEvent::Kind::kAlloc, 2, {}};
   StepEvent launch{StepEvent::Kind::kLaunch, 0, {"k", 1e-3, {{1, 0, 2}, {2, 0, 1}}}};
   StepEvent free{StepEvent::Kind::kFree, 2, {}};
@@ -52,6 +53,29 @@ TEST(WorkloadModel, ValidationNamesTheProblem) {
   w = Tiny();
   w.step[1].launch.accesses[0].alloc_id = 9;
   EXPECT_EQ(ValidateWorkload(w).message(), "step event 1: access to unknown allocation 9");
+}
+
+// Sizes the simulator and the planner cannot hold (state per 2 MiB chunk, 32-bit chunk numbers)
+// are refused before anything counts chunks: 2^53 bytes would be 2^32 chunks, 0 in 32 bits.
+TEST(WorkloadModel, ValidationRefusesSizesBeyondTheModelsBounds) {
+  Workload w = Tiny();
+  w.allocations[0].bytes = uint64_t{1} << 53;
+  EXPECT_EQ(ValidateWorkload(w).message(),
+            "allocation 1 has 9007199254740992 bytes, more than the 1 TiB one may have");
+  w.allocations[0].bytes = kMaxAllocationBytes + 1;
+  EXPECT_EQ(ValidateWorkload(w).message(),
+            "allocation 1 has 1099511627777 bytes, more than the 1 TiB one may have");
+  w.allocations[0].bytes = kMaxAllocationBytes;
+  EXPECT_TRUE(ValidateWorkload(w).ok()) << ValidateWorkload(w);
+  // 16 TiB in all at most.
+  for (uint64_t id = 3; id <= 17; ++id) {
+    w.allocations.push_back({id, kMaxAllocationBytes, "W", "site", {}, true});
+  }
+  EXPECT_EQ(ValidateWorkload(w).message(),
+            "its allocations span 8388609 2 MiB chunks, more than the 8388608 (16 TiB) a workload "
+            "may span");
+  w.allocations.pop_back();
+  EXPECT_TRUE(ValidateWorkload(w).ok()) << ValidateWorkload(w);
 }
 
 TEST(WorkloadModel, FingerprintSeesLaunchesAndAllocationsButNotTimes) {

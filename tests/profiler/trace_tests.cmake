@@ -37,6 +37,12 @@ if(TARGET spillway_report_loader)
                    ${CMAKE_CURRENT_BINARY_DIR})
   set_tests_properties(trace_tools_test PROPERTIES REQUIRED_FILES
                        "${SPILLWAY_OUT_DIR}/spillway-inspect")
+  # spillway-plan, spillway-simulate and spillway-inspect on bad input: one line each.
+  add_test(NAME plan_tools_test
+           COMMAND ${CMAKE_CURRENT_LIST_DIR}/plan_tools_test.sh ${SPILLWAY_OUT_DIR}
+                   ${CMAKE_CURRENT_BINARY_DIR})
+  set_tests_properties(plan_tools_test PROPERTIES REQUIRED_FILES
+                       "${SPILLWAY_OUT_DIR}/spillway-plan;${SPILLWAY_OUT_DIR}/spillway-simulate")
 endif()
 
 # The writer's cost per record, one and four threads (docs/benchmarks.md).
