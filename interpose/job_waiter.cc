@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
@@ -26,8 +27,21 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// The signals the launcher traps and hands on (scripts/spillway traps the same list).
-constexpr int kForwarded[] = {SIGTERM, SIGHUP, SIGINT, SIGQUIT, SIGUSR1, SIGUSR2};
+// The signals the launcher traps and hands on (scripts/spillway traps the same list): every
+// signal whose default action ends a process and that is sent, not caused, and the real-time ones
+// but the last, which is LauncherGone().
+constexpr int kForwardedNamed[] = {SIGTERM,   SIGHUP,  SIGINT,  SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM,
+                                   SIGVTALRM, SIGPROF, SIGXCPU, SIGXFSZ, SIGPWR,  SIGIO,   SIGSYS};
+std::vector<int> ForwardedSignals() {
+  std::vector<int> signals(std::begin(kForwardedNamed), std::end(kForwardedNamed));
+  for (int number = SIGRTMIN; number < SIGRTMAX; ++number) signals.push_back(number);
+  return signals;
+}
+
+// What this process gets when the launcher dies (PR_SET_PDEATHSIG): the launcher was killed by a
+// signal it cannot trap (SIGKILL: torchrun, Popen.kill, a scheduler's last resort), and the job
+// is killed as it would have been without the launcher between.
+int LauncherGone() { return SIGRTMAX; }
 
 // A signal sent to the whole job (to its process group: Ctrl-C on the terminal, `kill -- -PGID`;
 // or to each of its processes: scancel, systemd) reaches the launcher, this process and the job
@@ -36,7 +50,7 @@ constexpr int kForwarded[] = {SIGTERM, SIGHUP, SIGINT, SIGQUIT, SIGUSR1, SIGUSR2
 // of the same signal from the launcher that comes within kOwedFor (the launcher forwards what it
 // got, a shell trap's delay later); a forward with no group copy yet waits kGroupCopyWait for one
 // before it goes to the job.
-constexpr auto kOwedFor = std::chrono::seconds(10);
+constexpr auto kOwedFor = std::chrono::seconds(1);
 constexpr auto kGroupCopyWait = std::chrono::milliseconds(100);
 
 struct Options {
@@ -139,13 +153,14 @@ bool WriteStatus(const char* path, int status) {
 int Run(const Options& options) {
   sigset_t handled;
   sigemptyset(&handled);
-  for (int number : kForwarded) {
+  for (int number : ForwardedSignals()) {
     struct sigaction action {};
     sigaction(number, nullptr, &action);
     // A signal the launcher started with ignored stays ignored, as the job inherits it.
     if (action.sa_handler != SIG_IGN) sigaddset(&handled, number);
   }
   sigaddset(&handled, SIGCHLD);
+  sigaddset(&handled, LauncherGone());
   sigset_t original_mask;
   sigprocmask(SIG_BLOCK, &handled, &original_mask);
   // An ignored SIGCHLD would reap the job before it could be waited for.
@@ -157,6 +172,10 @@ int Run(const Options& options) {
   // sees it end as bash's `wait` can tell).
   const int signals = signalfd(-1, &handled, SFD_CLOEXEC | SFD_NONBLOCK);
   const pid_t launcher = getppid();
+  // A launcher gone already (killed while it started this) leaves no job behind.
+  if (signals >= 0 && prctl(PR_SET_PDEATHSIG, LauncherGone()) == 0 && getppid() != launcher) {
+    return 128 + SIGKILL;
+  }
   const pid_t job = signals >= 0 ? fork() : -1;
   if (job < 0) {
     std::fprintf(stderr, "spillway: %s: cannot watch the job (%s): it runs unwatched\n",
@@ -178,7 +197,12 @@ int Run(const Options& options) {
     poll(&ready, 1, relay.PollTimeout(Clock::now()));
     signalfd_siginfo info;
     while (read(signals, &info, sizeof(info)) == static_cast<ssize_t>(sizeof(info))) {
-      if (info.ssi_signo != SIGCHLD) relay.Take(info, Clock::now());
+      const int number = static_cast<int>(info.ssi_signo);
+      if (number == LauncherGone()) {
+        kill(job, SIGKILL);
+      } else if (number != SIGCHLD) {
+        relay.Take(info, Clock::now());
+      }
     }
     relay.SendDue(Clock::now());
   }

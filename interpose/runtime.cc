@@ -282,7 +282,12 @@ void OnContextEnded(CUcontext context) {
   if (context == nullptr) return;
   NoteContextEnded(context);
   bool retired[kMaxDevices] = {};
+  // The allocations it freed, each with the engine that knew it then.
+  std::vector<std::pair<policy::Allocation, policy::ResidencyEngine*>> freed;
   {
+    // Under the engine lock, which StartEngine holds while it takes the registry's list: a new
+    // engine starts either before the allocations are erased (and is told below) or after (and
+    // never knew them).
     std::lock_guard lock(g_engine_mutex);
     for (int device = 0; device < kMaxDevices; ++device) {
       policy::ResidencyEngine* engine = g_engines[device].load(std::memory_order_acquire);
@@ -299,6 +304,15 @@ void OnContextEnded(CUcontext context) {
       ForgetBallast(device);  // before a new engine, which places its own, can start
       retired[device] = true;
     }
+    // The allocations made in it: freed by the driver.
+    const uint64_t handle = reinterpret_cast<uint64_t>(context);
+    for (const policy::Allocation& allocation : Registry().Snapshot()) {
+      if (allocation.context != handle || !Registry().EraseIfCurrent(allocation)) continue;
+      const int device = allocation.device;
+      freed.emplace_back(allocation, device >= 0 && device < kMaxDevices
+                                         ? g_engines[device].load(std::memory_order_acquire)
+                                         : nullptr);
+    }
   }
   for (int device = 0; device < kMaxDevices; ++device) {
     if (retired[device]) {
@@ -308,17 +322,12 @@ void OnContextEnded(CUcontext context) {
           device);
     }
   }
-  // The allocations made in it: freed by the driver.
-  const uint64_t handle = reinterpret_cast<uint64_t>(context);
-  uint64_t forgotten = 0;
-  for (const policy::Allocation& allocation : Registry().Snapshot()) {
-    if (allocation.context != handle || !Registry().EraseIfCurrent(allocation)) continue;
-    ++forgotten;
-    if (policy::ResidencyEngine* engine = EngineOf(allocation.device)) engine->Forget(allocation);
+  for (const auto& [allocation, engine] : freed) {
+    if (engine != nullptr) engine->Forget(allocation);
   }
-  if (forgotten != 0) {
-    Log(LogLevel::kInfo, "a context's end freed %llu allocations; spillway forgot them",
-        static_cast<unsigned long long>(forgotten));
+  if (!freed.empty()) {
+    Log(LogLevel::kInfo, "a context's end freed %zu allocations; spillway forgot them",
+        freed.size());
   }
 }
 

@@ -239,6 +239,27 @@ signal_check run TERM group
 signal_check run QUIT launcher
 signal_check profile TERM launcher
 signal_check profile INT group
+# Signals beyond the usual ones (a timer's, a CPU limit's, a real-time one) that kill a process by
+# default but the job handles: without the launcher trapping them it died and left the job behind.
+signal_check run ALRM group
+signal_check run XCPU launcher
+signal_check run "$(($(kill -l RTMIN) + 2))" group
+
+# A launcher killed outright (SIGKILL: torchrun, Popen.kill, a scheduler's last resort) takes the
+# job with it, as killing the job itself would have, instead of leaving it running.
+rm -f "$tmp/ready"
+"$spillway" run -- bash -c 'echo $$ >"$1.pid"; : >"$1"; exec sleep 30' job "$tmp/ready" \
+  >/dev/null 2>&1 &
+launcher=$!
+wait_for "$tmp/ready" || fail "the job to be killed did not start within 30 s"
+job_pid=$(cat "$tmp/ready.pid")
+kill -KILL "$launcher"
+wait "$launcher" 2>/dev/null || true
+for _ in $(seq 200); do kill -0 "$job_pid" 2>/dev/null || break; sleep 0.05; done
+if kill -0 "$job_pid" 2>/dev/null; then
+  kill -KILL "$job_pid"
+  fail "SIGKILL to the launcher left the job running"
+fi
 
 # The launcher ends as the job does, as its parent sees it: an exit status that reads like a
 # signal's (143 = 128 + TERM) stays an exit status, a death by a signal stays one (and the
