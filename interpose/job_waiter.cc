@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -40,7 +41,9 @@ std::vector<int> ForwardedSignals() {
 
 // What this process gets when the launcher dies (PR_SET_PDEATHSIG): the launcher was killed by a
 // signal it cannot trap (SIGKILL: torchrun, Popen.kill, a scheduler's last resort), and the job
-// is killed as it would have been without the launcher between.
+// is killed as it would have been without the launcher between. The same signal sent by anyone
+// while the launcher lives is not that, and is dropped (the job got its own copy if it was sent
+// to the job's process group).
 int LauncherGone() { return SIGRTMAX; }
 
 // A signal sent to the whole job (to its process group: Ctrl-C on the terminal, `kill -- -PGID`;
@@ -50,11 +53,16 @@ int LauncherGone() { return SIGRTMAX; }
 // of the same signal from the launcher that comes within kOwedFor (the launcher forwards what it
 // got, a shell trap's delay later); a forward with no group copy yet waits kGroupCopyWait for one
 // before it goes to the job.
+// Two limits: a standard signal does not queue, so a launcher's forward that arrives while the
+// group copy of the same signal is still unread here merges into it, and the owed entry then
+// cancels a launcher-only signal of that number within kOwedFor (unread for microseconds at most,
+// against a shell trap's milliseconds); and a forward later than kOwedFor reaches the job twice.
 constexpr auto kOwedFor = std::chrono::seconds(1);
 constexpr auto kGroupCopyWait = std::chrono::milliseconds(100);
 
 struct Options {
   const char* status_path = nullptr;
+  pid_t parent = 0;  // --parent: the launcher's pid; 0: whatever getppid() says at the start
   const char* preload = nullptr;
   const char* command_name = "run";
   char** job = nullptr;
@@ -171,8 +179,9 @@ int Run(const Options& options) {
   // Without a way to watch the job, it still runs: in this process's place (the launcher then
   // sees it end as bash's `wait` can tell).
   const int signals = signalfd(-1, &handled, SFD_CLOEXEC | SFD_NONBLOCK);
-  const pid_t launcher = getppid();
-  // A launcher gone already (killed while it started this) leaves no job behind.
+  const pid_t launcher = options.parent != 0 ? options.parent : getppid();
+  // A launcher gone already (killed while it started this, before or after the death signal was
+  // set) leaves no job behind.
   if (signals >= 0 && prctl(PR_SET_PDEATHSIG, LauncherGone()) == 0 && getppid() != launcher) {
     return 128 + SIGKILL;
   }
@@ -199,7 +208,7 @@ int Run(const Options& options) {
     while (read(signals, &info, sizeof(info)) == static_cast<ssize_t>(sizeof(info))) {
       const int number = static_cast<int>(info.ssi_signo);
       if (number == LauncherGone()) {
-        kill(job, SIGKILL);
+        if (getppid() != launcher) kill(job, SIGKILL);
       } else if (number != SIGCHLD) {
         relay.Take(info, Clock::now());
       }
@@ -225,11 +234,13 @@ int Raise(int number) {
 }
 
 constexpr const char* kUsage =
-    "usage: spillway-wait --status FILE [--preload LIST] [--command NAME] -- COMMAND [ARGS...]\n"
+    "usage: spillway-wait --status FILE [--parent PID] [--preload LIST] [--command NAME]\n"
+    "                     -- COMMAND [ARGS...]\n"
     "       spillway-wait --raise SIGNAL\n"
     "Runs COMMAND as a child (with LD_PRELOAD=LIST), hands it the signals the parent sends once\n"
-    "unless it got them too, and writes \"exit N\" or \"signal N\" to FILE when it ends. --raise\n"
-    "ends this process by SIGNAL. Used by the `spillway` launcher.\n";
+    "unless it got them too, and writes \"exit N\" or \"signal N\" to FILE when it ends; it kills\n"
+    "COMMAND when the parent (PID, if given) dies. --raise ends this process by SIGNAL. Used by\n"
+    "the `spillway` launcher.\n";
 
 int UsageError(const char* why) {
   std::fprintf(stderr, "spillway-wait: %s\n%s", why, kUsage);
@@ -256,6 +267,10 @@ int main(int argc, char** argv) {
     }
     if (arg == "--status" && has_value) {
       options.status_path = argv[++i];
+    } else if (arg == "--parent" && has_value) {
+      const long parent = std::strtol(argv[++i], nullptr, 10);
+      if (parent <= 1 || parent > INT32_MAX) return UsageError("bad --parent");
+      options.parent = static_cast<pid_t>(parent);
     } else if (arg == "--preload" && has_value) {
       options.preload = argv[++i];
     } else if (arg == "--command" && has_value) {

@@ -261,6 +261,26 @@ if kill -0 "$job_pid" 2>/dev/null; then
   fail "SIGKILL to the launcher left the job running"
 fi
 
+# A launcher gone before spillway-wait could watch it (here: a --parent that is not its parent)
+# starts no job; the death signal's number sent by anyone else while the launcher lives kills
+# nothing (the job handles it, as without spillway).
+rm -f "$tmp/orphan"
+"$out/spillway-wait" --status "$tmp/orphan.status" --parent 999999 -- touch "$tmp/orphan" \
+  >/dev/null 2>&1
+rc=$?
+[[ $rc -eq 137 ]] || fail "spillway-wait with its parent gone: exit $rc, want 137"
+[[ ! -e "$tmp/orphan" ]] || fail "spillway-wait with its parent gone started the job"
+rm -f "$tmp/ready"
+"$out/spillway-wait" --status "$tmp/rtmax.status" --parent $$ -- \
+  bash -c 'trap "" RTMAX; : >"$1"; sleep 1; exit 4' job "$tmp/ready" >/dev/null 2>&1 &
+waiter=$!
+wait_for "$tmp/ready" || fail "the RTMAX job did not start within 30 s"
+kill -RTMAX "$waiter"
+wait "$waiter"
+rc=$?
+[[ $rc -eq 4 && $(cat "$tmp/rtmax.status") == "exit 4" ]] ||
+  fail "RTMAX from a bystander: spillway-wait exit $rc ($(cat "$tmp/rtmax.status")), want exit 4"
+
 # The launcher ends as the job does, as its parent sees it: an exit status that reads like a
 # signal's (143 = 128 + TERM) stays an exit status, a death by a signal stays one (and the
 # launcher dumps no core of its own). spillway-wait is the observer: bash's `wait` cannot tell.
