@@ -66,13 +66,15 @@ constinit DriverDevice* g_devices[kMaxDevices] = {};  // guarded by g_engine_mut
 // The context current when each engine started, where its streams and events live; guarded by
 // g_engine_mutex.
 constinit CUcontext g_engine_contexts[kMaxDevices] = {};
-// Engines retired when their context ended, and their device ordinals: kept (a thread may still
-// be in one) and counted in the summary, which reads them without a lock. Taken in order under
-// g_engine_mutex; those past the slots are not counted.
-constexpr int kRetiredSlots = 64;
-constinit std::atomic<policy::ResidencyEngine*> g_retired_engines[kRetiredSlots] = {};
-constinit int g_retired_devices[kRetiredSlots] = {};  // written before its engine is published
-constinit std::atomic<int> g_retired_count{0};
+// An engine retired when its context ended, and its device ordinal: kept (a thread may still be
+// in it) and counted in the summary, which walks the list without a lock. Each is pushed at the
+// head under g_engine_mutex, whole before it is published; none is ever freed.
+struct RetiredEngine {
+  const policy::ResidencyEngine* engine;
+  int device;
+  const RetiredEngine* next;
+};
+constinit std::atomic<const RetiredEngine*> g_retired_engines{nullptr};
 constinit std::atomic<uint64_t> g_launches_resolved{0};
 constinit std::atomic<bool> g_engine_start_failed_reported{false};
 // Devices whose ballast waits for the end of a stream capture that would refuse its cuMemAlloc
@@ -124,10 +126,7 @@ void AfterForkInChild() {
   for (std::atomic<policy::ResidencyEngine*>& engine : g_engines) {
     engine.store(nullptr, std::memory_order_relaxed);
   }
-  for (std::atomic<policy::ResidencyEngine*>& retired : g_retired_engines) {
-    retired.store(nullptr, std::memory_order_relaxed);
-  }
-  g_retired_count.store(0, std::memory_order_relaxed);
+  g_retired_engines.store(nullptr, std::memory_order_relaxed);  // the parent's, not counted here
   g_launches_resolved.store(0, std::memory_order_relaxed);
   for (CallCounter& counter : g_call_counts) counter.value.store(0, std::memory_order_relaxed);
   g_forked_child.store(true, std::memory_order_relaxed);
@@ -213,10 +212,9 @@ SummaryData CollectSummary() {
   // Several devices: one engine each; the summary adds their counters and budgets up. An engine
   // retired when its context ended counts its moves; its device's budget counts once.
   std::vector<std::pair<int, const policy::ResidencyEngine*>> engines;
-  const int retired = std::min(g_retired_count.load(std::memory_order_acquire), kRetiredSlots);
-  for (int slot = 0; slot < retired; ++slot) {
-    const policy::ResidencyEngine* engine = g_retired_engines[slot].load(std::memory_order_acquire);
-    if (engine != nullptr) engines.emplace_back(g_retired_devices[slot], engine);
+  for (const RetiredEngine* retired = g_retired_engines.load(std::memory_order_acquire);
+       retired != nullptr; retired = retired->next) {
+    engines.emplace_back(retired->device, retired->engine);
   }
   for (int device = 0; device < kMaxDevices; ++device) {
     const policy::ResidencyEngine* engine = g_engines[device].load(std::memory_order_acquire);
@@ -292,11 +290,9 @@ void OnContextEnded(CUcontext context) {
     for (int device = 0; device < kMaxDevices; ++device) {
       policy::ResidencyEngine* engine = g_engines[device].load(std::memory_order_acquire);
       if (engine == nullptr || g_engine_contexts[device] != context) continue;
-      const int slot = g_retired_count.fetch_add(1, std::memory_order_acq_rel);
-      if (slot < kRetiredSlots) {
-        g_retired_devices[slot] = device;
-        g_retired_engines[slot].store(engine, std::memory_order_release);
-      }
+      g_retired_engines.store(
+          new RetiredEngine{engine, device, g_retired_engines.load(std::memory_order_relaxed)},
+          std::memory_order_release);
       g_engines[device].store(nullptr, std::memory_order_release);
       g_devices[device] = nullptr;  // the retired engine keeps its own
       g_engine_contexts[device] = nullptr;

@@ -633,6 +633,34 @@ int DestroyContext(int total_mib) {
   return 0;
 }
 
+// `rounds` times: fills 24 MiB of buffers in the primary context, then resets the device. Each
+// round's engine retires with its context; the summary still counts what each one moved.
+int Resets(int rounds) {
+  constexpr uint64_t kBuffer = 4ull << 20;
+  constexpr uint64_t kWords = kBuffer / 4;
+  CUdevice device = 0;
+  CHECK_CU(cuCtxGetDevice(&device));
+  int wrong = 0;
+  for (int round = 0; round < rounds; ++round) {
+    CUcontext primary = nullptr;
+    CHECK_CU(cuDevicePrimaryCtxRetain(&primary, device));
+    CHECK_CU(cuCtxSetCurrent(primary));
+    LoadKernels();
+    CUstream stream = nullptr;
+    CHECK_CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+    std::vector<CUdeviceptr> buffers(6);
+    for (CUdeviceptr& buffer : buffers) CHECK_CU(cuMemAlloc(&buffer, kBuffer));
+    FillAll(buffers, static_cast<uint32_t>(round), kWords, stream);
+    CHECK_CU(cuStreamSynchronize(stream));
+    if (round + 1 == rounds)
+      wrong = WrongSums(buffers, static_cast<uint32_t>(round), kWords, stream);
+    CHECK_CU(cuDevicePrimaryCtxReset(device));  // frees the buffers and the stream
+    CHECK_CU(cuDevicePrimaryCtxRelease(device));
+  }
+  std::printf("resets_wrong=%d\n", wrong);
+  return 0;
+}
+
 // Where the driver makes no managed pool for spillway, spillway's stream-ordered allocations come
 // from the driver's managed pool, which the job may use itself: the default pool's settings,
 // statistics and trims must leave it alone.
@@ -744,6 +772,7 @@ int main(int argc, char** argv) {
   if (scenario == "reset") status = Reset(std::atoi(arg), /*release=*/false);
   if (scenario == "release") status = Reset(std::atoi(arg), /*release=*/true);
   if (scenario == "destroyctx") status = DestroyContext(std::atoi(arg));
+  if (scenario == "resets") status = Resets(std::atoi(arg));
   if (scenario == "poolrace") status = PoolRace();
   std::printf("done=%d\n", status);
   return status;

@@ -426,6 +426,18 @@ TEST(BackingTest, AnEngineRetiresWithTheContextItStartedIn) {
   EXPECT_GT(JsonInt(run.summary, "evict_bytes"), 0) << run.summary;
 }
 
+// 100 rounds of 24 MiB filled under a 16 MiB budget, each ended by a device reset: 100 engines
+// retire, and the summary counts what each moved. At least 8 MiB leaves the device a round
+// (the budget holds 16 of the 24 MiB; no round moves more than the 24 MiB it filled), so an
+// exit summary that dropped engines past some count reads less than 100 x 8 MiB.
+TEST(BackingTest, TheSummaryCountsEveryRetiredEnginesMoves) {
+  const Outcome run = RunScenario({"resets", "100"}, {{"SPILLWAY_DEVICE_MEMORY", "16MiB"}});
+  ASSERT_EQ(run.status, 0) << run.output;
+  EXPECT_EQ(Fact(run.output, "resets_wrong"), 0) << run.output;
+  EXPECT_NE(run.summary.find("\"errors\":[]"), std::string::npos) << run.summary;
+  EXPECT_GE(JsonInt(run.summary, "evict_bytes"), 100ll * (8ll << 20)) << run.summary;
+}
+
 TEST(BackingTest, BallastHoldsThePhysicalMemoryBeyondTheBudget) {
   const Outcome run = RunScenario(
       {"info"},
