@@ -24,7 +24,8 @@ enum class RuleAction {
 };
 std::string_view RuleActionName(RuleAction a);
 
-// An allocation matches when every given criterion matches (an empty criterion matches all).
+// An allocation matches when every given criterion matches (a criterion left empty, absent from
+// the file, matches all; a file that gives `call_site = ""` is refused).
 struct PolicyRule {
   std::string call_site;  // exact call-site id (a trace's: 16 lowercase hex digits, CallSiteName)
   // A module on the allocation's calling stack: its file name ("libnccl.so.2") or full path.
