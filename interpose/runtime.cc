@@ -68,13 +68,16 @@ constinit DriverDevice* g_devices[kMaxDevices] = {};  // guarded by g_engine_mut
 constinit CUcontext g_engine_contexts[kMaxDevices] = {};
 // An engine retired when its context ended, and its device ordinal: kept (a thread may still be
 // in it) and counted in the summary, which walks the list without a lock. Each is pushed at the
-// head under g_engine_mutex, whole before it is published; none is ever freed.
+// head under g_engine_mutex, whole before it is published; none is ever freed. The node is made
+// with its engine, so that a context's end allocates nothing for it (a job that reloads modules
+// after each reset then gets the handles it would get without spillway).
 struct RetiredEngine {
   const policy::ResidencyEngine* engine;
   int device;
   const RetiredEngine* next;
 };
 constinit std::atomic<const RetiredEngine*> g_retired_engines{nullptr};
+constinit RetiredEngine* g_retirement_nodes[kMaxDevices] = {};  // guarded by g_engine_mutex
 constinit std::atomic<uint64_t> g_launches_resolved{0};
 constinit std::atomic<bool> g_engine_start_failed_reported{false};
 // Devices whose ballast waits for the end of a stream capture that would refuse its cuMemAlloc
@@ -127,6 +130,7 @@ void AfterForkInChild() {
     engine.store(nullptr, std::memory_order_relaxed);
   }
   g_retired_engines.store(nullptr, std::memory_order_relaxed);  // the parent's, not counted here
+  for (RetiredEngine*& node : g_retirement_nodes) node = nullptr;
   g_launches_resolved.store(0, std::memory_order_relaxed);
   for (CallCounter& counter : g_call_counts) counter.value.store(0, std::memory_order_relaxed);
   g_forked_child.store(true, std::memory_order_relaxed);
@@ -290,9 +294,12 @@ void OnContextEnded(CUcontext context) {
     for (int device = 0; device < kMaxDevices; ++device) {
       policy::ResidencyEngine* engine = g_engines[device].load(std::memory_order_acquire);
       if (engine == nullptr || g_engine_contexts[device] != context) continue;
-      g_retired_engines.store(
-          new RetiredEngine{engine, device, g_retired_engines.load(std::memory_order_relaxed)},
-          std::memory_order_release);
+      RetiredEngine* node = g_retirement_nodes[device];
+      g_retirement_nodes[device] = nullptr;
+      if (node != nullptr) {
+        node->next = g_retired_engines.load(std::memory_order_relaxed);
+        g_retired_engines.store(node, std::memory_order_release);
+      }
       g_engines[device].store(nullptr, std::memory_order_release);
       g_devices[device] = nullptr;  // the retired engine keeps its own
       g_engine_contexts[device] = nullptr;
@@ -416,6 +423,7 @@ policy::ResidencyEngine* StartEngine(int ordinal) {
     for (const policy::Allocation& allocation : Registry().Snapshot()) {
       if (allocation.device == ordinal) engine->OnAllocated(allocation, /*place_now=*/false);
     }
+    g_retirement_nodes[ordinal] = new RetiredEngine{engine, ordinal, nullptr};
     g_engine_contexts[ordinal] = context;
     g_engines[ordinal].store(engine, std::memory_order_release);
   }
