@@ -294,12 +294,10 @@ void OnContextEnded(CUcontext context) {
     for (int device = 0; device < kMaxDevices; ++device) {
       policy::ResidencyEngine* engine = g_engines[device].load(std::memory_order_acquire);
       if (engine == nullptr || g_engine_contexts[device] != context) continue;
-      RetiredEngine* node = g_retirement_nodes[device];
+      RetiredEngine* node = g_retirement_nodes[device];  // made with the engine (StartEngine)
       g_retirement_nodes[device] = nullptr;
-      if (node != nullptr) {
-        node->next = g_retired_engines.load(std::memory_order_relaxed);
-        g_retired_engines.store(node, std::memory_order_release);
-      }
+      node->next = g_retired_engines.load(std::memory_order_relaxed);
+      g_retired_engines.store(node, std::memory_order_release);
       g_engines[device].store(nullptr, std::memory_order_release);
       g_devices[device] = nullptr;  // the retired engine keeps its own
       g_engine_contexts[device] = nullptr;
