@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "profiler/trace/trace_wire.h"
+#include "zlib.h"
 
 namespace spillway::trace {
 
@@ -86,6 +87,70 @@ uint32_t Load32(const char* p) {
   return v;
 }
 
+// The most a gzip-compressed trace may inflate to (it is read into memory whole).
+constexpr uint64_t kMaxInflatedBytes = uint64_t{2} << 30;
+
+bool IsGzip(int fd) {
+  unsigned char magic[2] = {0, 0};
+  return ::pread(fd, magic, 2, 0) == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
+}
+
+// The trace inside the gzip file `fd` (of `size` bytes), or a one-line error naming `path`.
+absl::StatusOr<std::string> Inflate(const std::string& path, int fd, uint64_t size) {
+  std::string packed(static_cast<size_t>(size), '\0');
+  size_t got = 0;
+  while (got < packed.size()) {
+    const ssize_t r =
+        ::pread(fd, packed.data() + got, packed.size() - got, static_cast<off_t>(got));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      return absl::DataLossError(
+          absl::StrCat(path, ": ", r < 0 ? std::strerror(errno) : "file shrank while read"));
+    }
+    got += static_cast<size_t>(r);
+  }
+  z_stream z{};
+  if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK) {
+    return absl::ResourceExhaustedError(absl::StrCat(path, ": cannot start gzip decompression"));
+  }
+  z.next_in = reinterpret_cast<Bytef*>(packed.data());
+  z.avail_in = static_cast<uInt>(std::min<size_t>(packed.size(), UINT32_MAX));
+  size_t fed = z.avail_in;
+  std::string out;
+  int rc = Z_OK;
+  while (rc != Z_STREAM_END) {
+    if (out.size() >= kMaxInflatedBytes) {
+      inflateEnd(&z);
+      return absl::ResourceExhaustedError(
+          absl::StrCat(path, ": the compressed trace inflates to more than ",
+                       kMaxInflatedBytes >> 30, " GiB; decompress it (gunzip) and read the file"));
+    }
+    const size_t at = out.size();
+    out.resize(std::min<uint64_t>(kMaxInflatedBytes, std::max<size_t>(2 * at, 1 << 20)));
+    z.next_out = reinterpret_cast<Bytef*>(out.data() + at);
+    z.avail_out = static_cast<uInt>(std::min<size_t>(out.size() - at, UINT32_MAX));
+    if (z.avail_in == 0 && fed < packed.size()) {
+      z.next_in = reinterpret_cast<Bytef*>(packed.data() + fed);
+      z.avail_in = static_cast<uInt>(std::min<size_t>(packed.size() - fed, UINT32_MAX));
+      fed += z.avail_in;
+    }
+    rc = inflate(&z, Z_NO_FLUSH);
+    out.resize(out.size() - z.avail_out);
+    if (rc == Z_BUF_ERROR && z.avail_in == 0 && fed == packed.size()) {
+      inflateEnd(&z);
+      return absl::DataLossError(
+          absl::StrCat(path, ": truncated gzip data after ", out.size(), " bytes of trace"));
+    }
+    if (rc != Z_OK && rc != Z_STREAM_END && rc != Z_BUF_ERROR) {
+      const std::string why = z.msg != nullptr ? z.msg : "invalid data";
+      inflateEnd(&z);
+      return absl::DataLossError(absl::StrCat(path, ": corrupt gzip data: ", why));
+    }
+  }
+  inflateEnd(&z);
+  return out;
+}
+
 }  // namespace
 
 TraceReader::TraceReader(std::string name, std::unique_ptr<Source> source,
@@ -104,6 +169,12 @@ absl::StatusOr<std::unique_ptr<TraceReader>> TraceReader::Open(const std::string
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
     return absl::InvalidArgumentError(absl::StrCat(path, ": not a regular file"));
+  }
+  if (IsGzip(fd)) {
+    absl::StatusOr<std::string> bytes = Inflate(path, fd, static_cast<uint64_t>(st.st_size));
+    ::close(fd);
+    if (!bytes.ok()) return bytes.status();
+    return FromBytes(path, *std::move(bytes), options);
   }
   auto source = std::make_unique<FileSource>(fd, static_cast<uint64_t>(st.st_size));
   std::unique_ptr<TraceReader> reader(new TraceReader(path, std::move(source), options));
@@ -172,9 +243,10 @@ namespace {
 
 template <typename RecordT>
 const char* DecodeInto(absl::string_view payload, std::vector<Frame>* frames,
-                       std::vector<AccessRecord>* accesses, Record* out) {
+                       std::vector<AccessRecord>* accesses, std::vector<uint8_t>* modes,
+                       Record* out) {
   RecordT record;
-  wire::DecodeVisitor v{payload, frames, accesses};
+  wire::DecodeVisitor v{payload, frames, accesses, modes};
   wire::FieldsOf(v, record);
   if (v.error != nullptr) return v.error;
   *out = record;
@@ -182,11 +254,11 @@ const char* DecodeInto(absl::string_view payload, std::vector<Frame>* frames,
 }
 
 const char* Decode(RecordKind kind, absl::string_view payload, std::vector<Frame>* frames,
-                   std::vector<AccessRecord>* accesses, Record* out) {
+                   std::vector<AccessRecord>* accesses, std::vector<uint8_t>* modes, Record* out) {
   switch (kind) {
 #define SPILLWAY_DECODE(Kind, Type) \
   case RecordKind::Kind:            \
-    return DecodeInto<Type>(payload, frames, accesses, out);
+    return DecodeInto<Type>(payload, frames, accesses, modes, out);
     SPILLWAY_DECODE(kHeader, HeaderRecord)
     SPILLWAY_DECODE(kString, StringRecord)
     SPILLWAY_DECODE(kModule, ModuleRecord)
@@ -257,13 +329,14 @@ absl::StatusOr<bool> TraceReader::Next(Record* record) {
     const auto kind = static_cast<RecordKind>(raw_kind);
     absl::StatusOr<absl::string_view> payload = source_->Read(at + wire::kFrameBytes, length);
     if (!payload.ok()) return Fail(Corrupt(at, payload.status().message()));
-    if (const char* error = Decode(kind, *payload, &frames_, &accesses_, record)) {
+    if (const char* error = Decode(kind, *payload, &frames_, &accesses_, &modes_, record)) {
       return Fail(Corrupt(at, absl::StrCat(RecordKindName(kind), " record: ", error)));
     }
     if (kind == RecordKind::kHeader) {
       if (records_ != 0) return Fail(Corrupt(at, "a second header record"));
       header_payload_.assign(payload->data(), payload->size());
-      const char* error = DecodeInto<HeaderRecord>(header_payload_, nullptr, nullptr, record);
+      const char* error =
+          DecodeInto<HeaderRecord>(header_payload_, nullptr, nullptr, nullptr, record);
       if (error != nullptr) return Fail(Corrupt(at, error));
       header_ = std::get<HeaderRecord>(*record);
     } else if (records_ == 0) {

@@ -25,7 +25,9 @@ struct ReaderOptions {
 
 class TraceReader {
  public:
-  // Opens `path` and checks the preamble and the header record. Errors start with the path.
+  // Opens `path` and checks the preamble and the header record. Errors start with the path. A
+  // gzip-compressed trace (as the recorded models in workloads/traces/ are kept) is inflated into
+  // memory first, up to 2 GiB.
   static absl::StatusOr<std::unique_ptr<TraceReader>> Open(const std::string& path,
                                                            const ReaderOptions& options = {});
   // Reads a trace held in memory; `name` stands for the file in errors.
@@ -76,6 +78,7 @@ class TraceReader {
   EndRecord end_;
   std::vector<Frame> frames_;
   std::vector<AccessRecord> accesses_;
+  std::vector<uint8_t> modes_;
 };
 
 }  // namespace spillway::trace

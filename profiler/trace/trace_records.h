@@ -17,7 +17,7 @@ namespace spillway::trace {
 // The file's format version. A reader reads every minor version of its major version: records of
 // unknown kinds are skipped, and fields appended to a known record by a newer minor are ignored.
 inline constexpr uint16_t kFormatMajor = 1;
-inline constexpr uint16_t kFormatMinor = 1;  // 1.1: a graph launch's access set
+inline constexpr uint16_t kFormatMinor = 2;  // 1.1: a graph launch's access set; 1.2: access modes
 
 // The record kinds, as stored in each record's frame. Values are never reused.
 enum class RecordKind : uint16_t {
@@ -122,6 +122,15 @@ struct AccessRecord {
   uint64_t bytes = 0;  // 0 = the whole allocation
 };
 
+// How a launch uses an access's bytes (LaunchRecord::access_modes, one byte each).
+enum AccessMode : uint8_t {
+  kAccessUnknown = 0,
+  kAccessRead = 1,
+  kAccessWrite = 2,  // overwritten without being read: what it held before is dead
+  kAccessReadWrite = 3,
+};
+inline constexpr uint8_t kMaxAccessMode = kAccessReadWrite;
+
 struct LaunchRecord {
   uint64_t time_ns = 0;
   uint32_t thread = 0;
@@ -133,6 +142,9 @@ struct LaunchRecord {
   uint32_t shared_memory_bytes = 0;
   uint64_t correlation_id = 0;  // matches KernelTimeRecord; 0 = none
   absl::Span<const AccessRecord> accesses;
+  // Since 1.2, optional: one AccessMode per access, in the same order; empty = unknown (the
+  // engine's own recordings cannot tell; a recorder of a framework's ops can).
+  absl::Span<const uint8_t> access_modes = {};
 };
 
 enum class CopyDirection : uint8_t {

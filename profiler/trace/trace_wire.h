@@ -90,7 +90,8 @@ void FieldsOf(V& v, R& r) {
     v.Field(r.time_ns), v.Field(r.thread), v.Field(r.stream), v.Field(r.function),
         v.Field(r.function_name), v.Field(r.grid[0]), v.Field(r.grid[1]), v.Field(r.grid[2]),
         v.Field(r.block[0]), v.Field(r.block[1]), v.Field(r.block[2]),
-        v.Field(r.shared_memory_bytes), v.Field(r.correlation_id), v.Field(r.accesses);
+        v.Field(r.shared_memory_bytes), v.Field(r.correlation_id), v.Field(r.accesses),
+        v.Optional(r.access_modes);
   } else if constexpr (std::is_same_v<T, MemcpyRecord>) {
     v.Field(r.time_ns), v.Field(r.thread), v.Field(r.direction), v.Field(r.async), v.Field(r.dst),
         v.Field(r.src), v.Field(r.bytes), v.Field(r.stream), v.Field(r.correlation_id);
@@ -134,9 +135,15 @@ struct SizeVisitor {
   void Field(absl::string_view s) { bytes += 4 + s.size(); }
   void Field(absl::Span<const Frame> f) { bytes += 4 + f.size() * kFrameWireBytes; }
   void Field(absl::Span<const AccessRecord> a) { bytes += 4 + a.size() * kAccessWireBytes; }
+  void Field(absl::Span<const uint8_t> b) { bytes += 4 + b.size(); }
   template <typename T>
   void Trailing(const T& value) {
     Field(value);
+  }
+  // An appended list written only when it has elements (absent reads as empty).
+  template <typename T>
+  void Optional(const T& value) {
+    if (!value.empty()) Field(value);
   }
 };
 
@@ -168,9 +175,18 @@ struct EncodeVisitor {
     Field(static_cast<uint32_t>(accesses.size()));
     for (const AccessRecord& a : accesses) Field(a.allocation_id), Field(a.offset), Field(a.bytes);
   }
+  void Field(absl::Span<const uint8_t> bytes) {
+    Field(static_cast<uint32_t>(bytes.size()));
+    if (!bytes.empty()) std::memcpy(out, bytes.data(), bytes.size());
+    out += bytes.size();
+  }
   template <typename T>
   void Trailing(const T& value) {
     Field(value);
+  }
+  template <typename T>
+  void Optional(const T& value) {
+    if (!value.empty()) Field(value);
   }
 };
 
@@ -188,6 +204,7 @@ struct DecodeVisitor {
   absl::string_view in;
   std::vector<Frame>* frames = nullptr;
   std::vector<AccessRecord>* accesses = nullptr;
+  std::vector<uint8_t>* modes = nullptr;
   const char* error = nullptr;
 
   bool Take(size_t n, const char* what) {
@@ -245,10 +262,34 @@ struct DecodeVisitor {
     for (AccessRecord& a : *accesses) Field(a.allocation_id), Field(a.offset), Field(a.bytes);
     out = absl::MakeConstSpan(*accesses);
   }
+  // Access modes: as many as the accesses decoded just before, each at most kMaxAccessMode.
+  void Field(absl::Span<const uint8_t>& out) {
+    uint32_t n = 0;
+    Field(n);
+    if (error != nullptr) return;
+    if (accesses == nullptr || n != accesses->size()) {
+      error = "access modes do not match the accesses one for one";
+      return;
+    }
+    if (!Take(n, "access mode list longer than its record")) return;
+    modes->assign(in.begin(), in.begin() + n);
+    in.remove_prefix(n);
+    for (const uint8_t m : *modes) {
+      if (m > kMaxAccessMode) {
+        error = "access mode out of range";
+        return;
+      }
+    }
+    out = absl::MakeConstSpan(*modes);
+  }
   // A field a later minor appended: absent (left as default) where the payload ends before it.
   template <typename T>
   void Trailing(T& value) {
     if (error == nullptr && !in.empty()) Field(value);
+  }
+  template <typename T>
+  void Optional(T& value) {
+    Trailing(value);
   }
 };
 

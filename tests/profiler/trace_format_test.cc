@@ -13,6 +13,7 @@
 #include "profiler/trace/trace_wire.h"
 #include "profiler/trace/trace_writer.h"
 #include "tests/profiler/trace_test_util.h"
+#include "zlib.h"
 
 namespace spillway::trace {
 namespace {
@@ -318,6 +319,88 @@ TEST(TraceFormat, CorruptedBytesNeverCrash) {
   const absl::Status status = ReadBytes("huge.trace", huge);
   EXPECT_TRUE(absl::StrContains(status.message(), "corrupt trace at byte 16: record length"))
       << status;
+}
+
+// 1.2's access modes: the count must match the accesses, and each mode is 0..3.
+TEST(TraceFormat, AccessModesMatchTheAccessesOneForOne) {
+  static const AccessRecord kTwo[] = {{7, 0, 0}, {9, 0, 0}};
+  const auto trace_with = [](absl::Span<const uint8_t> modes, uint8_t patch_last) {
+    std::string bytes(wire::kPreambleBytes, '\0');
+    wire::EncodePreamble(bytes.data());
+    const auto append = [&](const auto& record) {
+      const size_t payload = wire::PayloadBytes(record);
+      std::string frame(wire::kFrameBytes + payload, '\0');
+      wire::EncodeRecord(record, payload, frame.data());
+      bytes += frame;
+    };
+    append(TestHeader());
+    LaunchRecord launch;
+    launch.accesses = kTwo;
+    launch.access_modes = modes;
+    append(launch);
+    if (patch_last != 0) bytes.back() = static_cast<char>(patch_last);
+    append(EndRecord{9, 2, 0});
+    return bytes;
+  };
+  static const uint8_t kGood[] = {kAccessRead, kAccessReadWrite};
+  auto reader = TraceReader::FromBytes("good.trace", trace_with(kGood, 0));
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  Record record;
+  absl::StatusOr<bool> more = (*reader)->Next(&record);
+  ASSERT_TRUE(more.ok() && *more) << more.status();
+  const auto& launch = std::get<LaunchRecord>(record);
+  ASSERT_EQ(launch.access_modes.size(), 2u);
+  EXPECT_EQ(launch.access_modes[1], kAccessReadWrite);
+
+  static const uint8_t kOne[] = {kAccessWrite};
+  reader = TraceReader::FromBytes("short.trace", trace_with(kOne, 0));
+  ASSERT_TRUE(reader.ok());
+  more = (*reader)->Next(&record);
+  ASSERT_FALSE(more.ok());
+  EXPECT_TRUE(absl::StrContains(more.status().message(), "short.trace: corrupt trace at byte "))
+      << more.status();
+  EXPECT_TRUE(absl::StrContains(more.status().message(), "access modes do not match"))
+      << more.status();
+
+  reader = TraceReader::FromBytes("range.trace", trace_with(kGood, 4));
+  ASSERT_TRUE(reader.ok());
+  more = (*reader)->Next(&record);
+  ASSERT_FALSE(more.ok());
+  EXPECT_TRUE(absl::StrContains(more.status().message(), "access mode out of range"))
+      << more.status();
+}
+
+// A gzip-compressed trace reads as the trace inside; broken gzip data is one line naming the file.
+TEST(TraceFormat, AGzipCompressedTraceReadsAsItsContents) {
+  TempPath plain("plain.trace"), packed("packed.trace.gz"), cut("cut.trace.gz");
+  const std::vector<Record> expected = WriteEveryKind(plain.path());
+  auto raw = testing::ReadFile(plain.path());
+  {
+    gzFile gz = gzopen(packed.path().c_str(), "wb");
+    ASSERT_NE(gz, nullptr);
+    ASSERT_EQ(gzwrite(gz, raw.data(), static_cast<unsigned>(raw.size())),
+              static_cast<int>(raw.size()));
+    ASSERT_EQ(gzclose(gz), Z_OK);
+  }
+  auto a = testing::ReadAllEncoded(plain.path());
+  auto b = testing::ReadAllEncoded(packed.path());
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(*a, *b);
+  EXPECT_EQ(b->size(), expected.size());
+
+  const std::string gz_bytes = testing::ReadFile(packed.path());
+  testing::WriteFile(cut.path(), gz_bytes.substr(0, gz_bytes.size() / 2));
+  auto reader = TraceReader::Open(cut.path());
+  ASSERT_FALSE(reader.ok());
+  EXPECT_TRUE(absl::StartsWith(reader.status().message(), cut.path() + ": truncated gzip data"))
+      << reader.status();
+  std::string garbled = gz_bytes;
+  for (size_t i = 20; i < garbled.size() - 8; i += 7) garbled[i] = static_cast<char>(~garbled[i]);
+  testing::WriteFile(cut.path(), garbled);
+  reader = TraceReader::Open(cut.path());
+  ASSERT_FALSE(reader.ok());
+  EXPECT_TRUE(absl::StartsWith(reader.status().message(), cut.path() + ": ")) << reader.status();
 }
 
 }  // namespace

@@ -106,6 +106,10 @@ inline std::vector<Record> OneOfEachKind(StringId function, CallSiteId site) {
   launch.shared_memory_bytes = 48 << 10;
   launch.correlation_id = 77;
   launch.accesses = kAccesses;
+  static const uint8_t kModes[] = {kAccessRead, kAccessWrite, kAccessReadWrite};
+  launch.access_modes = kModes;  // since 1.2
+  records.push_back(launch);
+  launch.access_modes = {};  // a launch of a recording that cannot tell how it uses its accesses
   records.push_back(launch);
   records.push_back(LaunchRecord{});  // no accesses
   records.push_back(

@@ -4,7 +4,7 @@ add_executable(trace_test ${CMAKE_CURRENT_LIST_DIR}/trace_format_test.cc
                ${CMAKE_CURRENT_LIST_DIR}/trace_writer_test.cc)
 target_include_directories(trace_test PRIVATE ${PROJECT_SOURCE_DIR})
 target_link_libraries(trace_test PRIVATE spillway_trace_writer spillway_trace_reader
-                      spillway_gtest_main)
+                      spillway_gtest_main ZLIB::ZLIB)
 spillway_target_options(trace_test)
 add_test(NAME trace_test COMMAND trace_test)
 
