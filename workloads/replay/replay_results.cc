@@ -1,0 +1,92 @@
+// ReplayResults' text and JSON forms (replay_results.h).
+#include "workloads/replay/replay_results.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/json_writer.h"
+#include "common/size.h"
+
+namespace spillway::replay {
+
+using spillway_replay::DigestBytesWord;
+using spillway_replay::DigestSumWord;
+using spillway_replay::kLaneFinal;
+using spillway_replay::kLaneOps;
+using spillway_replay::Mix64;
+
+double ReplayResults::MeanStepMs() const {
+  double total = 0;
+  int count = 0;
+  for (size_t i = static_cast<size_t>(warmup); i < step_ms.size(); ++i) {
+    total += step_ms[i];
+    ++count;
+  }
+  return count == 0 ? 0 : total / count;
+}
+
+std::string ReplayResults::Digest() const {
+  uint64_t digest = 0;
+  for (const uint64_t word : digest_words) digest = Mix64(digest ^ word) + 0x9E3779B97F4A7C15ull;
+  return absl::StrFormat("0x%016x", digest);
+}
+
+uint64_t ReplayResults::VerifiedBytes() const {
+  return digest_words[DigestBytesWord(kLaneOps)] + digest_words[DigestBytesWord(kLaneFinal)];
+}
+
+std::string ResultsText(const ReplayResults& r) {
+  std::string out =
+      absl::StrCat("trace: ", r.trace, ": ", r.recorded_steps, " recorded steps, peak ",
+                   FormatSize(r.peak_live_bytes), " live, last step's ops ",
+                   absl::StrFormat("%.3f", r.recorded_step_ms), " ms\n");
+  absl::StrAppend(&out, "device: ", r.device, ", ", FormatSize(r.device_memory), "; alloc ",
+                  r.alloc, "; touch ", r.touch_all ? "all" : "page");
+  if (r.arena_segment_bytes > 0) {
+    absl::StrAppend(&out, "; arena segments ", FormatSize(r.arena_segment_bytes));
+  }
+  absl::StrAppend(&out, "\n");
+  for (size_t i = 0; i < r.step_ms.size(); ++i) {
+    absl::StrAppend(&out, absl::StrFormat("step %d: %.6f ms", i + 1, r.step_ms[i]));
+    if (r.recorded_step[i] != static_cast<int>(i) + 1) {
+      absl::StrAppend(&out, " (recorded step ", r.recorded_step[i], " again)");
+    }
+    absl::StrAppend(&out, "\n");
+  }
+  absl::StrAppend(&out, absl::StrFormat("mean step time: %.6f ms (steps %d to %d)\n",
+                                        r.MeanStepMs(), r.warmup + 1, r.step_ms.size()));
+  absl::StrAppend(&out, "launches: ", r.counts.launches, " (", r.counts.split_ops,
+                  " ops split); bytes read before written, written instead: ",
+                  r.counts.first_touch_bytes, "; verified ", FormatSize(r.VerifiedBytes()), "\n");
+  if (!r.counts.flipped.empty()) absl::StrAppend(&out, "test: ", r.counts.flipped, "\n");
+  absl::StrAppend(&out, "digest ", r.Digest(), "\n");
+  return out;
+}
+
+std::string ResultsJson(const ReplayResults& r) {
+  JsonWriter json;
+  json.BeginObject();
+  json.Key("trace").String(r.trace);
+  json.Key("device").String(r.device);
+  json.Key("device_memory_bytes").Uint(r.device_memory);
+  json.Key("alloc").String(r.alloc);
+  json.Key("touch").String(r.touch_all ? "all" : "page");
+  json.Key("recorded_steps").Int(r.recorded_steps);
+  json.Key("steps").Int(static_cast<int64_t>(r.step_ms.size()));
+  json.Key("warmup").Int(r.warmup);
+  json.Key("mean_step_ms").Double(r.MeanStepMs());
+  json.Key("step_ms").BeginArray();
+  for (const double ms : r.step_ms) json.Double(ms);
+  json.EndArray();
+  json.Key("recorded_step_ms").Double(r.recorded_step_ms);
+  json.Key("peak_live_bytes").Uint(r.peak_live_bytes);
+  json.Key("arena_segment_bytes").Uint(r.arena_segment_bytes);
+  json.Key("launches").Uint(r.counts.launches);
+  json.Key("split_ops").Uint(r.counts.split_ops);
+  json.Key("first_touch_bytes").Uint(r.counts.first_touch_bytes);
+  json.Key("verified_bytes").Uint(r.VerifiedBytes());
+  json.Key("digest").String(r.Digest());
+  json.EndObject();
+  return json.str();
+}
+
+}  // namespace spillway::replay
