@@ -380,6 +380,14 @@ class PlannedPolicy final : public EvictionPolicy {
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (!plan.ok()) {
+      // A recording that holds no two whole steps yet (the learned policy may have locked a
+      // repeating stretch within the step, such as alike layers, and so asked for a plan too soon)
+      // is planned again once it is twice as long, up to kOnlinePlanLaunchLimit; only other
+      // failures use up a try.
+      if (IsNoRepeatingStep(plan.status())) {
+        next_try_ = std::max(2 * recorded_.launches(), recorded_.launches() + step);
+        return false;
+      }
       if (++tries_ < kTries) {
         next_try_ = recorded_.launches() + step;
         return false;

@@ -59,8 +59,10 @@ using StepPlanner =
 // a few timed steps, then the learned policy decides for as many, and the faster goes on; a plan
 // that lost is not followed again, said in one line through `log` either way.
 // When no step has matched the plan for three steps' events and 1000 more (the job's step
-// changed), the step is recorded and planned again, four plans at most. A recording that gives no
-// plan is tried again a step later, three times at most; then, or when kOnlinePlanLaunchLimit
+// changed), the step is recorded and planned again, four plans at most. A recording in which the
+// step finder finds no two whole steps is planned again once it is twice as long; one that gives
+// no plan otherwise is tried again a step later, three times at most; then, or when
+// kOnlinePlanLaunchLimit
 // launches pass without a plan (a job that fits never times its kernels), recording stops and the
 // learned policy goes on deciding, said in one line through `log`. Planning runs in the launch
 // that completes the recording, under the engine's lock (PlanRecordedSteps bounds its search).

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "policy/residency_engine.h"
 #include "policy/step_signature.h"
@@ -134,7 +135,7 @@ absl::Status SameAllocationsEachRepetition(const std::string& source,
 // The workload of the step with `period` events whose repetitions end at event `b` (the run
 // of repeats starts at `a`); an error when that step does not pair its allocations and frees.
 absl::StatusOr<Workload> BuildStep(const std::string& source, const RecordedEvents& read,
-                                   size_t period, size_t a, size_t b) {
+                                   size_t period, size_t a, size_t b, StepPlace* place) {
   const std::vector<RecordedEvent>& ev = read.events;
   const size_t n = ev.size();
   // The repetitions cover [a - period, b). The step boundary: the fewest live
@@ -241,6 +242,7 @@ absl::StatusOr<Workload> BuildStep(const std::string& source, const RecordedEven
     }
     w.step.push_back(std::move(s));
   }
+  if (place != nullptr) *place = StepPlace{period, a - period, b, start};
   w = NumberCanonically(std::move(w));
   if (absl::Status status = CheckWorkloadSizes(w); !status.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -256,7 +258,16 @@ absl::StatusOr<Workload> BuildStep(const std::string& source, const RecordedEven
 
 }  // namespace
 
-absl::StatusOr<Workload> WorkloadFromEvents(const RecordedEvents& read, const std::string& source) {
+namespace {
+constexpr absl::string_view kNoRepeatingStep = ": no repeating training step found in its ";
+}  // namespace
+
+bool IsNoRepeatingStep(const absl::Status& status) {
+  return absl::IsNotFound(status) && absl::StrContains(status.message(), kNoRepeatingStep);
+}
+
+absl::StatusOr<Workload> WorkloadFromEvents(const RecordedEvents& read, const std::string& source,
+                                            StepPlace* place) {
   const std::vector<RecordedEvent>& ev = read.events;
   const size_t n = ev.size();
   // The period: the repetition covering the most events (ties: the shorter period) that makes a
@@ -324,19 +335,19 @@ absl::StatusOr<Workload> WorkloadFromEvents(const RecordedEvents& read, const st
       longest = std::max(longest, c.b - c.a);
       continue;
     }
-    absl::StatusOr<Workload> w = BuildStep(source, read, c.period, c.a, c.b);
+    absl::StatusOr<Workload> w = BuildStep(source, read, c.period, c.a, c.b, place);
     if (w.ok()) return w;
   }
   if (too_short != 0 && too_short == std::min<size_t>(candidates.size(), 32)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        source, ": no repeating training step found in its ", n,
+    return absl::NotFoundError(absl::StrCat(
+        source, kNoRepeatingStep, n,
         " allocations, frees and launches: the longest repeating run covers only ", longest,
         " of them (does the job launch its kernels in an order that changes from step to step, "
         "as TensorFlow's executor does? spillway run's learned policy handles that without a "
         "plan)"));
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat(source, ": no repeating training step found in its ", n,
+  return absl::NotFoundError(
+      absl::StrCat(source, kNoRepeatingStep, n,
                    " allocations, frees and launches (at least two whole steps are needed)"));
 }
 

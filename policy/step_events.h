@@ -64,11 +64,25 @@ struct RecordedEvents {
   size_t launches_ = 0;
 };
 
+// True for WorkloadFromEvents' error when the events hold no two whole repetitions of a step (as
+// opposed to a step found that cannot be planned): more events may yet show one.
+bool IsNoRepeatingStep(const absl::Status& status);
+
+// Where the step found lies in the events (indices into RecordedEvents::events).
+struct StepPlace {
+  size_t events_per_step = 0;
+  size_t first =
+      0;           // the first event of the repetitions (the first whole step starts here or later)
+  size_t end = 0;  // one past their last event
+  size_t start = 0;  // the step boundary picked (the fewest live allocations): the step described
+                     // is [start, start + events_per_step)
+};
+
 // The step of `events`; `source` names them in errors and in the workload's description ("a
 // trace path"). Errors: no repeating step (at least two whole repetitions are needed), or the step
-// found does not pair its allocations and frees.
-absl::StatusOr<Workload> WorkloadFromEvents(const RecordedEvents& events,
-                                            const std::string& source);
+// found does not pair its allocations and frees. `place`, when given, gets where the step lies.
+absl::StatusOr<Workload> WorkloadFromEvents(const RecordedEvents& events, const std::string& source,
+                                            StepPlace* place = nullptr);
 
 }  // namespace spillway::policy
 

@@ -105,7 +105,8 @@ absl::StatusOr<RecordedEvents> ReadEvents(const std::string& path, size_t* launc
 
 }  // namespace
 
-absl::StatusOr<Workload> WorkloadFromTrace(const std::string& path, std::string* warning) {
+absl::StatusOr<Workload> WorkloadFromTrace(const std::string& path, std::string* warning,
+                                           TraceStepPlace* place) {
   size_t launch_threads = 0;
   uint64_t dropped = 0;
   absl::StatusOr<RecordedEvents> read = ReadEvents(path, &launch_threads, &dropped);
@@ -116,7 +117,26 @@ absl::StatusOr<Workload> WorkloadFromTrace(const std::string& path, std::string*
                                            " records (it could not keep up); the step found "
                                            "may lack allocations, frees or launches");
   }
-  absl::StatusOr<Workload> w = WorkloadFromEvents(*read, path);
+  StepPlace at;
+  absl::StatusOr<Workload> w = WorkloadFromEvents(*read, path, &at);
+  if (w.ok() && place != nullptr) {
+    // From events to launches: the whole steps are the periods of the repetitions aligned to the
+    // boundary picked.
+    const std::vector<RecordedEvent>& ev = read->events;
+    const size_t p = at.events_per_step;
+    const size_t first_step = at.first + (at.start - at.first) % p;
+    *place = TraceStepPlace{};
+    place->events_per_step = p;
+    place->steps = (at.end - first_step) / p;
+    for (size_t i = 0; i < first_step + p && i < ev.size(); ++i) {
+      if (ev[i].kind != StepEvent::Kind::kLaunch) continue;
+      if (i < first_step) {
+        ++place->first_launch;
+      } else {
+        ++place->launches_per_step;
+      }
+    }
+  }
   if (w.ok()) {
     w->description = absl::StrCat("recorded trace ", w->description);
   } else if (launch_threads > 1) {

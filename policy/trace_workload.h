@@ -22,7 +22,17 @@ namespace spillway::policy {
 // step (at least two whole repetitions are needed), or the step found does not pair its
 // allocations and frees. `warning`, when given, gets one line when the recorder dropped records
 // (the end record counts them), else "".
-absl::StatusOr<Workload> WorkloadFromTrace(const std::string& path, std::string* warning = nullptr);
+//
+// `place`, when given, gets where that step lies in the trace's launches (what `spillway inspect`
+// and `spillway report` show as the step, so they name the step `spillway plan` plans).
+struct TraceStepPlace {
+  uint64_t launches_per_step = 0;
+  uint64_t events_per_step = 0;  // allocations, frees and launches
+  uint64_t first_launch = 0;  // index (among the trace's launches) of the first whole step's first
+  uint64_t steps = 0;         // whole steps from there on that repeat the one described
+};
+absl::StatusOr<Workload> WorkloadFromTrace(const std::string& path, std::string* warning = nullptr,
+                                           TraceStepPlace* place = nullptr);
 
 }  // namespace spillway::policy
 

@@ -11,6 +11,7 @@
 #include "profiler/report/progress_line.h"
 #include "profiler/report/report_svg.h"
 #include "profiler/report/symbolizer.h"
+#include "profiler/report/planner_step.h"
 #include "profiler/report/trace_analysis.h"
 #include "profiler/report/trace_model_loader.h"
 #include "profiler/trace/trace_reader.h"
@@ -187,7 +188,8 @@ int main(int argc, char** argv) {
   if (!model.ok()) return Fail(std::string(model.status().message()));
   if (symbolize) report::Symbolize(*model);
   progress.Update("analyzing", 0, 0);
-  const report::Analysis analysis = report::Analyze(*model);
+  report::Analysis analysis = report::Analyze(*model);
+  report::UsePlannersStep(path, *model, &analysis);
   progress.Done();
   PrintHeader(path, *model, *counts, analysis);
   PrintPeak(*model, analysis, top);

@@ -9,6 +9,7 @@
 #include "profiler/report/report_html.h"
 #include "profiler/report/report_svg.h"
 #include "profiler/report/symbolizer.h"
+#include "profiler/report/planner_step.h"
 #include "profiler/report/trace_analysis.h"
 #include "profiler/report/trace_model_loader.h"
 
@@ -57,7 +58,8 @@ int main(int argc, char** argv) {
     report::Symbolize(*model);
   }
   progress.Update("analyzing", 0, 0);
-  const report::Analysis analysis = report::Analyze(*model);
+  report::Analysis analysis = report::Analyze(*model);
+  report::UsePlannersStep(trace, *model, &analysis);
   progress.Update("writing " + out, 0, 0);
   const std::string html = report::RenderHtmlReport(*model, analysis);
   if (absl::Status s = spillway::WriteFileAtomically(out, html); !s.ok()) {

@@ -1165,6 +1165,33 @@ TEST(OnlinePlan, APlannerThatFailsIsTriedThreeTimesThenOneLineAndTheLearnedPolic
   EXPECT_EQ(replay.Moves(), LearnedMoves(w, budget, kSteps));
 }
 
+// A recording in which the step finder finds no two whole steps yet (the learned policy locked a
+// stretch within the step and asked too soon) uses up no try: it is planned again each time the
+// recording has doubled, until a plan comes.
+TEST(OnlinePlan, ARecordingWithNoWholeStepsYetIsPlannedAgainWhenTwiceAsLong) {
+  const Workload w = SmallStep();
+  const uint64_t budget = 6 * kMiB;
+  std::vector<size_t> launches_at_call;
+  OnlineReplay online(w, budget, [&](const RecordedEvents& events, uint64_t bytes) {
+    launches_at_call.push_back(events.launches());
+    if (launches_at_call.size() <= 4) {
+      return absl::StatusOr<StepPlan>(absl::NotFoundError(
+          "the recorded steps: no repeating training step found in its 9 allocations, frees and "
+          "launches (at least two whole steps are needed)"));
+    }
+    return PlanRecordedSteps(events, bytes);
+  });
+  Replay& replay = online.replay;
+  replay.Init();
+  for (int i = 0; i < 80 && !replay.Adherence().aligned; ++i) replay.Step();
+  ASSERT_EQ(launches_at_call.size(), 5u) << ::testing::PrintToString(launches_at_call);
+  for (size_t i = 1; i < launches_at_call.size(); ++i) {
+    EXPECT_GE(launches_at_call[i], 2 * launches_at_call[i - 1]) << "call " << i;
+  }
+  EXPECT_TRUE(online.log.problems.empty()) << online.log.problems[0];
+  EXPECT_TRUE(replay.Adherence().aligned);
+}
+
 // A job whose step changes after it was planned (bigger activations from some step on) leaves the
 // plan; once no step has matched it for a while the step is recorded again from the allocations
 // live then, planned again and followed.

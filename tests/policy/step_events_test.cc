@@ -200,5 +200,65 @@ TEST(StepEvents, FreesAndAccessesOfUnknownAllocationsAreDropped) {
   EXPECT_TRUE(r.Freed(1));
 }
 
+// A step of many alike layers (the same kernels on same-sized tensors, as a ResNet's blocks or a
+// transformer's layers), a warm-up step that differs (an optimizer's state made on its first
+// step), then three steps: the step found is the whole step, never a layer.
+TEST(StepEvents, AStepOfAlikeLayersIsFoundWholeNotALayer) {
+  constexpr int kLayers = 12;
+  RecordedEvents r;
+  uint64_t next_id = 1, correlation = 0;
+  std::vector<uint64_t> weights, state;
+  for (int l = 0; l < kLayers; ++l) {
+    weights.push_back(next_id);
+    r.Allocated(next_id++, 2 * kMiB, 0);
+  }
+  for (int s = 0; s < 4; ++s) {
+    std::vector<uint64_t> acts;
+    uint64_t x = next_id;
+    r.Allocated(next_id++, kMiB, 0);
+    acts.push_back(x);
+    for (int l = 0; l < kLayers; ++l) {  // forward: each layer's output kept for the backward
+      const uint64_t y = next_id;
+      r.Allocated(next_id++, kMiB, 0);
+      r.Launched("fwd", ++correlation, {{weights[l], 0, 0}, {x, 0, 0}, {y, 0, 0}});
+      acts.push_back(y);
+      x = y;
+    }
+    uint64_t grad = next_id;
+    r.Allocated(next_id++, kMiB, 0);
+    r.Launched("loss", ++correlation, {{x, 0, 0}, {grad, 0, 0}});
+    std::vector<uint64_t> grads(kLayers);
+    for (int l = kLayers - 1; l >= 0; --l) {  // backward: activations freed as they are used
+      const uint64_t gx = next_id;
+      r.Allocated(next_id++, kMiB, 0);
+      grads[l] = next_id;
+      r.Allocated(next_id++, 2 * kMiB, 0);
+      r.Launched("bwd", ++correlation,
+                 {{weights[l], 0, 0}, {acts[l], 0, 0}, {grad, 0, 0}, {gx, 0, 0}, {grads[l], 0, 0}});
+      r.Freed(acts[l + 1]);
+      r.Freed(grad);
+      grad = gx;
+    }
+    r.Freed(acts[0]);
+    r.Freed(grad);
+    for (int l = 0; l < kLayers; ++l) {  // the optimizer: its state made on the first step only
+      if (s == 0) {
+        state.push_back(next_id);
+        r.Allocated(next_id++, 2 * kMiB, 0);
+        r.Launched("init", ++correlation, {{state[l], 0, 0}});
+      }
+      r.Launched("sgd", ++correlation, {{weights[l], 0, 0}, {grads[l], 0, 0}, {state[l], 0, 0}});
+    }
+    for (int l = 0; l < kLayers; ++l) r.Freed(grads[l]);
+  }
+  StepPlace place;
+  absl::StatusOr<Workload> w = WorkloadFromEvents(r, "layers", &place);
+  ASSERT_TRUE(w.ok()) << w.status();
+  // One step: 1 + 12 + 1 + 24 allocations, 12 + 1 + 12 + 12 launches, 2 + 24 + 12 frees.
+  EXPECT_EQ(place.events_per_step, 38u + 37u + 38u);
+  EXPECT_EQ(w->step.size(), 38u + 37u + 38u);
+  EXPECT_EQ((place.end - place.first) / place.events_per_step, 3u);  // the warm-up step differs
+}
+
 }  // namespace
 }  // namespace spillway::policy
