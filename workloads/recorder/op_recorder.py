@@ -56,6 +56,11 @@ _METADATA_ONLY = {"aten::resize_", "aten::resize_as_", "aten::set_", "aten::as_s
 _UNANNOTATED_VIEWS = {"aten::_unsafe_view", "aten::_reshape_alias"}
 # A device-to-host read of one value (`.item()`): a copy and a wait, not a kernel.
 _HOST_READS = {"aten::_local_scalar_dense", "aten::is_nonzero"}
+# Arguments an op writes although its schema does not say so (in 1.13): batch norm in training
+# updates the running mean and variance in place. Name -> (indices, the `training` argument's).
+_UNDECLARED_WRITES = {"aten::native_batch_norm": ((3, 4), 5),
+                      "aten::cudnn_batch_norm": ((3, 4), 5),
+                      "aten::miopen_batch_norm": ((3, 4), 5)}
 # Ops that read only their input's shape and type, never its elements.
 _SHAPE_ONLY_INPUTS = {"aten::empty_like", "aten::zeros_like", "aten::ones_like",
                       "aten::full_like", "aten::rand_like", "aten::randn_like",
@@ -88,6 +93,7 @@ class _OpInfo:
             if alias is not None and alias.is_write:
                 overwrite = argument.kwarg_only or (index == 0 and self.name in _OVERWRITE_SELF)
                 self.written.append((index, overwrite))
+        self.undeclared_writes = _UNDECLARED_WRITES.get(self.name)
         returns_view = any(r.alias_info is not None and not r.alias_info.is_write
                            for r in schema.returns)
         if self.name in _ALLOCATE_ONLY:
@@ -341,6 +347,11 @@ class OpRecorder(TorchDispatchMode):
         for index, overwrite in info.written:
             for t in tensors_in(values[index]):
                 written[id(t)] = overwrite
+        if info.undeclared_writes is not None:
+            indices, training = info.undeclared_writes
+            if values[training]:
+                for t in tensors_in([values[i] for i in indices]):
+                    written[id(t)] = False
         accesses = {}                           # allocation -> [lo, hi, mode]
 
         def touch(t, mode):

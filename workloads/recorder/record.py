@@ -31,19 +31,7 @@ EXIT_FRAMEWORK_MISSING = 3
 SPILLWAY_VERSION = "0.1.0"
 DEVICE_NAME = "recorded on CPU (H100 PCIe op-time model)"
 
-try:
-    import torch
-    import torchvision  # noqa: F401  (models.py needs it; say so here, before anything runs)
-except ImportError as error:
-    print(f"record.py: {error.name or 'torch'} is missing from {sys.executable}: install "
-          "Debian's python3-torch and python3-torchvision (scripts/setup.sh does), and run this "
-          "with the python3 that has them (/usr/bin/python3)", file=sys.stderr)
-    sys.exit(EXIT_FRAMEWORK_MISSING)
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import models  # noqa: E402
-import op_recorder  # noqa: E402
-import trace_file  # noqa: E402
+torch = models = op_recorder = trace_file = None  # import_pytorch() loads them
 
 
 def parse_args(argv):
@@ -66,18 +54,41 @@ def usage_error(message):
     sys.exit(EXIT_BAD_ARGUMENTS)
 
 
-def check_args(args):
-    """Refuses, with one line each, what cannot be recorded."""
-    if args.model is None:
-        usage_error("--model is required (--list names the models)")
+def import_pytorch():
+    """Imports PyTorch and the recorder's modules, or says what to install and exits."""
+    global torch, models, op_recorder, trace_file
+    try:
+        import torch
+        import torchvision  # noqa: F401  (models.py builds its networks)
+    except ImportError as error:
+        print(f"record.py: {error.name or 'torch'} is missing from {sys.executable}: install "
+              "Debian's python3-torch and python3-torchvision (scripts/setup.sh does), and run "
+              "this with the python3 that has them (/usr/bin/python3)", file=sys.stderr)
+        sys.exit(EXIT_FRAMEWORK_MISSING)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import models
+    import op_recorder
+    import trace_file
+
+
+def check_model(args):
+    """Refuses an unknown model, or a batch out of range, with one line; fills in the batch."""
     if args.model not in models.MODELS:
         usage_error(f"unknown model '{args.model}'; known: {', '.join(models.MODELS)}")
     if args.batch is None:
         args.batch = models.MODELS[args.model].default_batch
-    if args.batch < 1 or args.batch > 4096:
+
+
+def check_args(args):
+    """Refuses, with one line each, what cannot be recorded (before PyTorch is loaded)."""
+    if args.model is None and not args.list:
+        usage_error("--model is required (--list names the models)")
+    if args.batch is not None and not 1 <= args.batch <= 4096:
         usage_error(f"--batch {args.batch}: want 1 to 4096 samples")
-    if args.steps < 1 or args.steps > 100:
+    if not 1 <= args.steps <= 100:
         usage_error(f"--steps {args.steps}: want 1 to 100 steps")
+    if args.list:
+        return
     if args.output is None:
         usage_error("-o/--output is required: the trace to write")
     output = args.output
@@ -169,11 +180,13 @@ def summary(args, recorder):
 
 def main(argv):
     args = parse_args(argv)
+    check_args(args)
+    import_pytorch()
     if args.list:
         for name, workload in models.MODELS.items():
             print(f"{name:16} batch {workload.default_batch:3}  {workload.description}")
         return 0
-    check_args(args)
+    check_model(args)
     result = record(args)
     print("result: " + json.dumps(result))
     return 0
