@@ -1,6 +1,7 @@
 // replay_make_trace: writes the replayer tests' synthetic training job (replay_test_trace.h) to a
 // file, to try spillway-replay by hand.
-//   replay_make_trace OUT [--layers N] [--steps N] [--tensor-bytes SIZE] [--no-modes]
+//   replay_make_trace OUT [--layers N] [--steps N] [--tensor-bytes SIZE] [--touch-bytes SIZE]
+//                     [--no-modes]
 #include <cstdio>
 #include <string>
 
@@ -13,7 +14,7 @@ int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr,
                  "usage: replay_make_trace OUT [--layers N] [--steps N] [--tensor-bytes SIZE] "
-                 "[--no-modes]\n");
+                 "[--touch-bytes SIZE] [--no-modes]\n");
     return 1;
   }
   TestTraceOptions options;
@@ -28,6 +29,10 @@ int main(int argc, char** argv) {
       ok = absl::SimpleAtoi(value, &options.layers) && options.layers > 0;
     } else if (arg == "--steps") {
       ok = absl::SimpleAtoi(value, &options.steps) && options.steps > 0;
+    } else if (arg == "--touch-bytes") {
+      const auto size = spillway::ParseSize(value);
+      ok = size.ok() && *size >= 8192;
+      if (ok) options.touch_bytes = *size;
     } else if (arg == "--tensor-bytes") {
       const auto size = spillway::ParseSize(value);
       ok = size.ok() && *size >= 8192;

@@ -3,6 +3,7 @@
 #include "tests/workloads/replay_test_trace.h"
 
 #include <algorithm>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -37,6 +38,8 @@ class Job {
   std::vector<Event> Events() {
     const int layers = o_.layers;
     const uint64_t tb = o_.tensor_bytes;
+    const uint64_t touched = o_.touch_bytes == 0 ? tb : o_.touch_bytes;
+    whole_ = o_.touch_bytes == 0 ? 0 : o_.touch_bytes;
     std::vector<uint64_t> weights, state, grads;
     for (int l = 0; l < layers; ++l) {
       weights.push_back(Alloc(tb));
@@ -47,15 +50,15 @@ class Job {
       for (const uint64_t g : grads) Free(g);  // zero_grad(set_to_none=True)
       grads.assign(static_cast<size_t>(layers), 0);
       std::vector<uint64_t> acts = {Alloc(tb)};
-      Launch("load_lo", {{acts[0], 0, tb / 2, kWrite}});
-      Launch("load_hi", {{acts[0], tb / 2, tb - tb / 2, kWrite}});
+      Launch("load_lo", {{acts[0], 0, touched / 2, kWrite}});
+      Launch("load_hi", {{acts[0], touched / 2, touched - touched / 2, kWrite}});
       for (int l = 0; l < layers; ++l) {
         acts.push_back(Alloc(tb));
         Launch("forward",
                {{acts[l], 0, 0, kRead}, {weights[l], 0, 0, kRead}, {acts.back(), 0, 0, kWrite}});
       }
       const uint64_t loss = Alloc(4);
-      Launch("loss", {{acts.back(), 4099, std::min<uint64_t>(100000, tb - 4099), kRead},
+      Launch("loss", {{acts.back(), 4099, std::min<uint64_t>(100000, touched - 4099), kRead},
                       {loss, 0, 0, kWrite}});
       uint64_t delta = Alloc(tb);
       Launch("loss_backward",
@@ -103,11 +106,16 @@ class Job {
 
  private:
   uint64_t Alloc(uint64_t bytes) {
+    bytes_[next_id_] = bytes;
     events_.push_back({Event::kAlloc, next_id_, bytes, "", {}});
     return next_id_++;
   }
   void Free(uint64_t id) { events_.push_back({Event::kFree, id, 0, "", {}}); }
+  // Accesses with bytes 0 (whole tensors) touch `whole_` bytes where it is not 0.
   void Launch(const std::string& name, std::vector<Access> accesses) {
+    for (Access& a : accesses) {
+      if (a.bytes == 0 && whole_ != 0) a.bytes = std::min(whole_, bytes_[a.id]);
+    }
     events_.push_back({Event::kLaunch, 0, 0, name, std::move(accesses)});
   }
   void Sync() { events_.push_back({Event::kSync, 0, 0, "", {}}); }
@@ -115,6 +123,8 @@ class Job {
   const TestTraceOptions& o_;
   std::vector<Event> events_;
   uint64_t next_id_ = 1;
+  uint64_t whole_ = 0;
+  std::map<uint64_t, uint64_t> bytes_;  // allocation id -> size
 };
 
 }  // namespace

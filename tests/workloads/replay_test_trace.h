@@ -19,11 +19,15 @@ struct TestTraceOptions {
   int layers = 6;
   int steps = 4;
   uint64_t tensor_bytes = 2 << 20;  // weights, gradients, optimizer state, activations
-  bool modes = true;                // access modes (format 1.2); else unknown
-  bool prologue_sync = false;       // a context synchronize after the weights' initialization
-  bool foreach_optimizer = false;   // one optimizer op over every layer (3 accesses a layer)
-  bool last_step_differs = false;   // the last step launches one op more
-  uint64_t op_ns = 100000;          // each op's recorded time
+  // The bytes of each tensor the ops touch, from its start (0: all). Fewer keep the tests fast
+  // (each fresh page the host touches costs a page fault) while the tensors, and so the
+  // oversubscription, stay as large.
+  uint64_t touch_bytes = 0;
+  bool modes = true;               // access modes (format 1.2); else unknown
+  bool prologue_sync = false;      // a context synchronize after the weights' initialization
+  bool foreach_optimizer = false;  // one optimizer op over every layer (3 accesses a layer)
+  bool last_step_differs = false;  // the last step launches one op more
+  uint64_t op_ns = 100000;         // each op's recorded time
 };
 
 // The peak of live bytes the trace written with `options` has.
