@@ -1,0 +1,209 @@
+#!/usr/bin/env python3
+"""The residency engine on real networks' recorded training steps, on simgpu: every trace in
+workloads/traces/ (or those named) at several oversubscription factors, replayed by
+spillway-replay (docs/workloads.md) in each of these ways, as one table per model:
+
+  ideal    a device big enough for everything, no spillway: nothing moves
+  managed  every tensor cuMemAllocManaged, no spillway: plain demand paging, no hints
+  none     under spillway with --eviction none: managed pools that spillway never moves
+  lru      under spillway with --eviction lru
+  learned  under spillway with the default policy (learned, with its online plan and trial)
+  planned  under spillway with --policy FILE, FILE from `spillway plan TRACE --device-memory`
+
+The device of a run at factor F has peak / F bytes (SIMGPU_MEMORY; peak = the trace's peak live
+bytes). Each run replays --steps steps and reports the mean step time (simgpu's virtual clock)
+over those after --warmup. Two bounds per factor: `simulate`, the `bound` row of
+`spillway simulate TRACE --device-memory` (Belady over 2 MiB chunks, simgpu's cost model), and
+`fnu`, workloads/bound.py's farthest-next-use eviction at allocation granularity at
+--bandwidth GB/s each way (the real networks issue's bound). `x fnu` = step / max(ideal, fnu).
+Every run's digest must equal the ideal run's with the same steps (the replayer verifies every
+byte it touched); a run whose digest differs, that fails, or whose summary lists errors is
+marked and makes the script exit 1.
+
+Usage: scripts/bench_models.py [--out DIR] [--models a,b] [--factors 1.25,1.5,2,4]
+                               [--ways ideal,managed,...] [--steps N] [--warmup K]
+                               [--bandwidth GBps] [--json FILE]
+DIR is the build's output folder (default build/out).
+"""
+
+import argparse
+import glob
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(_ROOT, "workloads"))
+import bound as fnu_bound  # noqa: E402  workloads/bound.py
+
+WAYS = ["ideal", "managed", "none", "lru", "learned", "planned"]
+
+
+def fail(message):
+    sys.exit("bench_models: " + message)
+
+
+def replay(out, trace, memory, way, args, policy=None, tmp=None):
+    """Runs one replay; returns (result dict or None, summary dict or None, error or None)."""
+    env = dict(os.environ)
+    env["LD_LIBRARY_PATH"] = os.path.join(out, "simgpu")
+    env["SIMGPU_MEMORY"] = str(memory)
+    cmd = [os.path.join(out, "spillway-replay"), trace, "--steps", str(args.steps),
+           "--warmup", str(args.warmup), "--json"]
+    summary_path = os.path.join(tmp, "summary.json")
+    if os.path.exists(summary_path):
+        os.unlink(summary_path)
+    if way == "managed":
+        cmd += ["--alloc", "managed"]
+    elif way != "ideal":
+        launcher = [os.path.join(out, "spillway"), "run", "--simgpu", "--quiet",
+                    "--summary", summary_path]
+        if way in ("none", "lru", "learned"):
+            launcher += ["--eviction", way]
+        if way == "planned":
+            launcher += ["--policy", policy]
+        cmd = launcher + ["--"] + cmd
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    summary = None
+    if os.path.exists(summary_path):
+        with open(summary_path) as f:
+            summary = json.load(f)
+    if proc.returncode != 0:
+        tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+        return None, summary, "exit %d: %s" % (proc.returncode, tail)
+    lines = [l for l in proc.stdout.splitlines() if l.startswith("{")]
+    if not lines:
+        return None, summary, "no JSON line from spillway-replay"
+    return json.loads(lines[-1]), summary, None
+
+
+def simulate_bound(out, trace, memory):
+    """The `bound` row's step time of spillway-simulate, in ms (None if it could not run)."""
+    proc = subprocess.run([os.path.join(out, "spillway-simulate"), trace, "--device-memory",
+                           str(memory)], capture_output=True, text=True, check=False)
+    for line in proc.stdout.splitlines():
+        fields = line.split()
+        if fields and fields[0] == "bound":
+            return float(fields[5])
+    return None
+
+
+def plan(out, trace, memory, path):
+    proc = subprocess.run([os.path.join(out, "spillway-plan"), trace, "--device-memory",
+                           str(memory), "-o", path], capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        return (proc.stderr.strip().splitlines() or ["spillway-plan failed"])[-1]
+    return None
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", default=os.path.join(_ROOT, "build", "out"))
+    parser.add_argument("--models", default="", help="trace names (without .trace.gz)")
+    parser.add_argument("--factors", default="1.25,1.5,2,4")
+    parser.add_argument("--ways", default=",".join(WAYS))
+    parser.add_argument("--steps", type=int, default=12)
+    parser.add_argument("--warmup", type=int, default=8)
+    parser.add_argument("--bandwidth", type=float, default=45.0)
+    parser.add_argument("--json", help="also write every run's numbers to this file")
+    args = parser.parse_args()
+    try:
+        factors = [float(f) for f in args.factors.split(",")]
+    except ValueError:
+        parser.error("--factors: not a list of numbers: %r" % args.factors)
+    if not factors or any(not 1 <= f <= 64 for f in factors):
+        parser.error("--factors must each be between 1 and 64")
+    ways = args.ways.split(",")
+    for w in ways:
+        if w not in WAYS:
+            parser.error("--ways: unknown way %r (known: %s)" % (w, ", ".join(WAYS)))
+    if "ideal" not in ways:
+        ways.insert(0, "ideal")  # the digest every other run is checked against
+    if not 1 <= args.warmup < args.steps <= 1000:
+        parser.error("need 1 <= --warmup < --steps <= 1000")
+    for tool in ("spillway-replay", "spillway", "spillway-plan", "spillway-simulate"):
+        if not os.access(os.path.join(args.out, tool), os.X_OK):
+            fail("%s not found in %s: build first (scripts/build.sh)" % (tool, args.out))
+    traces = sorted(glob.glob(os.path.join(_ROOT, "workloads", "traces", "*.trace.gz")))
+    if args.models:
+        wanted = args.models.split(",")
+        by_name = {os.path.basename(t)[:-len(".trace.gz")]: t for t in traces}
+        missing = [m for m in wanted if m not in by_name]
+        if missing:
+            fail("no trace named %s in workloads/traces (known: %s)" %
+                 (", ".join(missing), ", ".join(sorted(by_name))))
+        traces = [by_name[m] for m in wanted]
+    if not traces:
+        fail("no traces in workloads/traces (workloads/recorder/record_all.sh makes them)")
+
+    rows, bad = [], 0
+    with tempfile.TemporaryDirectory() as tmp:
+        for trace in traces:
+            name = os.path.basename(trace)[:-len(".trace.gz")]
+            peak = fnu_bound.peak_live_bytes(trace)
+            ideal, _, err = replay(args.out, trace, 2 * peak + (1 << 30), "ideal", args, tmp=tmp)
+            if err:
+                fail("%s: the ideal run failed: %s" % (name, err))
+            print("\n%s: peak %.0f MiB, ideal step %.3f ms" %
+                  (name, peak / 2**20, ideal["mean_step_ms"]))
+            header = "%-7s %9s %9s" % ("factor", "simulate", "fnu")
+            header += "".join(" %9s" % w for w in ways if w != "ideal") + "  x fnu (learned, planned)"
+            print(header)
+            for factor in factors:
+                memory = int(peak / factor)
+                sim = simulate_bound(args.out, trace, memory)
+                fnu = fnu_bound.bound(trace, memory, args.bandwidth * 1e9)["bound_s"] * 1e3
+                ref = max(ideal["mean_step_ms"], fnu)
+                cells, row = [], {"model": name, "factor": factor, "device_bytes": memory,
+                                  "ideal_ms": ideal["mean_step_ms"], "simulate_bound_ms": sim,
+                                  "fnu_bound_ms": fnu}
+                for way in ways:
+                    if way == "ideal":
+                        continue
+                    policy = None
+                    if way == "planned":
+                        policy = os.path.join(tmp, "plan.toml")
+                        err = plan(args.out, trace, memory, policy)
+                        if err:
+                            cells.append("   no plan")
+                            row[way] = {"error": err}
+                            continue
+                    result, summary, err = replay(args.out, trace, memory, way, args, policy, tmp)
+                    errors = (summary or {}).get("errors") or []
+                    if err or errors or result["digest"] != ideal["digest"]:
+                        bad += 1
+                        why = err or ("summary errors: %s" % errors[:1] if errors else
+                                      "digest %s != ideal %s" % (result["digest"], ideal["digest"]))
+                        cells.append("    FAILED")
+                        row[way] = {"error": why}
+                        print("  %s %s at %.2fx: %s" % (name, way, factor, why), file=sys.stderr)
+                        continue
+                    ms = result["mean_step_ms"]
+                    cells.append(" %9.2f" % ms)
+                    row[way] = {"step_ms": ms}
+                    if summary and "engine" in summary:
+                        eng = summary["engine"]
+                        row[way].update({k: eng.get(k) for k in
+                                         ("prefetch_bytes", "evict_bytes", "step_length")})
+                        pf = eng.get("policy_file") or {}
+                        row[way]["plan"] = {k: pf.get(k) for k in
+                                            ("path", "steps_followed", "trial", "fallback_reason")}
+                ratios = ["%.2f" % (row[w]["step_ms"] / ref) if "step_ms" in row.get(w, {})
+                          else "-" for w in ("learned", "planned")]
+                print("%-7s %9s %9.2f%s  %s" % (
+                    "%.2fx" % factor, "%.2f" % sim if sim is not None else "-", fnu, "".join(cells),
+                    ", ".join(ratios)))
+                sys.stdout.flush()
+                rows.append(row)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    if bad:
+        fail("%d runs failed or differed from the ideal run (above)" % bad)
+
+
+if __name__ == "__main__":
+    main()
