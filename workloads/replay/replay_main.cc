@@ -81,6 +81,10 @@ int Main(int argc, char** argv) {
   results.peak_live_bytes = trace->peak_live_bytes;
   results.arena_segment_bytes = (*device)->arena_segment_bytes();
   results.recorded_step_ms = static_cast<double>(trace->steps.back().time_ns) * 1e-6;
+  results.has_modes = trace->has_modes;
+  results.untimed_launches = trace->untimed_launches;
+  results.ignored_records = trace->ignored_records;
+  results.trailing_events = trace->trailing_events;
   results.counts = replayer.counts();
   if (absl::Status s = (*device)->Close(); !s.ok()) return Fail(s);
 

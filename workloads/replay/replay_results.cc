@@ -45,6 +45,24 @@ std::string ResultsText(const ReplayResults& r) {
     absl::StrAppend(&out, "; arena segments ", FormatSize(r.arena_segment_bytes));
   }
   absl::StrAppend(&out, "\n");
+  if (!r.has_modes) {
+    absl::StrAppend(&out,
+                    "note: the trace has no access modes: every access is read and written\n");
+  }
+  if (r.untimed_launches > 0) {
+    absl::StrAppend(&out, "note: ", r.untimed_launches,
+                    " launches have no kernel-time record and run for 0 ns\n");
+  }
+  if (r.ignored_records > 0) {
+    absl::StrAppend(&out, "note: ", r.ignored_records,
+                    " memcpy, memset, graph launch and non-context synchronize records are not "
+                    "replayed\n");
+  }
+  if (r.trailing_events > 0) {
+    absl::StrAppend(&out, "note: ", r.trailing_events,
+                    " allocations, frees and launches after the last context synchronize are not "
+                    "replayed\n");
+  }
   for (size_t i = 0; i < r.step_ms.size(); ++i) {
     absl::StrAppend(&out, absl::StrFormat("step %d: %.6f ms", i + 1, r.step_ms[i]));
     if (r.recorded_step[i] != static_cast<int>(i) + 1) {
@@ -79,6 +97,10 @@ std::string ResultsJson(const ReplayResults& r) {
   json.EndArray();
   json.Key("recorded_step_ms").Double(r.recorded_step_ms);
   json.Key("peak_live_bytes").Uint(r.peak_live_bytes);
+  json.Key("has_modes").Bool(r.has_modes);
+  json.Key("untimed_launches").Uint(r.untimed_launches);
+  json.Key("ignored_records").Uint(r.ignored_records);
+  json.Key("trailing_events").Uint(r.trailing_events);
   json.Key("arena_segment_bytes").Uint(r.arena_segment_bytes);
   json.Key("launches").Uint(r.counts.launches);
   json.Key("split_ops").Uint(r.counts.split_ops);

@@ -26,6 +26,11 @@ struct ReplayResults {
   uint64_t peak_live_bytes = 0;  // the trace's
   uint64_t arena_segment_bytes = 0;
   double recorded_step_ms = 0;  // the sum of the last recorded step's op times
+  // What the trace holds that is not replayed as it was recorded (ReplayTrace).
+  bool has_modes = true;
+  uint64_t untimed_launches = 0;
+  uint64_t ignored_records = 0;
+  uint64_t trailing_events = 0;
   ReplayCounts counts;
   std::array<uint64_t, spillway_replay::kDigestWords> digest_words{};
 
