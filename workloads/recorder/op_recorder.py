@@ -27,6 +27,10 @@ decided by how it came to be:
 - a storage first seen as an op's input was made outside any op (torch.tensor(), numpy): host
   memory, like the optimizer's step counters; an op reading only host tensors runs on the host
   and is not recorded, and a one-element host tensor read by a device op is a scalar argument.
+
+Where PyTorch runs an op another way for CUDA tensors and the CUDA way also runs on the CPU, the
+recorder takes it: F.dropout is the fused native_dropout while recording. The optimizer's
+profiling label (record_function) is switched off: it makes host tensors only.
 """
 
 import contextlib
@@ -52,8 +56,11 @@ _ALLOCATE_ONLY = {"aten::empty", "aten::empty_like", "aten::empty_strided", "ate
 _METADATA_ONLY = {"aten::resize_", "aten::resize_as_", "aten::set_", "aten::as_strided_",
                   "aten::squeeze_", "aten::unsqueeze_", "aten::transpose_", "aten::t_",
                   "aten::detach_", "aten::swapaxes_", "aten::swapdims_"}
-# Views whose schema does not say so (they return a new tensor sharing the input's storage).
-_UNANNOTATED_VIEWS = {"aten::_unsafe_view", "aten::_reshape_alias"}
+# Views whose schema does not say so (they return new tensors sharing the input's storage). Any
+# other op that writes nothing and returns only tensors in its inputs' storages is taken for a
+# view too (OpRecorder._record_op).
+_UNANNOTATED_VIEWS = {"aten::_unsafe_view", "aten::_reshape_alias", "aten::unsafe_split",
+                      "aten::unsafe_split_with_sizes", "aten::unsafe_chunk"}
 # A device-to-host read of one value (`.item()`): a copy and a wait, not a kernel.
 _HOST_READS = {"aten::_local_scalar_dense", "aten::is_nonzero"}
 # Arguments an op writes although its schema does not say so (in 1.13): batch norm in training
@@ -72,6 +79,7 @@ _OVERWRITE_SELF = {"aten::fill_", "aten::zero_", "aten::normal_", "aten::uniform
 
 
 def _fnv1a64(text):
+    """A kernel's function handle: the same for the same op name in every trace."""
     h = 0xcbf29ce484222325
     for byte in text.encode("utf-8"):
         h = ((h ^ byte) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
@@ -118,6 +126,9 @@ class _OpInfo:
 
 
 class _Allocation:
+    """A storage the recorder knows: a device allocation (id not 0), or host memory or a device
+    storage of no bytes (id 0, no records)."""
+
     __slots__ = ("id", "address", "nbytes", "weak", "host")
 
     def __init__(self, allocation_id, address, nbytes, weak, host):
@@ -170,6 +181,23 @@ class _NoRecordFunction(contextlib.nullcontext):
         super().__init__()
 
 
+_cpu_dropout = torch.nn.functional.dropout
+
+
+def _cuda_dropout(input, p=0.5, training=True, inplace=False):
+    """F.dropout as it runs on a CUDA tensor: one fused native_dropout with a one-byte mask
+    (at::dropout takes that path for CUDA tensors; on the CPU it draws a float mask with
+    bernoulli_, scales it and multiplies: three ops and four bytes an element)."""
+    if training and not inplace and 0 < p < 1 and input.numel() > 0:
+        return torch.native_dropout(input, p, True)[0]
+    return _cpu_dropout(input, p, training, inplace)
+
+
+# What the recorder replaces while it records: (module, attribute, stand-in).
+_STAND_INS = [(torch.autograd.profiler, "record_function", _NoRecordFunction),
+              (torch.nn.functional, "dropout", _cuda_dropout)]
+
+
 class OpRecorder(TorchDispatchMode):
     """Records the ops run under it into a TraceFile (see the module's docstring).
 
@@ -186,22 +214,24 @@ class OpRecorder(TorchDispatchMode):
         self._next_address = ADDRESS_BASE
         self._clock = CLOCK_BASE_NS
         self._correlation = 0
-        self._strings = {}          # kernel name -> string id
+        self._kernels = {}          # kernel name -> (string id, function handle)
         self._ops = {}              # OpOverload -> _OpInfo
         self._host_depth = 0
-        self._saved_record_function = None
+        self._saved = []
         self.live_bytes = 0
         self.peak_live_bytes = 0
         self.steps = [StepStats(0)]
         self.host_tensors_read = 0  # host tensors of more than one element read by device ops
 
     def __enter__(self):
-        self._saved_record_function = torch.autograd.profiler.record_function
-        torch.autograd.profiler.record_function = _NoRecordFunction
+        self._saved = [(module, name, getattr(module, name)) for module, name, _ in _STAND_INS]
+        for module, name, stand_in in _STAND_INS:
+            setattr(module, name, stand_in)
         return super().__enter__()
 
     def __exit__(self, *exc):
-        torch.autograd.profiler.record_function = self._saved_record_function
+        for module, name, original in self._saved:
+            setattr(module, name, original)
         return super().__exit__(*exc)
 
     # --- storages ---------------------------------------------------------------------------
@@ -302,12 +332,13 @@ class OpRecorder(TorchDispatchMode):
             info = self._ops[func] = _OpInfo(func)
         return info
 
-    def _string_id(self, name):
-        string_id = self._strings.get(name)
-        if string_id is None:
-            string_id = self._strings[name] = len(self._strings) + 1
-            self._trace.string(string_id, name)
-        return string_id
+    def _kernel(self, name):
+        """(string id, function handle) of a kernel name; its string record on first use."""
+        kernel = self._kernels.get(name)
+        if kernel is None:
+            kernel = self._kernels[name] = (len(self._kernels) + 1, _fnv1a64(name))
+            self._trace.string(kernel[0], name)
+        return kernel
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -371,16 +402,18 @@ class OpRecorder(TorchDispatchMode):
                 entry[1] = max(entry[1], offset + nbytes)
                 entry[2] |= mode
 
-        input_ids = set()
+        input_storages = {self._key(t) for t in device_inputs}
+        if not written and outputs and all(self._key(t) in input_storages for t in outputs):
+            return                  # a view by another name: no new bytes, nothing written
+        input_ids = {id(t) for t in device_inputs}
+        fresh = [t for t in outputs if id(t) not in input_ids and self._key(t) not in self._live]
         for t in device_inputs:
-            input_ids.add(id(t))
             if id(t) in written:
                 touch(t, trace_file.MODE_WRITE if written[id(t)] else trace_file.MODE_READ_WRITE)
             elif info.reads_inputs:
                 touch(t, trace_file.MODE_READ)
-        for t in outputs:
-            if id(t) not in input_ids and self._key(t) not in self._live:
-                touch(t, trace_file.MODE_WRITE)     # a fresh result
+        for t in fresh:
+            touch(t, trace_file.MODE_WRITE)
         if not accesses:
             return                  # nothing on the device (a 0-element op)
 
@@ -395,8 +428,9 @@ class OpRecorder(TorchDispatchMode):
         """A launch of `name` touching accesses [(allocation id, offset, bytes, mode)], its
         kernel time on the synthetic device clock, and the clock moved past it."""
         self._correlation += 1
-        self._trace.launch(self._clock, THREAD, STREAM, _fnv1a64(name), self._string_id(name),
-                           self._correlation, [a[:3] for a in accesses], [a[3] for a in accesses])
+        string_id, handle = self._kernel(name)
+        self._trace.launch(self._clock, THREAD, STREAM, handle, string_id, self._correlation,
+                           [a[:3] for a in accesses], [a[3] for a in accesses])
         self._trace.kernel_time(self._correlation, self._clock, self._clock + duration, STREAM)
         self._clock += duration
         step = self.steps[-1]

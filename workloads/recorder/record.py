@@ -173,6 +173,7 @@ def summary(args, recorder):
         "launches_per_step": [s.launches for s in steps],
         "op_time_ms_per_step": [round(s.op_time_ns / 1e6, 3) for s in steps],
         "peak_live_bytes": recorder.peak_live_bytes,
+        "peak_live_bytes_per_step": [s.peak_live_bytes for s in steps],
         "host_tensors_read_by_device_ops": recorder.host_tensors_read,
         "command": command_line(args),
     }

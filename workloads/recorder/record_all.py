@@ -80,9 +80,10 @@ def write_index(results):
         "",
         "Each trace: the model's upload (parameters and buffers), then 4 training steps, each "
         "ending with a context synchronize. Events are a step's allocations, frees and launches "
-        "(the first step also allocates the optimizer's state and uploads the model); the op "
-        "time is the sum of a step's modelled kernel times; the peak is the most bytes live at "
-        "once (tensor bytes, before any rounding by an allocator).",
+        "(the first step's leave out the model's upload before it, and include making the "
+        "optimizer's state); the op time is the sum of a step's modelled kernel times; the peak "
+        "is the most bytes live at once (tensor bytes, before any rounding by an allocator), "
+        "and the step where it is first reached.",
         "",
         "| trace | model | batch | events per step | launches per step | peak live | "
         "op time per step | size |",
@@ -92,9 +93,11 @@ def write_index(results):
         events = " / ".join(str(e) for e in r["events_per_step"])
         launches = " / ".join(str(n) for n in r["launches_per_step"])
         op_time = " / ".join(f"{t:.2f}" for t in r["op_time_ms_per_step"])
+        per_step = r["peak_live_bytes_per_step"]
+        peak_step = per_step.index(max(per_step)) + 1
         lines.append(f"| `{os.path.basename(r['trace'])}` | {r['description']} | {r['batch']} | "
-                     f"{events} | {launches} | {mib(r['peak_live_bytes']):.0f} MiB | "
-                     f"{op_time} ms | {r['trace_bytes'] / 1024:.0f} KiB |")
+                     f"{events} | {launches} | {mib(r['peak_live_bytes']):.0f} MiB "
+                     f"(step {peak_step}) | {op_time} ms | {r['trace_bytes'] / 1024:.0f} KiB |")
     lines += ["", f"{len(ordered)} traces, {mib(total):.1f} MiB in all.", ""]
     with open(os.path.join(TRACE_DIR, "README.md"), "w") as f:
         f.write("\n".join(lines))
