@@ -249,6 +249,15 @@ TEST(Replayer, TheTestOnlyFlipInvertsACheckedByteTheLaunchWrote) {
   const ReplaySlot& slot = device.launches[2].slots[0];
   EXPECT_EQ(device.flipped[0], slot.pointer - KeyOffset(slot.key) + 8192);
   EXPECT_NE(replayer.counts().flipped.find("offset 8192"), std::string::npos);
+
+  // A launch the run does not reach is an error, not a run that silently checks nothing.
+  plan.flip_after_launch = 100000;
+  Replayer beyond(trace, plan);
+  RecordingDevice other;
+  const absl::Status status = beyond.Run(&other);
+  EXPECT_FALSE(status.ok());
+  EXPECT_NE(status.message().find("--flip-after-launch 100000: the run has"), std::string::npos)
+      << status;
 }
 
 }  // namespace

@@ -70,6 +70,11 @@ absl::Status Replayer::Run(ReplayDevice* device) {
     if (absl::Status s = device->EndStretch(static_cast<int>(run)); !s.ok()) return s;
   }
   if (absl::Status s = FinalSweep(device); !s.ok()) return s;
+  if (options_.flip_after_launch != 0 && counts_.flipped.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("--flip-after-launch ",
+                                                   options_.flip_after_launch, ": the run has ",
+                                                   sequence_, " launches"));
+  }
   std::vector<uint64_t> keys;
   for (const auto& [key, tensor] : live_) keys.push_back(key);
   std::sort(keys.begin(), keys.end());
