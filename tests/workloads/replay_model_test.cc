@@ -1,5 +1,6 @@
 // The replayer's small models: the caching allocator of --alloc arena (caching_arena.h), the
-// written ranges (written_ranges.h), and the values the kernels write and check
+// written ranges (written_ranges.h), --touch (replay_options.h), and the values the kernels
+// write and check
 // (replay_kernel_abi.h): a byte's value does not depend on how the ranges that wrote it were
 // cut, so the same bytes read the same in every run, and a changed byte changes the check.
 #include <cstring>
@@ -8,6 +9,7 @@
 #include "gtest/gtest.h"
 #include "workloads/replay/caching_arena.h"
 #include "workloads/replay/replay_kernel_abi.h"
+#include "workloads/replay/replay_options.h"
 #include "workloads/replay/written_ranges.h"
 
 namespace spillway::replay {
@@ -17,6 +19,8 @@ using spillway_replay::AccessUnits;
 using spillway_replay::kModeRead;
 using spillway_replay::kModeReadWrite;
 using spillway_replay::kModeWrite;
+using spillway_replay::kTouchAll;
+using spillway_replay::kTouchPage;
 using spillway_replay::TouchUnit;
 
 constexpr uint64_t kMiB = 1 << 20;
@@ -94,8 +98,8 @@ TEST(WrittenRanges, AddJoinsAndSplitCoversInOrder) {
 
 // Applies one access of launch `sequence` to `memory` (tensor `tag`); the sum of its checks.
 uint64_t Touch(std::vector<unsigned char>& memory, uint64_t offset, uint64_t bytes, uint32_t mode,
-               bool touch_all, uint64_t sequence, uint64_t* checked_bytes = nullptr) {
-  const AccessUnits units = AccessUnits::Of(offset, bytes, touch_all);
+               bool all, uint64_t sequence, uint64_t* checked_bytes = nullptr) {
+  const AccessUnits units = AccessUnits::Of(offset, bytes, all ? kTouchAll : kTouchPage);
   uint64_t sum = 0, total = 0;
   for (uint64_t u = 0; u < units.count(); ++u) {
     uint64_t checked = 0;
@@ -148,26 +152,79 @@ TEST(ReplayValues, ALostOrStaleByteChangesTheCheck) {
 
 TEST(ReplayValues, TouchPageTouchesEveryPageOfTheRangeAndItsEnds) {
   // [100, 10000): windows at 4096 and 8192; the first byte (100) and the last (9999) touched.
-  const AccessUnits units = AccessUnits::Of(100, 9900, false);
+  const AccessUnits units = AccessUnits::Of(100, 9900, kTouchPage);
   EXPECT_EQ(units.first_window, 1u);
   EXPECT_EQ(units.windows, 2u);
   EXPECT_TRUE(units.touch_first);
   EXPECT_TRUE(units.touch_last);
   EXPECT_EQ(units.count(), 4u);
   // A tiny range inside one window: that window, nothing else.
-  const AccessUnits tiny = AccessUnits::Of(4097, 3, false);
+  const AccessUnits tiny = AccessUnits::Of(4097, 3, kTouchPage);
   EXPECT_EQ(tiny.windows, 1u);
   EXPECT_EQ(tiny.count(), 1u);
   // touch=all: 5 head bytes, 2 words, 3 tail bytes.
-  const AccessUnits all = AccessUnits::Of(3, 24, true);
+  const AccessUnits all = AccessUnits::Of(3, 24, kTouchAll);
   EXPECT_EQ(all.count(), 5u + 2 + 3);
+}
+
+TEST(ReplayValues, AStrideTouchesOneWindowEachStride) {
+  // --touch 64KiB over [0, 256 KiB): 4 windows, both ends inside windows' pages but not in
+  // them: the last byte touched apart.
+  const AccessUnits units = AccessUnits::Of(0, 256 << 10, 16);
+  EXPECT_EQ(units.windows, 4u);
+  EXPECT_FALSE(units.touch_first);
+  EXPECT_TRUE(units.touch_last);
+  EXPECT_EQ(units.WindowStart(3), 3u << 16);
+  std::vector<unsigned char> memory(256 << 10);
+  uint64_t checked = 0;
+  const AccessUnits write = AccessUnits::Of(0, memory.size(), 16);
+  for (uint64_t u = 0; u < write.count(); ++u) {
+    TouchUnit(memory.data(), write, u, kModeWrite, 1, 5, &checked);
+  }
+  uint64_t sum = 0, total = 0;
+  for (uint64_t u = 0; u < units.count(); ++u) {
+    sum += TouchUnit(memory.data(), units, u, kModeRead, 2, 5, &checked);
+    total += checked;
+  }
+  EXPECT_EQ(total, 4u * 8);
+  memory[2 << 16] ^= 0x80;
+  uint64_t changed = 0;
+  for (uint64_t u = 0; u < units.count(); ++u) {
+    changed += TouchUnit(memory.data(), units, u, kModeRead, 2, 5, &checked);
+  }
+  EXPECT_NE(changed, sum);
+}
+
+TEST(ReplayOptions, TouchTakesPageAllOrAPowerOfTwo) {
+  const auto parse = [](const char* touch) {
+    const char* argv[] = {"spillway-replay", "t.trace", "--touch", touch};
+    return ParseReplayOptions(4, argv);
+  };
+  EXPECT_EQ(parse("all")->touch, kTouchAll);
+  EXPECT_EQ(parse("page")->touch, kTouchPage);
+  EXPECT_EQ(parse("64KiB")->touch, 16);
+  EXPECT_EQ(parse("16")->touch, 4);
+  EXPECT_EQ(TouchName(16), "65536");
+  EXPECT_EQ(TouchName(kTouchPage), "page");
+  for (const char* bad : {"8", "3000", "2GiB", "pages"}) {
+    EXPECT_FALSE(parse(bad).ok()) << bad;
+  }
+  const char* missing[] = {"spillway-replay", "--steps", "3"};
+  EXPECT_EQ(ParseReplayOptions(3, missing).status().message(), "no trace given");
+  const char* steps[] = {"spillway-replay", "t", "--steps", "0"};
+  EXPECT_EQ(ParseReplayOptions(4, steps).status().message(),
+            "--steps: '0' is not an integer from 1 to 1000000");
 }
 
 TEST(ReplayValues, NoParameterWordButThePointersCanLookLikeOne) {
   // The top bit is set in every other word; a user-space address never has it.
   EXPECT_NE(spillway_replay::PackExtent(kModeRead, 1) >> 63, 0u);
   EXPECT_NE(spillway_replay::PackKey(0, 0) >> 63, 0u);
-  EXPECT_NE(spillway_replay::PackControl(0, false, 0) >> 63, 0u);
+  EXPECT_NE(spillway_replay::PackControl(0, kTouchAll, 0) >> 63, 0u);
+  const uint64_t control = spillway_replay::PackControl(64, spillway_replay::kMaxStrideLog2, 1);
+  EXPECT_EQ(spillway_replay::ControlSlots(control), 64);
+  EXPECT_EQ(spillway_replay::ControlTouch(control), spillway_replay::kMaxStrideLog2);
+  EXPECT_EQ(spillway_replay::ControlLane(control), 1);
   const uint64_t key = spillway_replay::PackKey(12345, (1ull << 40) - 1);
   EXPECT_EQ(spillway_replay::KeyTag(key), 12345u);
   EXPECT_EQ(spillway_replay::KeyOffset(key), (1ull << 40) - 1);

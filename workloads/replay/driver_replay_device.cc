@@ -42,13 +42,13 @@ std::string ProgramDir() {
 template <int N>
 absl::Status LaunchVariant(CUfunction kernel, unsigned grid, CUstream stream, uint64_t digest,
                            absl::Span<const ReplaySlot> slots, uint64_t sequence, uint64_t time_ns,
-                           int lane, bool touch_all) {
+                           int lane, int touch) {
   ReplayParams<N> params;
   std::memset(&params, 0, sizeof(params));
   params.digest = digest;
   params.sequence = kMark | sequence;
   params.time_ns = kMark | time_ns;
-  params.control = PackControl(static_cast<int>(slots.size()), touch_all, lane);
+  params.control = PackControl(static_cast<int>(slots.size()), touch, lane);
   for (size_t i = 0; i < slots.size(); ++i) params.slots[i] = slots[i];
   void* args[] = {&params};
   return Check(cuLaunchKernel(kernel, grid, 1, 1, kBlockThreads, 1, 1, 0, stream, args, nullptr),
@@ -70,16 +70,16 @@ const char* AllocModeName(AllocMode mode) {
 }
 
 absl::StatusOr<std::unique_ptr<DriverReplayDevice>> DriverReplayDevice::Open(AllocMode alloc,
-                                                                             bool touch_all,
+                                                                             int touch,
                                                                              int stretches) {
   std::unique_ptr<DriverReplayDevice> device(new DriverReplayDevice());
-  if (absl::Status s = device->Init(alloc, touch_all, stretches); !s.ok()) return s;
+  if (absl::Status s = device->Init(alloc, touch, stretches); !s.ok()) return s;
   return device;
 }
 
-absl::Status DriverReplayDevice::Init(AllocMode alloc, bool touch_all, int stretches) {
+absl::Status DriverReplayDevice::Init(AllocMode alloc, int touch, int stretches) {
   alloc_ = alloc;
-  touch_all_ = touch_all;
+  touch_ = touch;
   if (absl::Status s = Check(cuInit(0), "cuInit"); !s.ok()) return s;
   if (absl::Status s = Check(cuDeviceGet(&device_, 0), "cuDeviceGet"); !s.ok()) return s;
   if (absl::Status s =
@@ -192,17 +192,16 @@ absl::Status DriverReplayDevice::Free(uint64_t address, uint64_t) {
 
 absl::Status DriverReplayDevice::Launch(absl::Span<const ReplaySlot> slots, uint64_t sequence,
                                         uint64_t time_ns, int lane) {
-  const bool touch_all = touch_all_;
   if (slots.size() <= 4) {
     return LaunchVariant<4>(kernels_[0], grid_, stream_, digest_, slots, sequence, time_ns, lane,
-                            touch_all);
+                            touch_);
   }
   if (slots.size() <= 16) {
     return LaunchVariant<16>(kernels_[1], grid_, stream_, digest_, slots, sequence, time_ns, lane,
-                             touch_all);
+                             touch_);
   }
   return LaunchVariant<64>(kernels_[2], grid_, stream_, digest_, slots, sequence, time_ns, lane,
-                           touch_all);
+                           touch_);
 }
 
 absl::Status DriverReplayDevice::EndStretch(int index) {

@@ -29,8 +29,8 @@ class DriverReplayDevice : public ReplayDevice {
  public:
   // Opens device 0 for a run of `stretches` stretches: its primary context, a stream, the
   // kernels built beside this program, the digest buffer (zeroed) and the step events. The
-  // kernels touch every byte where `touch_all`, else a window a page (replay_kernel_abi.h).
-  static absl::StatusOr<std::unique_ptr<DriverReplayDevice>> Open(AllocMode alloc, bool touch_all,
+  // kernels touch what `touch` says (replay_kernel_abi.h: kTouchAll or a stride's log2).
+  static absl::StatusOr<std::unique_ptr<DriverReplayDevice>> Open(AllocMode alloc, int touch,
                                                                   int stretches);
   ~DriverReplayDevice() override = default;
 
@@ -57,11 +57,11 @@ class DriverReplayDevice : public ReplayDevice {
 
  private:
   DriverReplayDevice() = default;
-  absl::Status Init(AllocMode alloc, bool touch_all, int stretches);
+  absl::Status Init(AllocMode alloc, int touch, int stretches);
   absl::StatusOr<uint64_t> AllocateDirect(uint64_t bytes);
 
   AllocMode alloc_ = AllocMode::kAsync;
-  bool touch_all_ = false;
+  int touch_ = 0;
   CUdevice device_ = 0;
   CUcontext context_ = nullptr;
   CUstream stream_ = nullptr;

@@ -33,8 +33,13 @@ inline constexpr uint64_t kMark = uint64_t{1} << 63;
 inline constexpr uint64_t kMaxAccessBytes = (uint64_t{1} << 48) - 1;
 inline constexpr uint64_t kMaxTensorOffset = (uint64_t{1} << 40) - 1;
 inline constexpr uint64_t kTagMask = (uint64_t{1} << 23) - 1;
-// touch=page checks the 8 bytes at every tensor offset that is a multiple of this.
-inline constexpr uint64_t kPageBytes = 4096;
+// How much of each access the kernels touch, as the log2 of a stride: 0 = every byte
+// (touch=all); k = the 8 bytes at every tensor offset that is a multiple of 2^k (touch=page is
+// 12: 4 KiB), and the range's ends.
+inline constexpr int kTouchAll = 0;
+inline constexpr int kTouchPage = 12;
+inline constexpr int kMinStrideLog2 = 4;   // 16 bytes: windows never overlap
+inline constexpr int kMaxStrideLog2 = 30;  // 1 GiB
 
 // The digest buffer: 8 words of device memory, persistent for the run and in every launch's
 // access set. A launch adds into its lane: lane 0 = the recorded ops, lane 1 = the final sweep
@@ -59,7 +64,7 @@ struct ReplayParams {
   uint64_t digest;    // pointer to the digest buffer (kDigestWords words)
   uint64_t sequence;  // kMark | the launch's number in the run
   uint64_t time_ns;   // kMark | the op's recorded time on the GPU
-  uint64_t control;   // kMark | slots used | touch_all << 8 | lane << 9
+  uint64_t control;   // kMark | slots used | touch (stride log2, 0 = all) << 8 | lane << 16
   ReplaySlot slots[N];
 };
 inline constexpr int kSlotVariants[] = {4, 16, 64};
@@ -77,13 +82,17 @@ REPLAY_HD inline uint64_t PackKey(uint64_t tag, uint64_t offset) {
 }
 REPLAY_HD inline uint64_t KeyTag(uint64_t key) { return (key >> 40) & kTagMask; }
 REPLAY_HD inline uint64_t KeyOffset(uint64_t key) { return key & kMaxTensorOffset; }
-REPLAY_HD inline uint64_t PackControl(int slots, bool touch_all, int lane) {
-  return kMark | static_cast<uint64_t>(slots) | (uint64_t{touch_all} << 8) |
-         (static_cast<uint64_t>(lane) << 9);
+REPLAY_HD inline uint64_t PackControl(int slots, int touch, int lane) {
+  return kMark | static_cast<uint64_t>(slots) | (static_cast<uint64_t>(touch) << 8) |
+         (static_cast<uint64_t>(lane) << 16);
 }
 REPLAY_HD inline int ControlSlots(uint64_t control) { return static_cast<int>(control & 0xff); }
-REPLAY_HD inline bool ControlTouchAll(uint64_t control) { return (control >> 8) & 1u; }
-REPLAY_HD inline int ControlLane(uint64_t control) { return static_cast<int>((control >> 9) & 3u); }
+REPLAY_HD inline int ControlTouch(uint64_t control) {
+  return static_cast<int>((control >> 8) & 0x3f);
+}
+REPLAY_HD inline int ControlLane(uint64_t control) {
+  return static_cast<int>((control >> 16) & 3u);
+}
 
 REPLAY_HD inline uint64_t Mix64(uint64_t x) {  // splitmix64's finalizer
   x ^= x >> 30;
@@ -108,49 +117,55 @@ REPLAY_HD inline uint64_t CheckByte(uint64_t value, uint64_t tag, uint64_t offse
   return Mix64((value + 1) * 0xD6E8FEB86659FD93ull ^ Mix64((tag << 40 ^ offset) + 0x9E37ull));
 }
 
-// The pieces of one access the kernel touches. A unit is one aligned word or one byte; unit u
-// of the access is at tensor offset UnitOffset(u) and is a word when UnitIsWord(u).
+// The pieces of one access the kernel touches, in units: one aligned word, one byte, or (with a
+// stride) one window.
 //   touch=all: every byte of [offset, offset + bytes): bytes up to the first 8-aligned offset,
 //     the aligned words, then the bytes after the last one.
-//   touch=page: the 8 bytes at each tensor offset that is a multiple of kPageBytes (a word, or
-//     its bytes inside the range where the range cuts it), and the range's first and last byte
-//     where no such window holds them (touched, as a word or byte of the window is).
+//   a stride (touch=page: 4 KiB): the window of 8 bytes at each tensor offset that is a
+//     multiple of the stride (a word, or its bytes inside the range where the range cuts it),
+//     then the range's first and last byte where no window holds them (touched, not checked).
 // The same split is used by every run of the same trace, so its checks agree across runs.
 struct AccessUnits {
   uint64_t begin = 0;  // tensor offsets [begin, end)
   uint64_t end = 0;
   bool touch_all = false;
+  int stride_log2 = 0;
   // touch=all
   uint64_t head_end = 0;  // bytes [begin, head_end), words [head_end, tail_begin), bytes after
   uint64_t tail_begin = 0;
-  // touch=page
+  // a stride
   uint64_t first_window = 0;  // windows first_window .. first_window + windows - 1
   uint64_t windows = 0;
   bool touch_first = false;  // the first byte is in no window
   bool touch_last = false;   // the last byte is in no window (and is not the first)
 
-  REPLAY_HD static AccessUnits Of(uint64_t offset, uint64_t bytes, bool touch_all) {
+  // `touch`: kTouchAll, or a stride's log2 from kMinStrideLog2 to kMaxStrideLog2.
+  REPLAY_HD static AccessUnits Of(uint64_t offset, uint64_t bytes, int touch) {
     AccessUnits u;
     u.begin = offset;
     u.end = offset + bytes;
-    u.touch_all = touch_all;
+    u.touch_all = touch == kTouchAll;
+    u.stride_log2 = touch;
     if (bytes == 0) return u;
-    if (touch_all) {
+    if (u.touch_all) {
       u.head_end = (offset + 7) & ~uint64_t{7};
       if (u.head_end > u.end) u.head_end = u.end;
       u.tail_begin = u.end & ~uint64_t{7};
       if (u.tail_begin < u.head_end) u.tail_begin = u.head_end;
       return u;
     }
-    // Window k covers [k * kPageBytes, k * kPageBytes + 8).
-    u.first_window = (offset + kPageBytes - 8) / kPageBytes;
-    const uint64_t last_window = (u.end - 1) / kPageBytes;
+    // Window k covers [k * stride, k * stride + 8).
+    const uint64_t stride = uint64_t{1} << touch;
+    u.first_window = (offset + stride - 8) >> touch;
+    const uint64_t last_window = (u.end - 1) >> touch;
     u.windows = last_window >= u.first_window ? last_window - u.first_window + 1 : 0;
-    u.touch_first = offset % kPageBytes >= 8;
-    u.touch_last = (u.end - 1) % kPageBytes >= 8 && u.end - 1 != offset;
+    u.touch_first = (offset & (stride - 1)) >= 8;
+    u.touch_last = ((u.end - 1) & (stride - 1)) >= 8 && u.end - 1 != offset;
     return u;
   }
-  // Units: touch=all: head bytes, words, tail bytes; touch=page: windows, then the touches.
+  // The tensor offset where window `w` (counted from first_window) starts.
+  REPLAY_HD uint64_t WindowStart(uint64_t w) const { return (first_window + w) << stride_log2; }
+  // Units: touch=all: head bytes, words, tail bytes; a stride: windows, then the touches.
   REPLAY_HD uint64_t count() const {
     if (touch_all) return (head_end - begin) + (tail_begin - head_end) / 8 + (end - tail_begin);
     return windows + (touch_first ? 1 : 0) + (touch_last ? 1 : 0);
@@ -159,7 +174,7 @@ struct AccessUnits {
 
 // Applies op `sequence`'s access to its unit `u`: reads (and returns the check of) what a read
 // sees, writes what a write leaves. `base` is the address of tensor offset 0 (pointer - offset).
-// `checked` gets the bytes the returned check covers. A window in touch=page is one unit.
+// `checked` gets the bytes the returned check covers.
 REPLAY_HD inline uint64_t TouchUnit(unsigned char* base, const AccessUnits& units, uint64_t u,
                                     uint32_t mode, uint64_t sequence, uint64_t tag,
                                     uint64_t* checked) {
@@ -207,7 +222,7 @@ REPLAY_HD inline uint64_t TouchUnit(unsigned char* base, const AccessUnits& unit
     return check;
   }
   if (u < units.windows) {
-    const uint64_t start = (units.first_window + u) * kPageBytes;
+    const uint64_t start = units.WindowStart(u);
     if (start >= units.begin && start + 8 <= units.end) {
       touch_word(start);
     } else {

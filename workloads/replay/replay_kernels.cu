@@ -39,7 +39,7 @@ __device__ void RunOp(const sr::ReplayParams<N>& p) {
   __shared__ uint64_t shared[32];
   const uint64_t start = GlobalTimerNs();
   const int slots = sr::ControlSlots(p.control) < N ? sr::ControlSlots(p.control) : N;
-  const bool touch_all = sr::ControlTouchAll(p.control);
+  const int touch = sr::ControlTouch(p.control);
   const uint64_t sequence = p.sequence & ~sr::kMark;
   const uint64_t thread = blockIdx.x * uint64_t{blockDim.x} + threadIdx.x;
   const uint64_t threads = uint64_t{gridDim.x} * blockDim.x;
@@ -52,8 +52,7 @@ __device__ void RunOp(const sr::ReplayParams<N>& p) {
     const uint64_t tag = sr::KeyTag(slot.key);
     const uint32_t mode = sr::ExtentMode(slot.extent);
     auto* base = reinterpret_cast<unsigned char*>(slot.pointer - offset);
-    const sr::AccessUnits units =
-        sr::AccessUnits::Of(offset, sr::ExtentBytes(slot.extent), touch_all);
+    const sr::AccessUnits units = sr::AccessUnits::Of(offset, sr::ExtentBytes(slot.extent), touch);
     const uint64_t count = units.count();
     for (uint64_t u = thread; u < count; u += threads) {
       uint64_t checked = 0;

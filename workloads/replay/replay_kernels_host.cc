@@ -22,7 +22,7 @@ template <int N>
 void RunOp(const SimgpuLaunch* launch) {
   const ReplayParams<N> p = Params<N>(launch);
   const int slots = ControlSlots(p.control) < N ? ControlSlots(p.control) : N;
-  const bool touch_all = ControlTouchAll(p.control);
+  const int touch = ControlTouch(p.control);
   const uint64_t sequence = p.sequence & ~kMark;
   uint64_t sum = 0;
   uint64_t checked_bytes = 0;
@@ -33,7 +33,7 @@ void RunOp(const SimgpuLaunch* launch) {
     const uint64_t tag = KeyTag(slot.key);
     const uint32_t mode = ExtentMode(slot.extent);
     auto* base = reinterpret_cast<unsigned char*>(slot.pointer - offset);
-    const AccessUnits units = AccessUnits::Of(offset, ExtentBytes(slot.extent), touch_all);
+    const AccessUnits units = AccessUnits::Of(offset, ExtentBytes(slot.extent), touch);
     const uint64_t count = units.count();
     for (uint64_t u = 0; u < count; ++u) {
       uint64_t checked = 0;

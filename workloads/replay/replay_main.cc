@@ -40,7 +40,7 @@ int Main(int argc, char** argv) {
   if (!trace.ok()) return Fail(trace.status());
   ReplayPlanOptions plan;
   plan.steps = options->steps > 0 ? options->steps : trace->recorded_steps();
-  plan.touch_all = options->touch_all;
+  plan.touch = options->touch;
   plan.flip_after_launch = options->flip_after_launch;
   const int warmup = options->warmup >= 0 ? options->warmup : std::min(2, plan.steps - 1);
   if (warmup >= plan.steps) {
@@ -54,7 +54,7 @@ int Main(int argc, char** argv) {
   }
   Replayer replayer(*trace, plan);
   absl::StatusOr<std::unique_ptr<DriverReplayDevice>> device = DriverReplayDevice::Open(
-      options->alloc, options->touch_all, static_cast<int>(replayer.stretches().size()));
+      options->alloc, options->touch, static_cast<int>(replayer.stretches().size()));
   if (!device.ok()) return Fail(device.status());
   if (absl::Status s = replayer.Run(device->get()); !s.ok()) return Fail(s);
 
@@ -75,7 +75,7 @@ int Main(int argc, char** argv) {
   results.device = (*device)->device_name();
   results.device_memory = (*device)->device_memory();
   results.alloc = AllocModeName(options->alloc);
-  results.touch_all = options->touch_all;
+  results.touch = TouchName(options->touch);
   results.recorded_steps = trace->recorded_steps();
   results.warmup = warmup;
   results.peak_live_bytes = trace->peak_live_bytes;

@@ -3,12 +3,13 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/size.h"
 
 namespace spillway::replay {
 
 const char kReplayUsage[] =
     "usage: spillway-replay TRACE [--steps N] [--warmup K] [--alloc async|arena|managed]\n"
-    "                       [--touch page|all] [--json]\n"
+    "                       [--touch page|all|SIZE] [--json]\n"
     "Replays a recorded training step (a spillway trace, docs/workloads.md) through the CUDA\n"
     "driver API: one kernel per op touching what the op touched and lasting the op's recorded\n"
     "time. On simgpu when build/out/simgpu is on LD_LIBRARY_PATH; under spillway with\n"
@@ -19,10 +20,42 @@ const char kReplayUsage[] =
     "  --alloc MODE   async: cuMemAllocAsync/cuMemFreeAsync per tensor (default); arena:\n"
     "                 tensors carved from cuMemAlloc segments as PyTorch's caching allocator\n"
     "                 does; managed: cuMemAllocManaged/cuMemFree per tensor\n"
-    "  --touch WHAT   page: each access reads or writes 8 bytes every 4 KiB of its range and\n"
-    "                 its ends (default, fast); all: every byte\n"
+    "  --touch WHAT   page: each access reads or writes the 8 bytes at every 4 KiB of its\n"
+    "                 tensor in its range, and its ends (default); all: every byte; SIZE (a\n"
+    "                 power of two from 16 B to 1 GiB, e.g. 64KiB): as page, every SIZE\n"
     "  --json         one JSON line of results instead of the text\n"
     "exit: 0 done, 1 error, 2 out of device memory\n";
+
+namespace {
+
+absl::Status ParseTouch(const std::string& value, int* touch) {
+  if (value == "all") {
+    *touch = spillway_replay::kTouchAll;
+    return absl::OkStatus();
+  }
+  if (value == "page") {
+    *touch = spillway_replay::kTouchPage;
+    return absl::OkStatus();
+  }
+  const absl::StatusOr<uint64_t> size = ParseSize(value);
+  for (int k = spillway_replay::kMinStrideLog2; size.ok() && k <= spillway_replay::kMaxStrideLog2;
+       ++k) {
+    if (*size == uint64_t{1} << k) {
+      *touch = k;
+      return absl::OkStatus();
+    }
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("--touch: '", value, "' is not page, all or a power of two from 16 B to 1 GiB"));
+}
+
+}  // namespace
+
+std::string TouchName(int touch) {
+  if (touch == spillway_replay::kTouchAll) return "all";
+  if (touch == spillway_replay::kTouchPage) return "page";
+  return absl::StrCat(uint64_t{1} << touch);
+}
 
 absl::StatusOr<ReplayOptions> ParseReplayOptions(int argc, const char* const* argv) {
   ReplayOptions options;
@@ -69,12 +102,7 @@ absl::StatusOr<ReplayOptions> ParseReplayOptions(int argc, const char* const* ar
             absl::StrCat("--alloc: '", value, "' is not async, arena or managed"));
       }
     } else if (arg == "--touch") {
-      if (value == "page" || value == "all") {
-        options.touch_all = value == "all";
-      } else {
-        status =
-            absl::InvalidArgumentError(absl::StrCat("--touch: '", value, "' is not page or all"));
-      }
+      status = ParseTouch(value, &options.touch);
     } else if (arg == "--flip-after-launch") {  // test-only: shows the verification can fail
       if (!absl::SimpleAtoi(value, &options.flip_after_launch) || options.flip_after_launch == 0) {
         status = absl::InvalidArgumentError(

@@ -40,7 +40,7 @@ std::string ResultsText(const ReplayResults& r) {
                    FormatSize(r.peak_live_bytes), " live, last step's ops ",
                    absl::StrFormat("%.3f", r.recorded_step_ms), " ms\n");
   absl::StrAppend(&out, "device: ", r.device, ", ", FormatSize(r.device_memory), "; alloc ",
-                  r.alloc, "; touch ", r.touch_all ? "all" : "page");
+                  r.alloc, "; touch ", r.touch);
   if (r.arena_segment_bytes > 0) {
     absl::StrAppend(&out, "; arena segments ", FormatSize(r.arena_segment_bytes));
   }
@@ -87,7 +87,7 @@ std::string ResultsJson(const ReplayResults& r) {
   json.Key("device").String(r.device);
   json.Key("device_memory_bytes").Uint(r.device_memory);
   json.Key("alloc").String(r.alloc);
-  json.Key("touch").String(r.touch_all ? "all" : "page");
+  json.Key("touch").String(r.touch);
   json.Key("recorded_steps").Int(r.recorded_steps);
   json.Key("steps").Int(static_cast<int64_t>(r.step_ms.size()));
   json.Key("warmup").Int(r.warmup);

@@ -18,7 +18,7 @@ struct ReplayResults {
   std::string device;
   uint64_t device_memory = 0;  // as cuMemGetInfo reports it (spillway's total under spillway)
   std::string alloc;
-  bool touch_all = false;
+  std::string touch;  // "all", "page" or a stride in bytes (TouchName)
   int recorded_steps = 0;
   std::vector<double> step_ms;     // each training step, in order
   std::vector<int> recorded_step;  // the trace's step each one ran (1-based)

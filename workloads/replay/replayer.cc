@@ -205,12 +205,12 @@ absl::Status Replayer::Flip(ReplayDevice* device, const std::vector<Piece>& piec
   for (size_t i = first; i < first + count; ++i) {
     const Piece& piece = pieces[i];
     if ((piece.mode & kModeWrite) == 0) continue;
-    // A byte the checks cover: the range's first byte (touch=all) or first page window.
-    const AccessUnits units = AccessUnits::Of(piece.offset, piece.bytes, options_.touch_all);
+    // A byte the checks cover: the range's first byte (touch=all) or its first window's.
+    const AccessUnits units = AccessUnits::Of(piece.offset, piece.bytes, options_.touch);
     uint64_t offset = piece.offset;
-    if (!options_.touch_all) {
+    if (!units.touch_all) {
       if (units.windows == 0) continue;
-      offset = std::max(piece.offset, units.first_window * spillway_replay::kPageBytes);
+      offset = std::max(piece.offset, units.WindowStart(0));
     }
     const LiveTensor& tensor = live_.at(piece.tensor_key);
     counts_.flipped = absl::StrCat("inverted the byte at offset ", offset, " of tensor ",

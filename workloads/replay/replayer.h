@@ -22,8 +22,8 @@
 namespace spillway::replay {
 
 struct ReplayPlanOptions {
-  int steps = 4;           // training steps to run (the prologue, if any, is not one)
-  bool touch_all = false;  // touch=all: every byte; else touch=page (replay_kernel_abi.h)
+  int steps = 4;  // training steps to run (the prologue, if any, is not one)
+  int touch = spillway_replay::kTouchPage;  // kTouchAll or a stride's log2 (replay_kernel_abi.h)
   // Test-only: after the launch numbered this (1-based), invert one checked byte it wrote.
   uint64_t flip_after_launch = 0;
 };
