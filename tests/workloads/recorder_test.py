@@ -4,9 +4,10 @@
 Records 4 training steps of the recorder's tiny_cnn on the CPU, has spillway-inspect read the
 trace, and reads the trace back itself (a reader of its own, written from docs/trace-format.md)
 to check what the recorder promises: storage lifetimes as a stream-ordered allocator sees them
-(activations freed during backward, interleaved with its launches), a synchronize at the end of
-each step, access modes (a convolution's output written, an in-place ReLU and the optimizer's
-parameter updates read-write, the model's upload written), and a consistent allocation space.
+(activations freed during backward, interleaved with its launches; the same bytes live at the
+end of every step after the first), a synchronize at the end of each step, access modes (a
+convolution's output written, an in-place ReLU and the optimizer's parameter updates
+read-write, the model's upload written), and a consistent allocation space.
 Also the command line's refusals. PyTorch missing is a failure: scripts/setup.sh installs it.
 
     recorder_test.py --source REPO --inspect build/out/spillway-inspect
@@ -167,6 +168,21 @@ def check_allocations(records):
     check(all(t is not None for t in times.values()), "a launch has no kernel time")
 
 
+def check_steady(records):
+    """The same bytes live at the end of every step after the first (which makes the
+    optimizer's state): nothing leaks from step to step."""
+    live = {}
+    at_sync = []
+    for kind, r in records:
+        if kind == 5:
+            live[r["id"]] = r["bytes"]
+        elif kind == 6:
+            del live[r["id"]]
+        elif kind == 10:
+            at_sync.append(sum(live.values()))
+    check(len(set(at_sync[1:])) == 1, f"bytes live at each step's end: {at_sync}")
+
+
 def split_steps(records):
     """The records of each step, each ending with its synchronize (the first step begins with
     the model's setup: no synchronize comes between them, as in a training loop)."""
@@ -313,6 +329,7 @@ def main():
         version, records = read_trace(trace)
         check_format(version, records)
         check_allocations(records)
+        check_steady(records)
         check_steps(records)
         check_refusals(python, record, scratch)
     except Failure as failure:
