@@ -1,9 +1,9 @@
 // The replay kernels' parameters and the values they write and check, shared by the simgpu host
 // kernel library (replay_kernels_host.cc), the CUDA kernels (replay_kernels.cu) and the program
-// that launches them (replay_device.cc). One kernel runs one recorded op: for each access it gets
-// the pointer (allocation base + offset: the engine's resolver sees it as an interior pointer),
-// the byte count and the mode. Every other parameter word has its top bit set, so it can never
-// look like a pointer into a live allocation.
+// that launches them (driver_replay_device.cc). One kernel runs one recorded op: for each access
+// it gets the pointer (allocation base + offset: the engine's resolver sees it as an interior
+// pointer), the byte count and the mode. Every other parameter word has its top bit set, so it
+// can never look like a pointer into a live allocation.
 //
 // Verification (docs/workloads.md, "The replayer"): a byte at offset p of a tensor holds, after
 // op s wrote it, byte (p mod 8) of Fill(s, tag, p / 8), where tag numbers the tensor in the run;
