@@ -12,7 +12,8 @@ spillway-replay (docs/workloads.md) in each of these ways, as one table per mode
 
 The device of a run at factor F has peak / F bytes (SIMGPU_MEMORY; peak = the trace's peak live
 bytes). Each run replays --steps steps and reports the mean step time (simgpu's virtual clock)
-over those after --warmup. Two bounds per factor: `simulate`, the `bound` row of
+over those after --warmup (--touch 64KiB by default: 8 bytes checked every 64 KiB of each access,
+simgpu's virtual times the same as with page, docs/workloads.md). Two bounds per factor: `simulate`, the `bound` row of
 `spillway simulate TRACE --device-memory` (Belady over 2 MiB chunks, simgpu's cost model), and
 `fnu`, workloads/bound.py's farthest-next-use eviction at allocation granularity at
 --bandwidth GB/s each way (the real networks issue's bound). `x fnu` = step / max(ideal, fnu).
@@ -52,7 +53,7 @@ def replay(out, trace, memory, way, args, policy=None, tmp=None):
     env["LD_LIBRARY_PATH"] = os.path.join(out, "simgpu")
     env["SIMGPU_MEMORY"] = str(memory)
     cmd = [os.path.join(out, "spillway-replay"), trace, "--steps", str(args.steps),
-           "--warmup", str(args.warmup), "--json"]
+           "--warmup", str(args.warmup), "--touch", args.touch, "--json"]
     summary_path = os.path.join(tmp, "summary.json")
     if os.path.exists(summary_path):
         os.unlink(summary_path)
@@ -108,6 +109,9 @@ def main():
     parser.add_argument("--steps", type=int, default=12)
     parser.add_argument("--warmup", type=int, default=8)
     parser.add_argument("--bandwidth", type=float, default=45.0)
+    parser.add_argument("--touch", default="64KiB",
+                        help="spillway-replay's --touch (default 64KiB: the same virtual times as "
+                        "page in a ninth of the host time on simgpu)")
     parser.add_argument("--json", help="also write every run's numbers to this file")
     args = parser.parse_args()
     try:
