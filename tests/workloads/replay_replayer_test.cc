@@ -51,7 +51,7 @@ class RecordingDevice : public ReplayDevice {
     return absl::OkStatus();
   }
   absl::Status Launch(absl::Span<const ReplaySlot> slots, uint64_t sequence, uint64_t time_ns,
-                      int lane) override {
+                      int lane, uint32_t /*kernel*/) override {
     for (const ReplaySlot& slot : slots) {
       // Every pointer lies inside a live tensor, with its bytes.
       auto it = live_.upper_bound(slot.pointer);

@@ -109,20 +109,9 @@ absl::Status DriverReplayDevice::Init(AllocMode alloc, int touch, int stretches)
   }
   grid_ = static_cast<unsigned>(sms > 0 ? sms : 1);
 
-  const std::string path =
-      ProgramDir() + (simgpu_ ? "/libreplay_kernels.so" : "/replay_kernels.fatbin");
-  if (absl::Status s =
-          Check(cuModuleLoad(&module_, path.c_str()), absl::StrCat("cuModuleLoad(", path, ")"));
-      !s.ok()) {
-    return s;
-  }
-  for (int i = 0; i < 3; ++i) {
-    const std::string kernel = absl::StrCat("replay_op", kSlotVariants[i]);
-    if (absl::Status s = Check(cuModuleGetFunction(&kernels_[i], module_, kernel.c_str()),
-                               absl::StrCat("cuModuleGetFunction(", kernel, ")"));
-        !s.ok()) {
-      return s;
-    }
+  module_path_ = ProgramDir() + (simgpu_ ? "/libreplay_kernels.so" : "/replay_kernels.fatbin");
+  if (absl::StatusOr<const std::array<CUfunction, 3>*> sweep = Functions(0); !sweep.ok()) {
+    return sweep.status();
   }
   if (absl::Status s = Check(cuStreamCreate(&stream_, CU_STREAM_DEFAULT), "cuStreamCreate");
       !s.ok()) {
@@ -190,18 +179,42 @@ absl::Status DriverReplayDevice::Free(uint64_t address, uint64_t) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<const std::array<CUfunction, 3>*> DriverReplayDevice::Functions(uint32_t kernel) {
+  const size_t at = kernel % kMaxModules;
+  if (at < modules_.size()) return &functions_[at];
+  while (modules_.size() <= at) {
+    CUmodule module = nullptr;
+    if (absl::Status s = Check(cuModuleLoad(&module, module_path_.c_str()),
+                               absl::StrCat("cuModuleLoad(", module_path_, ")"));
+        !s.ok()) {
+      return s;
+    }
+    modules_.push_back(module);
+    std::array<CUfunction, 3>& functions = functions_.emplace_back();
+    for (int i = 0; i < 3; ++i) {
+      const std::string name = absl::StrCat("replay_op", kSlotVariants[i]);
+      if (absl::Status s = Check(cuModuleGetFunction(&functions[i], module, name.c_str()),
+                                 absl::StrCat("cuModuleGetFunction(", name, ")"));
+          !s.ok()) {
+        return s;
+      }
+    }
+  }
+  return &functions_[at];
+}
+
 absl::Status DriverReplayDevice::Launch(absl::Span<const ReplaySlot> slots, uint64_t sequence,
-                                        uint64_t time_ns, int lane) {
+                                        uint64_t time_ns, int lane, uint32_t kernel) {
+  absl::StatusOr<const std::array<CUfunction, 3>*> functions = Functions(kernel);
+  if (!functions.ok()) return functions.status();
+  const std::array<CUfunction, 3>& f = **functions;
   if (slots.size() <= 4) {
-    return LaunchVariant<4>(kernels_[0], grid_, stream_, digest_, slots, sequence, time_ns, lane,
-                            touch_);
+    return LaunchVariant<4>(f[0], grid_, stream_, digest_, slots, sequence, time_ns, lane, touch_);
   }
   if (slots.size() <= 16) {
-    return LaunchVariant<16>(kernels_[1], grid_, stream_, digest_, slots, sequence, time_ns, lane,
-                             touch_);
+    return LaunchVariant<16>(f[1], grid_, stream_, digest_, slots, sequence, time_ns, lane, touch_);
   }
-  return LaunchVariant<64>(kernels_[2], grid_, stream_, digest_, slots, sequence, time_ns, lane,
-                           touch_);
+  return LaunchVariant<64>(f[2], grid_, stream_, digest_, slots, sequence, time_ns, lane, touch_);
 }
 
 absl::Status DriverReplayDevice::EndStretch(int index) {
@@ -266,7 +279,7 @@ absl::Status DriverReplayDevice::Close() {
   }
   for (CUevent event : events_) keep(Check(cuEventDestroy(event), "cuEventDestroy"));
   keep(Check(cuStreamDestroy(stream_), "cuStreamDestroy"));
-  keep(Check(cuModuleUnload(module_), "cuModuleUnload"));
+  for (CUmodule module : modules_) keep(Check(cuModuleUnload(module), "cuModuleUnload"));
   keep(Check(cuDevicePrimaryCtxRelease(device_), "cuDevicePrimaryCtxRelease"));
   return status;
 }

@@ -37,7 +37,7 @@ class DriverReplayDevice : public ReplayDevice {
   absl::StatusOr<uint64_t> Allocate(uint64_t bytes) override;
   absl::Status Free(uint64_t address, uint64_t bytes) override;
   absl::Status Launch(absl::Span<const spillway_replay::ReplaySlot> slots, uint64_t sequence,
-                      uint64_t time_ns, int lane) override;
+                      uint64_t time_ns, int lane, uint32_t kernel) override;
   absl::Status EndStretch(int index) override;
   absl::Status FlipByte(uint64_t address) override;
 
@@ -59,14 +59,19 @@ class DriverReplayDevice : public ReplayDevice {
   DriverReplayDevice() = default;
   absl::Status Init(AllocMode alloc, int touch, int stretches);
   absl::StatusOr<uint64_t> AllocateDirect(uint64_t bytes);
+  // The functions of op kind `kernel` (one load of the kernel module per kind, loaded on first
+  // use; kinds past kMaxModules share modules round robin).
+  absl::StatusOr<const std::array<CUfunction, 3>*> Functions(uint32_t kernel);
 
   AllocMode alloc_ = AllocMode::kAsync;
   int touch_ = 0;
   CUdevice device_ = 0;
   CUcontext context_ = nullptr;
   CUstream stream_ = nullptr;
-  CUmodule module_ = nullptr;
-  CUfunction kernels_[3] = {};  // by slot count: kSlotVariants
+  static constexpr size_t kMaxModules = 256;
+  std::string module_path_;
+  std::vector<CUmodule> modules_;                     // by op kind
+  std::vector<std::array<CUfunction, 3>> functions_;  // by op kind, then slot count (kSlotVariants)
   unsigned grid_ = 1;
   std::string device_name_;
   bool simgpu_ = false;

@@ -24,8 +24,11 @@ class ReplayDevice {
   virtual absl::Status Free(uint64_t address, uint64_t bytes) = 0;
   // Launches the kernel for `slots` (at most kMaxSlots; their pointers are tensors' addresses
   // plus offsets), numbered `sequence`, lasting `time_ns`, adding into digest lane `lane`.
+  // `kernel` names the op (1 + its name's index in the trace; 0 for the replayer's own sweep):
+  // ops of different names launch different functions, as a framework's kernels are, so the
+  // engine's step tokens (which hash the function) tell them apart.
   virtual absl::Status Launch(absl::Span<const spillway_replay::ReplaySlot> slots,
-                              uint64_t sequence, uint64_t time_ns, int lane) = 0;
+                              uint64_t sequence, uint64_t time_ns, int lane, uint32_t kernel) = 0;
   // The end of the `index`-th stretch of the run (0-based): the trace's context synchronize.
   virtual absl::Status EndStretch(int index) = 0;
   // Test-only: once the work launched so far is done, inverts the byte at `address`.
@@ -41,8 +44,8 @@ class NullReplayDevice : public ReplayDevice {
     return address;
   }
   absl::Status Free(uint64_t, uint64_t) override { return absl::OkStatus(); }
-  absl::Status Launch(absl::Span<const spillway_replay::ReplaySlot>, uint64_t, uint64_t,
-                      int) override {
+  absl::Status Launch(absl::Span<const spillway_replay::ReplaySlot>, uint64_t, uint64_t, int,
+                      uint32_t) override {
     return absl::OkStatus();
   }
   absl::Status EndStretch(int) override { return absl::OkStatus(); }

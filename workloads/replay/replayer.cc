@@ -160,11 +160,11 @@ absl::Status Replayer::RunOp(ReplayDevice* device, const ReplayEvent& event, uin
     }
   }
   if (pieces.size() > static_cast<size_t>(kMaxSlots)) counts_.split_ops++;
-  return LaunchPieces(device, pieces, event.time_ns, spillway_replay::kLaneOps);
+  return LaunchPieces(device, pieces, event.time_ns, spillway_replay::kLaneOps, event.name + 1);
 }
 
 absl::Status Replayer::LaunchPieces(ReplayDevice* device, const std::vector<Piece>& pieces,
-                                    uint64_t time_ns, int lane) {
+                                    uint64_t time_ns, int lane, uint32_t kernel) {
   uint64_t total_bytes = 0;
   for (const Piece& piece : pieces) total_bytes += piece.bytes;
   uint64_t time_left = time_ns;
@@ -190,7 +190,8 @@ absl::Status Replayer::LaunchPieces(ReplayDevice* device, const std::vector<Piec
     time_left -= std::min(time, time_left);
     const uint64_t sequence = ++sequence_;
     counts_.launches++;
-    absl::Status s = device->Launch(absl::MakeConstSpan(slots, count), sequence, time, lane);
+    absl::Status s =
+        device->Launch(absl::MakeConstSpan(slots, count), sequence, time, lane, kernel);
     if (!s.ok()) return s;
     if (sequence == options_.flip_after_launch) {
       if (absl::Status f = Flip(device, pieces, first, count); !f.ok()) return f;
@@ -232,7 +233,7 @@ absl::Status Replayer::FinalSweep(ReplayDevice* device) {
     }
   }
   if (pieces.empty()) return absl::OkStatus();
-  return LaunchPieces(device, pieces, 0, spillway_replay::kLaneFinal);
+  return LaunchPieces(device, pieces, 0, spillway_replay::kLaneFinal, 0);
 }
 
 }  // namespace spillway::replay

@@ -79,7 +79,7 @@ class Replayer {
   absl::Status RunOp(ReplayDevice* device, const ReplayEvent& event, uint32_t run,
                      uint32_t recorded);
   absl::Status LaunchPieces(ReplayDevice* device, const std::vector<Piece>& pieces,
-                            uint64_t time_ns, int lane);
+                            uint64_t time_ns, int lane, uint32_t kernel);
   absl::Status FinalSweep(ReplayDevice* device);
   absl::Status Flip(ReplayDevice* device, const std::vector<Piece>& pieces, size_t first,
                     size_t count);
