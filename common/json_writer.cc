@@ -1,4 +1,4 @@
-// Streaming JSON output and atomic file writes.
+// Streaming JSON output.
 #include "common/json_writer.h"
 
 #include <unistd.h>
@@ -123,24 +123,6 @@ JsonWriter& JsonWriter::Bool(bool value) {
   BeforeValue();
   out_ += value ? "true" : "false";
   return *this;
-}
-
-absl::Status WriteFileAtomically(const std::string& path, std::string_view contents) {
-  const std::string temp = path + ".tmp." + std::to_string(::getpid());
-  std::FILE* file = std::fopen(temp.c_str(), "w");
-  if (file == nullptr) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot write '", path, "': ", std::strerror(errno)));
-  }
-  const bool written = std::fwrite(contents.data(), 1, contents.size(), file) == contents.size();
-  const bool closed = std::fclose(file) == 0;
-  if (!written || !closed || std::rename(temp.c_str(), path.c_str()) != 0) {
-    const int error = errno;
-    std::remove(temp.c_str());
-    return absl::UnavailableError(
-        absl::StrCat("cannot write '", path, "': ", std::strerror(error)));
-  }
-  return absl::OkStatus();
 }
 
 }  // namespace spillway

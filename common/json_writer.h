@@ -43,9 +43,6 @@ class JsonWriter {
 // Appends `value` to `out` as a quoted, escaped JSON string.
 void AppendJsonString(std::string& out, std::string_view value);
 
-// Writes `contents` to `path` through a temporary file and rename, so a reader never sees half a
-// file. Errors name the path.
-absl::Status WriteFileAtomically(const std::string& path, std::string_view contents);
 
 }  // namespace spillway
 

@@ -18,6 +18,7 @@
 #include "absl/status/status.h"
 #include "common/cost_model.h"
 #include "common/json_writer.h"
+#include "common/output_file.h"
 #include "interpose/allocation_sites.h"
 #include "interpose/backing.h"
 #include "interpose/caller_module.h"

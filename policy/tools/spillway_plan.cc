@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/json_writer.h"
+#include "common/output_file.h"
 #include "common/size.h"
 #include "policy/planner.h"
 #include "policy/tools/workload_source.h"
@@ -36,6 +37,17 @@ int Main(int argc, char** argv) {
     return 0;
   }
   if (args->output.empty()) return FailUsage(absl::InvalidArgumentError("-o FILE is required"));
+  if (!args->trace.empty()) {
+    if (absl::Status s = CheckOutputIsNotInput(args->output, args->trace, "the trace"); !s.ok()) {
+      return Fail(s);
+    }
+  }
+  if (!args->policy.empty()) {
+    if (absl::Status s = CheckOutputIsNotInput(args->output, args->policy, "the --policy file");
+        !s.ok()) {
+      return Fail(s);
+    }
+  }
   std::string warning;
   absl::StatusOr<Workload> w = LoadWorkload(*args, &warning);
   if (!w.ok()) return Fail(w.status());

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/json_writer.h"
+#include "common/output_file.h"
 
 namespace spillway::report {
 namespace {

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <string>
 
+#include "common/output_file.h"
 #include "profiler/report/perfetto_export.h"
 #include "profiler/report/progress_line.h"
 #include "profiler/report/trace_model_loader.h"
@@ -28,6 +29,12 @@ int main(int argc, char** argv) {
       trace = arg;
     } else {
       std::fprintf(stderr, "spillway-export: unexpected argument '%s'\n%s", arg.c_str(), kUsage);
+      return 2;
+    }
+  }
+  if (!trace.empty() && !out.empty()) {
+    if (absl::Status s = spillway::CheckOutputIsNotInput(out, trace, "the trace"); !s.ok()) {
+      std::fprintf(stderr, "spillway-export: %s\n", std::string(s.message()).c_str());
       return 2;
     }
   }

@@ -5,11 +5,12 @@
 #include <string>
 
 #include "common/json_writer.h"
+#include "common/output_file.h"
+#include "profiler/report/planner_step.h"
 #include "profiler/report/progress_line.h"
 #include "profiler/report/report_html.h"
 #include "profiler/report/report_svg.h"
 #include "profiler/report/symbolizer.h"
-#include "profiler/report/planner_step.h"
 #include "profiler/report/trace_analysis.h"
 #include "profiler/report/trace_model_loader.h"
 
@@ -41,6 +42,12 @@ int main(int argc, char** argv) {
       trace = arg;
     } else {
       std::fprintf(stderr, "spillway-report: unexpected argument '%s'\n%s", arg.c_str(), kUsage);
+      return 2;
+    }
+  }
+  if (!trace.empty() && !out.empty()) {
+    if (absl::Status s = spillway::CheckOutputIsNotInput(out, trace, "the trace"); !s.ok()) {
+      std::fprintf(stderr, "spillway-report: %s\n", std::string(s.message()).c_str());
       return 2;
     }
   }

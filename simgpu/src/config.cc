@@ -7,6 +7,7 @@
 
 #include "common/env.h"
 #include "common/json_writer.h"
+#include "common/output_file.h"
 #include "common/size.h"
 #include "simgpu_internal.h"
 

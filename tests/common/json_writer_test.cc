@@ -1,5 +1,6 @@
 // Tests of JsonWriter: nesting, commas, escaping.
 #include "common/json_writer.h"
+#include "common/output_file.h"
 
 #include "gtest/gtest.h"
 

@@ -102,4 +102,8 @@ expect_error "unexpected argument '--bogus' (see spillway-inspect --help)" \
 expect_error "--top wants a number from 1 to 1000, not 'x'" "$out/spillway-inspect" --top x "$trace"
 expect_error "--top needs a number" "$out/spillway-inspect" "$trace" --top
 expect_error "no TRACE given (see spillway-inspect --help)" "$out/spillway-inspect"
+# spillway-plan -o onto its own trace: refused, the trace kept.
+sum=$(md5sum <"$trace")
+expect_error "is the trace itself" "$out/spillway-plan" "$trace" --oversubscription 2 -o "$trace"
+[[ $(md5sum <"$trace") == "$sum" ]] || fail "spillway-plan changed its trace"
 echo PASS

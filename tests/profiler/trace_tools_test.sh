@@ -63,4 +63,25 @@ done
 grep -q "truncated trace at byte" <("$out/spillway-inspect" "$tmp/cut.trace" 2>&1) ||
   fail "the truncation error gives no offset"
 if "$out/spillway-inspect" --top x "$tmp/run.trace" 2>/dev/null; then fail "--top x accepted"; fi
+
+# An output that is the trace itself (by its path or through a link) is refused, the trace kept.
+ln -sf "$tmp/run.trace" "$tmp/run-link.trace"
+sum=$(md5sum <"$tmp/run.trace")
+for tool in "spillway-report -o" "spillway-export --perfetto"; do
+  set -- $tool
+  for output in "$tmp/run.trace" "$tmp/run-link.trace"; do
+    if "$out/$1" "$tmp/run.trace" "$2" "$output" >/dev/null 2>"$tmp/err"; then
+      fail "$1 wrote over its own trace ($output)"
+    fi
+    grep -qF "is the trace itself" "$tmp/err" || { cat "$tmp/err"; fail "$1: no line saying why"; }
+  done
+done
+[[ $(md5sum <"$tmp/run.trace") == "$sum" ]] || fail "the trace changed"
+# A device is written through, never replaced; a link stays a link to what was written.
+"$out/spillway-report" "$tmp/run.trace" -o /dev/null >/dev/null 2>&1 || fail "report -o /dev/null"
+[[ -c /dev/null ]] || fail "/dev/null is no longer a device"
+: >"$tmp/target.html"
+ln -sf "$tmp/target.html" "$tmp/link.html"
+"$out/spillway-report" "$tmp/run.trace" -o "$tmp/link.html" >/dev/null 2>&1 || fail "report -o link"
+[[ -L "$tmp/link.html" && -s "$tmp/target.html" ]] || fail "the link was replaced or not followed"
 echo PASS
