@@ -8,7 +8,8 @@ spillway-replay (docs/workloads.md) in each of these ways, as one table per mode
   none     under spillway with --eviction none: managed pools that spillway never moves
   lru      under spillway with --eviction lru
   learned  under spillway with the default policy (learned, with its online plan and trial)
-  planned  under spillway with --policy FILE, FILE from `spillway plan TRACE --device-memory`
+  planned  under spillway with --policy FILE, FILE from `spillway plan TRACE --device-memory B`,
+           B the engine's budget at that device size (from a run's summary)
 
 The device of a run at factor F has peak / F bytes (SIMGPU_MEMORY; peak = the trace's peak live
 bytes). Each run replays --steps steps and reports the mean step time (simgpu's virtual clock)
@@ -161,6 +162,7 @@ def main():
                 sim = simulate_bound(args.out, trace, memory)
                 fnu = fnu_bound.bound(trace, memory, args.bandwidth * 1e9)["bound_s"] * 1e3
                 ref = max(ideal["mean_step_ms"], fnu)
+                budget = None  # the engine's, from the first run under spillway
                 cells, row = [], {"model": name, "factor": factor, "device_bytes": memory,
                                   "ideal_ms": ideal["mean_step_ms"], "simulate_bound_ms": sim,
                                   "fnu_bound_ms": fnu}
@@ -169,8 +171,16 @@ def main():
                         continue
                     policy = None
                     if way == "planned":
+                        # Planned for the engine's budget (what it keeps of the device), as a
+                        # user plans for the budget `spillway run` reports.
+                        if budget is None:
+                            _, summary, err = replay(args.out, trace, memory, "none",
+                                                     argparse.Namespace(**dict(
+                                                         vars(args), steps=2, warmup=1)),
+                                                     tmp=tmp)
+                            budget = ((summary or {}).get("engine") or {}).get("budget_bytes")
                         policy = os.path.join(tmp, "plan.toml")
-                        err = plan(args.out, trace, memory, policy)
+                        err = plan(args.out, trace, budget or memory, policy)
                         if err:
                             cells.append("   no plan")
                             row[way] = {"error": err}
@@ -185,6 +195,8 @@ def main():
                         row[way] = {"error": why}
                         print("  %s %s at %.2fx: %s" % (name, way, factor, why), file=sys.stderr)
                         continue
+                    if summary and budget is None:
+                        budget = (summary.get("engine") or {}).get("budget_bytes")
                     ms = result["mean_step_ms"]
                     cells.append(" %9.2f" % ms)
                     row[way] = {"step_ms": ms}
