@@ -1,6 +1,7 @@
 // simgpu's configuration from SIMGPU_* environment variables, its statistics counters and the
 // stats JSON written at process exit (SIMGPU_STATS).
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -47,15 +48,20 @@ void ReadCount(const char* name, uint32_t max, uint32_t* value) {
   *value = static_cast<uint32_t>(v);
 }
 
-void ReadDouble(const char* name, double scale, double* value) {
+// `name`'s value times `scale` into `*value` when it is a number in [lo, hi] (in the variable's
+// own unit); else one line naming the variable, the range and the default kept. A setting whose
+// default is 0 accepts 0 (lo = 0); the others must be positive.
+void ReadDouble(const char* name, double scale, double* value, double lo, double hi) {
   std::optional<std::string_view> text = spillway::GetEnv(name);
   if (!text.has_value() || text->empty()) return;
   std::string s(*text);
   char* end = nullptr;
   double v = std::strtod(s.c_str(), &end);
-  if (end == s.c_str() || *end != '\0' || !(v > 0)) {
-    std::fprintf(stderr, "simgpu: %s='%s' is not a positive number; using the default %g\n", name,
-                 s.c_str(), *value / scale);
+  const bool number = end != s.c_str() && *end == '\0' && std::isfinite(v);
+  const bool in_range = number && (lo == 0 ? v >= 0 : v > 0) && v >= lo && v <= hi;
+  if (!in_range) {
+    std::fprintf(stderr, "simgpu: %s='%s' is not a number from %g to %g; using the default %g\n",
+                 name, s.c_str(), lo, hi, *value / scale);
     return;
   }
   *value = v * scale;
@@ -66,17 +72,17 @@ void ReadDouble(const char* name, double scale, double* value) {
 Config ReadConfig() {
   Config c;
   ReadSize("SIMGPU_MEMORY", &c.capacity_bytes);
-  ReadDouble("SIMGPU_H2D_GBPS", 1e9, &c.h2d_bytes_per_s);
-  ReadDouble("SIMGPU_D2H_GBPS", 1e9, &c.d2h_bytes_per_s);
-  ReadDouble("SIMGPU_D2D_GBPS", 1e9, &c.d2d_bytes_per_s);
-  ReadDouble("SIMGPU_FAULT_BATCH_US", 1e-6, &c.fault_batch_seconds);
+  ReadDouble("SIMGPU_H2D_GBPS", 1e9, &c.h2d_bytes_per_s, 1e-3, 1e4);
+  ReadDouble("SIMGPU_D2H_GBPS", 1e9, &c.d2h_bytes_per_s, 1e-3, 1e4);
+  ReadDouble("SIMGPU_D2D_GBPS", 1e9, &c.d2d_bytes_per_s, 1e-3, 1e5);
+  ReadDouble("SIMGPU_FAULT_BATCH_US", 1e-6, &c.fault_batch_seconds, 1e-3, 1e6);
   ReadSize("SIMGPU_FAULT_BATCH_BYTES", &c.fault_batch_bytes);
-  ReadDouble("SIMGPU_DEFAULT_KERNEL_SECONDS", 1, &c.default_kernel_seconds);
+  ReadDouble("SIMGPU_DEFAULT_KERNEL_SECONDS", 1, &c.default_kernel_seconds, 1e-9, 10);
   double engines = c.copy_engines;
-  ReadDouble("SIMGPU_COPY_ENGINES", 1, &engines);
+  ReadDouble("SIMGPU_COPY_ENGINES", 1, &engines, 1, 2);
   c.copy_engines = engines >= 2 ? 2 : 1;
   double devices = c.devices;
-  ReadDouble("SIMGPU_DEVICES", 1, &devices);
+  ReadDouble("SIMGPU_DEVICES", 1, &devices, 1e-9, 1e9);  // whole and in range: below
   if (devices != static_cast<int>(devices) || devices > kMaxDevices) {
     std::fprintf(stderr, "simgpu: SIMGPU_DEVICES=%g is not a whole number from 1 to %d; using 1\n",
                  devices, kMaxDevices);
@@ -85,8 +91,9 @@ Config ReadConfig() {
   c.devices = static_cast<int>(devices);
   ReadCount("SIMGPU_QUEUE_DEPTH", 1u << 20, &c.queue_depth);
   ReadCount("SIMGPU_MANAGED_POOL_CREATE", 1, &c.managed_pool_create);
-  ReadDouble("SIMGPU_HOLD_KERNEL_US", 1e-6, &c.hold_kernel_seconds);
-  c.hold_kernel_seconds = std::min(c.hold_kernel_seconds, 10.0);  // sleep_for overflows on inf
+  // At most a second a kernel: a real hold is hundreds of microseconds, and more would stall a job
+  // for good (1e30 used to be taken as 10 s a kernel).
+  ReadDouble("SIMGPU_HOLD_KERNEL_US", 1e-6, &c.hold_kernel_seconds, 0, 1e6);
   if (std::optional<std::string_view> p = spillway::GetEnv("SIMGPU_STATS")) c.stats_path = *p;
   return c;
 }

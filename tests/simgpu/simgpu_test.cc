@@ -294,6 +294,21 @@ TEST(SimgpuScenario, EachDeviceHasItsOwnDefaultPool) {
   EXPECT_EQ(OutputNumber(r.output, "device1_free_chunks"), 1) << r.output;
 }
 
+// A hold past a second a kernel (1e30 once held each kernel 10 s: a job that never ends) is one
+// line and the default; 0, the documented default, is taken without a word.
+TEST(SimgpuScenario, AKernelHoldOutOfRangeIsOneLineAndZeroIsTakenSilently) {
+  ChildResult r = RunChild("plain", "SIMGPU_HOLD_KERNEL_US=1e30");
+  EXPECT_CHILD_OK(r);
+  EXPECT_NE(r.output.find("simgpu: SIMGPU_HOLD_KERNEL_US='1e30' is not a number from 0 to 1e+06; "
+                          "using the default 0"),
+            std::string::npos)
+      << r.output;
+  r = RunChild("plain", "SIMGPU_HOLD_KERNEL_US=0 SIMGPU_H2D_GBPS=inf");
+  EXPECT_CHILD_OK(r);
+  EXPECT_EQ(r.output.find("SIMGPU_HOLD_KERNEL_US"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("SIMGPU_H2D_GBPS='inf' is not a number"), std::string::npos) << r.output;
+}
+
 TEST(SimgpuScenario, BadDevicesValueFallsBackToOne) {
   ChildResult r = RunChild("plain", "SIMGPU_DEVICES=9");
   EXPECT_CHILD_OK(r);
