@@ -77,11 +77,12 @@ void ApplyMemorySettings(std::optional<std::string_view> device_memory,
   if (device_memory.has_value() && !device_memory->empty()) {
     const std::optional<uint64_t> bytes =
         ParseSizeSetting("SPILLWAY_DEVICE_MEMORY", *device_memory, &config->problems);
-    if (bytes.has_value() && *bytes == 0) {
+    if (bytes.has_value() && *bytes < kMinDeviceMemoryBytes) {
+      // A budget under a page is no budget (`1.5` parses as 2 bytes); the launcher refuses the
+      // same values.
       config->problems.push_back("SPILLWAY_DEVICE_MEMORY: cannot use '" +
                                  std::string(*device_memory) +
-                                 "' (must be positive); using the "
-                                 "default");
+                                 "' (a budget is at least 4 KiB); using the default");
     } else {
       config->device_memory = bytes;
     }

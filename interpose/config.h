@@ -69,8 +69,12 @@ Config MakeConfig(std::optional<std::string_view> mode, std::optional<std::strin
                   std::optional<std::string_view> log_file,
                   std::optional<std::string_view> summary);
 
+// The smallest device-memory budget taken (a page), as the launcher checks it.
+inline constexpr uint64_t kMinDeviceMemoryBytes = 4096;
+
 // Sets device_memory and host_memory from the variables' values (nullopt = unset). A value that
-// does not parse adds a line to `problems` naming the variable and the value; the default stays.
+// does not parse, or a budget under kMinDeviceMemoryBytes, adds a line to `problems` naming the
+// variable and the value; the default stays.
 void ApplyMemorySettings(std::optional<std::string_view> device_memory,
                          std::optional<std::string_view> host_memory, Config* config);
 

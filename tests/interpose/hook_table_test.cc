@@ -170,6 +170,20 @@ TEST(ConfigTest, MemorySettings) {
   ASSERT_EQ(bad.problems.size(), 1u);
   EXPECT_NE(bad.problems[0].find("SPILLWAY_DEVICE_MEMORY"), std::string::npos);
   EXPECT_NE(bad.problems[0].find("'lots'"), std::string::npos);
+
+  // Under a page (1.5 parses as 2 bytes): refused, as the launcher refuses it; a page is taken.
+  for (const char* tiny : {"1.5", "0", "4095"}) {
+    Config small = MakeConfig({}, {}, {}, {});
+    ApplyMemorySettings(tiny, std::nullopt, &small);
+    EXPECT_FALSE(small.device_memory.has_value()) << tiny;
+    ASSERT_EQ(small.problems.size(), 1u) << tiny;
+    EXPECT_EQ(small.problems[0], std::string("SPILLWAY_DEVICE_MEMORY: cannot use '") + tiny +
+                                     "' (a budget is at least 4 KiB); using the default");
+  }
+  Config page = MakeConfig({}, {}, {}, {});
+  ApplyMemorySettings("4KiB", std::nullopt, &page);
+  EXPECT_EQ(page.device_memory, std::optional<uint64_t>(4096));
+  EXPECT_TRUE(page.problems.empty());
 }
 
 TEST(ConfigTest, LogLevels) {
