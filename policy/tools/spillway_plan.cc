@@ -16,15 +16,18 @@
 namespace spillway::policy {
 namespace {
 
+// A bad input (a trace, a policy file) or a failed plan: the one line, exit 1, as the trace
+// tools (spillway-inspect, -report, -export) exit.
 int Fail(const absl::Status& s) {
   std::string msg(s.message());
   std::fprintf(stderr, "spillway plan: %s\n", msg.c_str());
-  return 2;
+  return 1;
 }
 
 // A bad command line: the one line and where the usage is.
 int FailUsage(const absl::Status& s) {
-  return Fail(absl::InvalidArgumentError(absl::StrCat(s.message(), " (see spillway-plan --help)")));
+  Fail(absl::InvalidArgumentError(absl::StrCat(s.message(), " (see spillway-plan --help)")));
+  return 2;
 }
 
 int Main(int argc, char** argv) {
@@ -53,7 +56,7 @@ int Main(int argc, char** argv) {
   if (!w.ok()) return Fail(w.status());
   if (!warning.empty()) std::fprintf(stderr, "spillway plan: warning: %s\n", warning.c_str());
   absl::StatusOr<uint64_t> budget = DeviceMemoryFor(*args, *w);
-  if (!budget.ok()) return Fail(budget.status());
+  if (!budget.ok()) return FailUsage(budget.status());
   PlanOptions options;
   options.sim.device_memory = *budget;
   options.sim.cost = args->cost;

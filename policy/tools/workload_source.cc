@@ -62,6 +62,9 @@ absl::StatusOr<ToolArgs> ParseToolArgs(int argc, char** argv,
     if (arg == "--synthetic") {
       a.synthetic = value;
     } else if (arg == "--device-memory") {
+      if (value.empty()) {
+        return absl::InvalidArgumentError("--device-memory needs a size (e.g. 8GiB), not ''");
+      }
       a.device_memory_text = value;
     } else if (arg == "--oversubscription") {
       absl::StatusOr<double> v =

@@ -102,6 +102,17 @@ expect_error "unexpected argument '--bogus' (see spillway-inspect --help)" \
 expect_error "--top wants a number from 1 to 1000, not 'x'" "$out/spillway-inspect" --top x "$trace"
 expect_error "--top needs a number" "$out/spillway-inspect" "$trace" --top
 expect_error "no TRACE given (see spillway-inspect --help)" "$out/spillway-inspect"
+# A bad trace exits 1 from plan and simulate, as from inspect, report and export; a usage error 2.
+for tool in "spillway-plan -o $tmp/p.toml" spillway-simulate; do
+  set -- $tool
+  name=$1; shift
+  rc=0; "$out/$name" "$tmp/cut.trace" --oversubscription 2 "$@" >/dev/null 2>&1 || rc=$?
+  [[ $rc -eq 1 ]] || fail "$name on a cut trace: exit $rc, not 1"
+  rc=0; "$out/$name" "$trace" --oversubscription 2 "$@" --bogus >/dev/null 2>&1 || rc=$?
+  [[ $rc -eq 2 ]] || fail "$name with a bad flag: exit $rc, not 2"
+done
+expect_error "--device-memory needs a size (e.g. 8GiB), not ''" \
+  "$out/spillway-plan" "$trace" --device-memory '' -o "$tmp/p.toml"
 # spillway-plan -o onto its own trace: refused, the trace kept.
 sum=$(md5sum <"$trace")
 expect_error "is the trace itself" "$out/spillway-plan" "$trace" --oversubscription 2 -o "$trace"
