@@ -8,7 +8,7 @@ Records each model and batch of TRACES for 4 steps with record.py, one process e
 workloads/traces/MODEL-bBATCH.trace.gz, then writes workloads/traces/index.json (record.py's
 result for every trace) and workloads/traces/README.md (the table). With --only, the other
 traces keep their entries from the index already there. Run with a python3 that has PyTorch
-(Debian's /usr/bin/python3); the whole set takes about half an hour on two cores.
+(Debian's /usr/bin/python3); the whole set takes about 20 minutes on two cores.
 """
 
 import argparse
@@ -16,6 +16,7 @@ import json
 import os
 import subprocess
 import sys
+import textwrap
 import time
 
 # (model, batch): two batch sizes per model, peaks from about 0.9 to 2.9 GiB (a larger batch of
@@ -60,6 +61,22 @@ def mib(nbytes):
     return nbytes / (1 << 20)
 
 
+_INTRODUCTION = [
+    "Spillway traces (format 1.2, gzip-compressed) of real PyTorch models' training steps, "
+    "recorded on the CPU by `workloads/recorder/record.py` with an H100 PCIe op-time model. "
+    "docs/workloads.md (\"The recorder\") says what they hold and how. Regenerate them all "
+    "(about 20 minutes on two cores) with",
+    "    /usr/bin/python3 workloads/recorder/record_all.py",
+    "or one with `--only resnet50-b16`. `index.json` has the same figures for programs.",
+    "Each trace: the model's upload (parameters and buffers), then 4 training steps, each ending "
+    "with a context synchronize. Events are a step's allocations, frees and launches (the first "
+    "step's leave out the model's upload before it, and include making the optimizer's state); "
+    "the op time is the sum of a step's modelled kernel times; the peak is the most bytes live "
+    "at once (tensor bytes, before any rounding by an allocator), and the step where it is "
+    "first reached.",
+]
+
+
 def write_index(results):
     """index.json (every result) and README.md (the table), in TRACES' order."""
     ordered = [results[trace_name(m, b)] for m, b in TRACES if trace_name(m, b) in results]
@@ -67,29 +84,12 @@ def write_index(results):
         json.dump(ordered, f, indent=1)
         f.write("\n")
     total = sum(r["trace_bytes"] for r in ordered)
-    lines = [
-        "# Recorded training steps of real networks",
-        "",
-        "Spillway traces (format 1.2, gzip-compressed) of real PyTorch models' training steps, "
-        "recorded on the CPU by `workloads/recorder/record.py` with an H100 PCIe op-time model. "
-        "docs/workloads.md (\"The recorder\") says what they hold and how. Regenerate them all "
-        "(about an hour on two cores) with",
-        "",
-        "    /usr/bin/python3 workloads/recorder/record_all.py",
-        "",
-        "or one with `--only resnet50-b16`. `index.json` has the same figures for programs.",
-        "",
-        "Each trace: the model's upload (parameters and buffers), then 4 training steps, each "
-        "ending with a context synchronize. Events are a step's allocations, frees and launches "
-        "(the first step's leave out the model's upload before it, and include making the "
-        "optimizer's state); the op time is the sum of a step's modelled kernel times; the peak "
-        "is the most bytes live at once (tensor bytes, before any rounding by an allocator), "
-        "and the step where it is first reached.",
-        "",
-        "| trace | model | batch | events per step | launches per step | peak live | "
-        "op time per step | size |",
-        "|---|---|---:|---|---|---:|---|---:|",
-    ]
+    lines = ["# Recorded training steps of real networks", ""]
+    for paragraph in _INTRODUCTION:
+        lines += [paragraph if paragraph.startswith("    ") else textwrap.fill(paragraph, 100), ""]
+    lines += ["| trace | model | batch | events per step | launches per step | peak live | "
+              "op time per step | size |",
+              "|---|---|---:|---|---|---:|---|---:|"]
     for r in ordered:
         events = " / ".join(str(e) for e in r["events_per_step"])
         launches = " / ".join(str(n) for n in r["launches_per_step"])
