@@ -30,6 +30,15 @@ expect 2 "^spillway: run: bad --device-memory '3GX'" -- "$spillway" run --device
 expect 2 "^spillway: doctor: unknown option '--frob'" -- "$spillway" doctor --frob
 expect 1 '' -- "$spillway" run -- false
 
+# With stdin, stdout and stderr closed, or stderr full, the job still runs and the launcher ends
+# as it did (it once stopped at its first message under set -e, before the job started).
+rm -f "$tmp/ran"
+rc=0; "$spillway" run -- sh -c "touch '$tmp/ran'; exit 3" <&- >&- 2>&- || rc=$?
+[[ $rc -eq 3 && -e "$tmp/ran" ]] || fail "closed stdin, stdout and stderr: exit $rc, ran: $([[ -e "$tmp/ran" ]] && echo yes || echo no)"
+rm -f "$tmp/ran"
+rc=0; "$spillway" run -- sh -c "touch '$tmp/ran'; exit 4" 2>/dev/full || rc=$?
+[[ $rc -eq 4 && -e "$tmp/ran" ]] || fail "stderr full: exit $rc, ran: $([[ -e "$tmp/ran" ]] && echo yes || echo no)"
+
 # On a driver before CUDA 13.0 (no managed memory pools) the launcher leaves PyTorch's and
 # TensorFlow's allocators alone (checked on simgpu below); the checks run outside simgpu expect
 # what this machine's driver, if any, makes the launcher do.
