@@ -8,8 +8,9 @@ spillway-replay (docs/workloads.md) in each of these ways, as one table per mode
   none     under spillway with --eviction none: managed pools that spillway never moves
   lru      under spillway with --eviction lru
   learned  under spillway with the default policy (learned, with its online plan and trial)
-  planned  under spillway with --policy FILE, FILE from `spillway plan TRACE --device-memory B`,
-           B the engine's budget at that device size (from a run's summary)
+  planned  under spillway with --policy FILE, FILE from `spillway plan JOB --device-memory B`:
+           JOB the replay itself recorded by `spillway profile` (5 steps on a big device), as a
+           user plans a job, B the engine's budget at that device size (from a run's summary)
 
 The device of a run at factor F has peak / F bytes (SIMGPU_MEMORY; peak = the trace's peak live
 bytes). Each run replays --steps steps and reports the mean step time (simgpu's virtual clock)
@@ -93,6 +94,22 @@ def simulate_bound(out, trace, memory):
     return None
 
 
+def profile(out, trace, peak, args, path):
+    """Records the replay itself (`spillway profile`, a device big enough): the job as spillway
+    sees it, which is what a policy file is planned from and matched against (the replayer's own
+    digest buffer is one of the job's allocations). Returns an error line or None."""
+    env = dict(os.environ)
+    env["LD_LIBRARY_PATH"] = os.path.join(out, "simgpu")
+    env["SIMGPU_MEMORY"] = str(2 * peak + (1 << 30))
+    cmd = [os.path.join(out, "spillway"), "profile", "--simgpu", "--quiet", "-o", path, "--",
+           os.path.join(out, "spillway-replay"), trace, "--steps", "5", "--warmup", "1",
+           "--touch", args.touch, "--json"]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    if proc.returncode != 0 or not os.path.exists(path):
+        return "spillway profile failed: " + ((proc.stderr.strip().splitlines() or ["?"])[-1])
+    return None
+
+
 def plan(out, trace, memory, path):
     proc = subprocess.run([os.path.join(out, "spillway-plan"), trace, "--device-memory",
                            str(memory), "-o", path], capture_output=True, text=True, check=False)
@@ -142,7 +159,7 @@ def main():
                  (", ".join(missing), ", ".join(sorted(by_name))))
         traces = [by_name[m] for m in wanted]
     if not traces:
-        fail("no traces in workloads/traces (workloads/recorder/record_all.sh makes them)")
+        fail("no traces in workloads/traces (/usr/bin/python3 workloads/recorder/record_all.py makes them)")
 
     rows, bad = [], 0
     with tempfile.TemporaryDirectory() as tmp:
@@ -180,7 +197,11 @@ def main():
                                                      tmp=tmp)
                             budget = ((summary or {}).get("engine") or {}).get("budget_bytes")
                         policy = os.path.join(tmp, "plan.toml")
-                        err = plan(args.out, trace, budget or memory, policy)
+                        job_trace = os.path.join(tmp, name + ".job.trace")
+                        err = None
+                        if not os.path.exists(job_trace):
+                            err = profile(args.out, trace, peak, args, job_trace)
+                        err = err or plan(args.out, job_trace, budget or memory, policy)
                         if err:
                             cells.append("   no plan")
                             row[way] = {"error": err}
