@@ -184,8 +184,21 @@ trace::TraceWriter* Writer() {
   header.start_unix_ns =
       static_cast<uint64_t>(now.tv_sec) * 1000000000u + static_cast<uint64_t>(now.tv_nsec);
   header.pid = static_cast<uint32_t>(pid);
+  std::string used = path;
   absl::StatusOr<std::unique_ptr<trace::TraceWriter>> opened =
-      trace::TraceWriter::Open(path, header);
+      trace::TraceWriter::Open(used, header);
+  if (absl::IsAlreadyExists(opened.status())) {
+    // Another process of this or another job records to the same path (SPILLWAY_TRACE without
+    // %p): this one records beside it, never into it.
+    used = absl::StrCat(path, ".", pid);
+    opened = trace::TraceWriter::Open(used, header);
+    if (opened.ok()) {
+      ReportProblem(LogLevel::kWarn,
+                    "SPILLWAY_TRACE: another process is recording to '%s'; this one (pid %ld) "
+                    "records to '%s' (put %%p in the path for a trace per process)",
+                    path.c_str(), pid, used.c_str());
+    }
+  }
   if (!opened.ok()) {
     g_open_state.store(kFailed, std::memory_order_release);
     g_recording.store(false, std::memory_order_relaxed);
@@ -198,7 +211,7 @@ trace::TraceWriter* Writer() {
   writer = opened->release();
   g_writer.store(writer, std::memory_order_release);
   g_open_state.store(kOpen, std::memory_order_release);
-  Log(LogLevel::kInfo, "recording to %s", path.c_str());
+  Log(LogLevel::kInfo, "recording to %s", used.c_str());
   // Once per process (a forked child inherits the handler, which then reads the child's events).
   if (!g_exit_handler.exchange(true)) std::atexit(CollectTimesAtExit);
   if (!g_forked_child.load()) StartCupti(writer, facts.name);

@@ -7,6 +7,8 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -414,9 +416,26 @@ absl::StatusOr<std::unique_ptr<TraceWriter>> TraceWriter::Open(const std::string
   if (options.buffer_bytes < 256) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": trace buffers must be >= 256 bytes"));
   }
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // Not truncated before the lock is ours: another process recording to the same path (two jobs
+  // given one SPILLWAY_TRACE) would otherwise have its records interleaved with ours.
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) {
     return absl::NotFoundError(absl::StrCat(path, ": cannot create: ", std::strerror(errno)));
+  }
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int error = errno;
+    ::close(fd);
+    if (error == EWOULDBLOCK) {
+      return absl::AlreadyExistsError(
+          absl::StrCat(path, ": another process is recording to this trace"));
+    }
+    return absl::UnavailableError(absl::StrCat(path, ": cannot lock: ", std::strerror(error)));
+  }
+  struct stat st;
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && ::ftruncate(fd, 0) != 0) {
+    const int error = errno;
+    ::close(fd);
+    return absl::UnavailableError(absl::StrCat(path, ": cannot truncate: ", std::strerror(error)));
   }
   auto impl = std::make_unique<Impl>(fd, options);
   if (absl::Status status = impl->Start(path, header); !status.ok()) {

@@ -12,6 +12,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <thread>
 #include <variant>
 #include <vector>
 
@@ -392,6 +393,41 @@ TEST(Record, UnwritableTraceCostsOneLineAndTheJobRuns) {
   const std::string summary = ReadFile(dir + "/summary.json");
   EXPECT_GT(JsonInt(summary, "prefetch_bytes"), 0) << summary;
   EXPECT_NE(summary.find("SPILLWAY_TRACE"), std::string::npos) << summary;
+}
+
+// Two jobs recording at once to one SPILLWAY_TRACE (no %p): one keeps the path, the other records
+// beside it (PATH.<pid>) with one warning line; both traces are whole (the file was once truncated
+// and written by both, and read as corrupt).
+TEST(Record, TwoProcessesOnOneTracePathEachWriteAWholeTrace) {
+  const std::string dir = TempDir("shared_path");
+  const std::string path = dir + "/job.trace";
+  std::map<std::string, std::string> env = RecordEnv(path);
+  env["SIMGPU_HOLD_KERNEL_US"] = "20000";  // each kernel holds 20 ms: the two runs overlap
+  ProcessResult runs[2];
+  std::thread other([&] { runs[1] = RunProcess(kDemo, env); });
+  runs[0] = RunProcess(kDemo, env);
+  other.join();
+  int moved = -1;
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_EQ(runs[i].exit_code, 0) << runs[i].output;
+    if (runs[i].output.find("another process is recording to '" + path + "'") !=
+        std::string::npos) {
+      EXPECT_EQ(moved, -1) << "both moved aside";
+      moved = i;
+    }
+  }
+  ASSERT_NE(moved, -1) << "neither run saw the other (did they overlap?)\n"
+                       << runs[0].output << runs[1].output;
+  const std::string& line = runs[moved].output;
+  const size_t at = line.find("records to '" + path + ".");
+  ASSERT_NE(at, std::string::npos) << line;
+  const size_t start = at + std::string("records to '").size();
+  const std::string aside = line.substr(start, line.find('\'', start) - start);
+  for (const std::string& p : {path, aside}) {
+    const Trace t = Load(p);
+    EXPECT_TRUE(t.problems.empty()) << p << ": " << t.problems.front();
+    EXPECT_FALSE(t.allocs.empty()) << p;
+  }
 }
 
 TEST(Record, ForkedChildWritesItsOwnTrace) {

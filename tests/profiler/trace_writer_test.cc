@@ -212,5 +212,30 @@ TEST(TraceWriter, UncreatablePathIsAClearError) {
       << writer.status();
 }
 
+// Two writers on one path (two processes given one SPILLWAY_TRACE): the second is refused before
+// it truncates or writes anything, so the first's trace stays whole; once closed, the path is free.
+TEST(TraceWriter, ASecondWriterOnTheSamePathIsRefusedAndTouchesNothing) {
+  TempPath path("shared.trace");
+  auto first = TraceWriter::Open(path.path(), TestHeader());
+  ASSERT_TRUE(first.ok()) << first.status();
+  (*first)->Write(ResidentRecord{1, 2});
+  ASSERT_TRUE((*first)->Flush().ok());
+  auto second = TraceWriter::Open(path.path(), TestHeader());
+  ASSERT_FALSE(second.ok());
+  EXPECT_TRUE(absl::IsAlreadyExists(second.status())) << second.status();
+  EXPECT_EQ(second.status().message(),
+            path.path() + ": another process is recording to this trace");
+  ASSERT_TRUE((*first)->Close().ok());
+  auto records = testing::ReadAllEncoded(path.path());
+  ASSERT_TRUE(records.ok()) << records.status();
+  EXPECT_EQ(records->size(), 1u);
+  auto again = TraceWriter::Open(path.path(), TestHeader());
+  ASSERT_TRUE(again.ok()) << again.status();
+  ASSERT_TRUE((*again)->Close().ok());
+  records = testing::ReadAllEncoded(path.path());
+  ASSERT_TRUE(records.ok()) << records.status();
+  EXPECT_EQ(records->size(), 0u);  // the old trace was replaced, not appended to
+}
+
 }  // namespace
 }  // namespace spillway::trace
