@@ -1,9 +1,18 @@
 // Formats the exit summary with spillway's JSON writer.
 #include "interpose/summary.h"
 
+#include "absl/strings/str_cat.h"
 #include "common/json_writer.h"
 
 namespace spillway::interpose {
+
+std::string BoundedMessage(const std::string& text) {
+  if (text.size() <= kMaxSummaryMessageBytes) return text;
+  size_t cut = kMaxSummaryMessageBytes - 64;
+  // Not inside a UTF-8 sequence: back up over continuation bytes.
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+  return absl::StrCat(text.substr(0, cut), "... (", text.size() - cut, " more bytes)");
+}
 
 std::string FormatSummary(const SummaryData& data) {
   JsonWriter json;
@@ -71,7 +80,7 @@ std::string FormatSummary(const SummaryData& data) {
       }
     }
     json.Key("policy_file").BeginObject();
-    json.Key("path").String(sum.path);
+    json.Key("path").String(BoundedMessage(sum.path));
     json.Key("aligned").Bool(sum.aligned);
     json.Key("alignments").Uint(sum.alignments);
     json.Key("steps_followed").Uint(sum.steps_followed);
@@ -86,7 +95,7 @@ std::string FormatSummary(const SummaryData& data) {
     json.Key("host_placements").Uint(sum.host_placements);
     json.Key("host_bytes").Uint(sum.host_bytes);
     json.Key("host_failures").Uint(sum.host_failures);
-    json.Key("fallback_reason").String(sum.fallback_reason);
+    json.Key("fallback_reason").String(BoundedMessage(sum.fallback_reason));
     json.Key("trial").String(sum.trial);
     json.Key("trial_plan_step_ms").Double(sum.trial_plan_step_seconds * 1e3);
     json.Key("trial_learned_step_ms").Double(sum.trial_learned_step_seconds * 1e3);
@@ -94,7 +103,7 @@ std::string FormatSummary(const SummaryData& data) {
   }
   json.EndObject();
   json.Key("errors").BeginArray();
-  for (const std::string& error : data.errors) json.String(error);
+  for (const std::string& error : data.errors) json.String(BoundedMessage(error));
   json.EndArray();
   json.EndObject();
   return json.str() + "\n";

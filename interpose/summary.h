@@ -53,6 +53,12 @@ struct SummaryData {
   std::vector<std::string> errors;
 };
 
+// Each message the summary holds (errors, a policy file's path and fallback reason) is cut to at
+// most this many bytes, with how many were left out: a policy file's key of megabytes once made the
+// summary that long, and the launcher's reader took minutes over it.
+inline constexpr size_t kMaxSummaryMessageBytes = 1024;
+std::string BoundedMessage(const std::string& text);
+
 std::string FormatSummary(const SummaryData& data);
 
 }  // namespace spillway::interpose

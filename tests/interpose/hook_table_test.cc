@@ -224,6 +224,20 @@ TEST(SummaryTest, HasEveryDocumentedField) {
   }
 }
 
+// A message of megabytes (a policy file's key quoted in an error) is cut, saying how much was left.
+TEST(SummaryTest, MessagesAreBounded) {
+  SummaryData data;
+  data.errors = {std::string(2 << 20, 'k'), "short"};
+  const std::string json = FormatSummary(data);
+  EXPECT_LT(json.size(), 4096u);
+  EXPECT_NE(json.find("... (" + std::to_string((2 << 20) - (kMaxSummaryMessageBytes - 64)) +
+                      " more bytes)"),
+            std::string::npos);
+  EXPECT_NE(json.find("\"short\""), std::string::npos);
+  EXPECT_EQ(BoundedMessage("short"), "short");
+  EXPECT_LE(BoundedMessage(std::string(5000, 'x')).size(), kMaxSummaryMessageBytes);
+}
+
 // An online plan's trial, from the first device that has one: its verdict and the two medians.
 TEST(SummaryTest, PolicyFileSaysTheOnlinePlansTrial) {
   SummaryData data;
