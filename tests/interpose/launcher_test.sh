@@ -124,6 +124,8 @@ grep -q "^spillway: warning: expandable_segments:True" "$tmp/err8" || fail "no e
 expect 7 '' -- "$spillway" run -q -- bash -c 'exit 7'
 grep -q 'spillway' "$tmp/out" && fail "--quiet printed: $(cat "$tmp/out")"
 expect 7 '^spillway: no process of the job made a CUDA call' -- "$spillway" run -- bash -c 'exit 7'
+# A job killed by a signal wrote no summary, and the line says so (not "no CUDA call").
+expect 137 '^spillway: no exit summary: the job was ended by signal 9 \(SIGKILL\)' -- "$spillway" run -- bash -c 'kill -9 $$'
 expect 0 '^spillway: framework settings' -- "$spillway" run -- true
 expect 0 '' -- "$spillway" run --mode off -- true
 grep -q 'framework settings' "$tmp/out" && fail "--mode off printed framework settings"
