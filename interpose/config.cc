@@ -1,6 +1,8 @@
 // Parsing of the shim's environment variables.
 #include "interpose/config.h"
 
+#include <unistd.h>
+
 #include "common/env.h"
 #include "common/size.h"
 
@@ -72,6 +74,13 @@ std::optional<uint64_t> ParseSizeSetting(std::string_view name, std::string_view
 
 }  // namespace
 
+uint64_t HostMemoryBytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES);
+  const long page = ::sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return 0;
+  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page);
+}
+
 void ApplyMemorySettings(std::optional<std::string_view> device_memory,
                          std::optional<std::string_view> host_memory, Config* config) {
   if (device_memory.has_value() && !device_memory->empty()) {
@@ -90,6 +99,16 @@ void ApplyMemorySettings(std::optional<std::string_view> device_memory,
   if (host_memory.has_value() && !host_memory->empty()) {
     config->host_memory =
         ParseSizeSetting("SPILLWAY_HOST_MEMORY", *host_memory, &config->problems).value_or(0);
+    // The job is told the device has the budget plus this much: never more than the host holds
+    // (a job that sizes itself by it would be killed by the host, or fail, where it runs without
+    // spillway).
+    const uint64_t ram = HostMemoryBytes();
+    if (ram != 0 && config->host_memory > ram) {
+      config->problems.push_back("SPILLWAY_HOST_MEMORY: '" + std::string(*host_memory) +
+                                 "' is more than this host's " + std::to_string(ram) +
+                                 " bytes of memory; using " + std::to_string(ram));
+      config->host_memory = ram;
+    }
   }
 }
 

@@ -69,6 +69,9 @@ Config MakeConfig(std::optional<std::string_view> mode, std::optional<std::strin
                   std::optional<std::string_view> log_file,
                   std::optional<std::string_view> summary);
 
+// This host's physical memory in bytes (0 when it cannot be read).
+uint64_t HostMemoryBytes();
+
 // The smallest device-memory budget taken (a page), as the launcher checks it.
 inline constexpr uint64_t kMinDeviceMemoryBytes = 4096;
 

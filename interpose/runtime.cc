@@ -379,6 +379,17 @@ policy::ResidencyEngine* StartEngine(int ordinal) {
     }
     const uint64_t headroom = total / 20;
     budget = free > headroom ? free - headroom : free / 2;
+  } else if (known && budget > total) {
+    // A budget the device cannot hold: the engine would count room that is not there, and the job
+    // would be told of memory that does not exist. The device's own budget instead.
+    const uint64_t headroom = total / 20;
+    const uint64_t fits = free > headroom ? free - headroom : free / 2;
+    ReportProblem(LogLevel::kWarn,
+                  "SPILLWAY_DEVICE_MEMORY: %llu bytes is more than device %d's %llu; using %llu, "
+                  "what it has free",
+                  static_cast<unsigned long long>(budget), ordinal,
+                  static_cast<unsigned long long>(total), static_cast<unsigned long long>(fits));
+    budget = fits;
   }
   policy::ResidencyEngine* engine = nullptr;
   {
@@ -466,9 +477,14 @@ policy::ResidencyEngine* EngineOf(int device) {
 uint64_t ReportedTotal(uint64_t physical_total, int device) {
   const policy::ResidencyEngine* engine = device < 0 ? Engine() : EngineOf(device);
   uint64_t budget = engine != nullptr ? engine->budget_bytes() : 0;
-  if (engine == nullptr && EngineMode()) budget = g_config->device_memory.value_or(0);
+  if (engine == nullptr && EngineMode()) {
+    budget =
+        std::min(g_config->device_memory.value_or(0), physical_total);  // as StartEngine bounds it
+  }
   if (budget == 0) return physical_total;
-  return std::max(physical_total, budget + g_config->host_memory);
+  const uint64_t host = g_config->host_memory;
+  const uint64_t told = budget > UINT64_MAX - host ? UINT64_MAX : budget + host;  // no wrap
+  return std::max(physical_total, told);
 }
 
 void CountResolvedLaunch() { g_launches_resolved.fetch_add(1, std::memory_order_relaxed); }

@@ -180,6 +180,16 @@ TEST(ConfigTest, MemorySettings) {
     EXPECT_EQ(small.problems[0], std::string("SPILLWAY_DEVICE_MEMORY: cannot use '") + tiny +
                                      "' (a budget is at least 4 KiB); using the default");
   }
+  // More host memory than the host has: bounded by it, one line (16383PiB once crashed the job).
+  Config huge = MakeConfig({}, {}, {}, {});
+  ApplyMemorySettings("64MiB", "16383PiB", &huge);
+  ASSERT_NE(HostMemoryBytes(), 0u);
+  EXPECT_EQ(huge.host_memory, HostMemoryBytes());
+  ASSERT_EQ(huge.problems.size(), 1u);
+  EXPECT_EQ(huge.problems[0].rfind("SPILLWAY_HOST_MEMORY: '16383PiB' is more than this host's ", 0),
+            0u)
+      << huge.problems[0];
+
   Config page = MakeConfig({}, {}, {}, {});
   ApplyMemorySettings("4KiB", std::nullopt, &page);
   EXPECT_EQ(page.device_memory, std::optional<uint64_t>(4096));
