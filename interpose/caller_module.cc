@@ -76,8 +76,12 @@ std::shared_ptr<const Listed> ListedFor(const std::vector<std::string>& parts) {
 bool PrepareCallerWalk() { return callsite::UnwinderAvailable(); }
 
 bool ModuleListed(std::string_view path, const std::vector<std::string>& parts) {
+  // The file name only: the folders (/usr/lib/x86_64-linux-gnu, a version's directory) would
+  // match parts never meant for them.
+  const size_t slash = path.rfind('/');
+  const std::string_view name = slash == std::string_view::npos ? path : path.substr(slash + 1);
   for (const std::string& part : parts) {
-    if (!part.empty() && path.find(part) != std::string_view::npos) return true;
+    if (!part.empty() && name.find(part) != std::string_view::npos) return true;
   }
   return false;
 }

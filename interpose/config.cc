@@ -3,6 +3,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
+
 #include "common/env.h"
 #include "common/size.h"
 
@@ -129,7 +132,20 @@ std::vector<std::string> ParseModuleList(std::string_view text) {
 
 void ApplyBackingSettings(std::optional<std::string_view> device_modules,
                           std::optional<std::string_view> ballast, Config* config) {
-  if (device_modules.has_value()) config->device_modules = ParseModuleList(*device_modules);
+  if (device_modules.has_value()) {
+    config->device_modules.clear();
+    for (std::string& part : ParseModuleList(*device_modules)) {
+      // A part with no letter ("0", "1.5") names no library: it would match file names by their
+      // version numbers.
+      if (std::none_of(part.begin(), part.end(), [](char c) { return std::isalpha(c) != 0; })) {
+        config->problems.push_back("SPILLWAY_DEVICE_MODULES: '" + part +
+                                   "' names no module (give part of a library's file name, such "
+                                   "as libnccl); ignored");
+        continue;
+      }
+      config->device_modules.push_back(std::move(part));
+    }
+  }
   if (ballast.has_value() && !ballast->empty()) {
     if (*ballast == "1") {
       config->ballast = true;

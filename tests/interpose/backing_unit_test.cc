@@ -216,6 +216,9 @@ TEST(CallerModuleTest, ListedIsASubstringMatch) {
   EXPECT_FALSE(ModuleListed("/usr/lib/libcudart.so.13", {"libnccl"}));
   EXPECT_FALSE(ModuleListed("/usr/lib/libcudart.so.13", {""}));
   EXPECT_FALSE(ModuleListed("/usr/lib/libcudart.so.13", {}));
+  // The file name only, not its folders.
+  EXPECT_FALSE(ModuleListed("/opt/nccl-2.0/lib/libcudart.so.13", {"nccl"}));
+  EXPECT_TRUE(ModuleListed("/opt/nccl-2.0/lib/libnccl.so.2", {"nccl"}));
 }
 
 // qsort calls the comparator from inside libc: from there, libc is a calling module.
@@ -295,6 +298,14 @@ TEST(BackingSettingsTest, ModuleListAndBallastParse) {
   Config config;
   ApplyBackingSettings(" libnccl , librccl,,libmine ", "1", &config);
   EXPECT_EQ(config.device_modules, (std::vector<std::string>{"libnccl", "librccl", "libmine"}));
+  // A part with no letter would match file names by their version numbers: one line, ignored.
+  Config digits = MakeConfig({}, {}, {}, {});
+  ApplyBackingSettings("0,libmine", std::nullopt, &digits);
+  EXPECT_EQ(digits.device_modules, std::vector<std::string>{"libmine"});
+  ASSERT_EQ(digits.problems.size(), 1u);
+  EXPECT_EQ(digits.problems[0],
+            "SPILLWAY_DEVICE_MODULES: '0' names no module (give part of a library's file name, "
+            "such as libnccl); ignored");
   EXPECT_TRUE(config.ballast);
   Config empty;
   ApplyBackingSettings("", "0", &empty);
