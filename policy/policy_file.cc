@@ -254,11 +254,16 @@ absl::Status ReadRule(const TableReader& t, const TomlTable& table, PolicyFile* 
     return t.Error(action->line, absl::StrCat("'rule.action' is \"", a,
                                               "\"; it must be keep, host, swap or never"));
   }
+  if (p->rules.size() >= kMaxRules) {
+    return t.Error(action->line,
+                   absl::StrCat("more than the ", kMaxRules, " rules a policy file may have"));
+  }
   p->rules.push_back(rule);
   return absl::OkStatus();
 }
 
-absl::Status ReadStep(const TableReader& t, const TomlTable& table, PolicyFile* p) {
+absl::Status ReadStep(const TableReader& t, const TomlTable& table, PolicyFile* p,
+                      uint64_t* schedule_moves) {
   if (absl::Status s = t.OnlyKeys({"position", "evict", "discard", "prefetch", "populate"});
       !s.ok()) {
     return s;
@@ -293,6 +298,17 @@ absl::Status ReadStep(const TableReader& t, const TomlTable& table, PolicyFile* 
     }
   }
   (void)table;
+  const uint64_t moves = e.evict.size() + e.discard.size() + e.prefetch.size() + e.populate.size();
+  if (moves > kMaxMovesPerPosition) {
+    return t.Error(pos->line,
+                   absl::StrCat("position ", e.position, " has ", moves, " moves, more than the ",
+                                kMaxMovesPerPosition, " the engine takes at one position"));
+  }
+  *schedule_moves += moves;
+  if (*schedule_moves > kMaxScheduleMoves) {
+    return t.Error(pos->line, absl::StrCat("the schedule has more than the ", kMaxScheduleMoves,
+                                           " moves the engine takes in a step"));
+  }
   p->schedule.push_back(std::move(e));
   return absl::OkStatus();
 }
@@ -394,6 +410,7 @@ absl::StatusOr<PolicyFile> ParsePolicyFile(std::string_view text_in, std::string
   const absl::string_view file_name(file_in.data(), file_in.size());
   if (!doc.ok()) return doc.status();
   PolicyFile p;
+  uint64_t schedule_moves = 0;  // in the [[step]]s read so far
   bool have_budget = false;
   for (const TomlTable& table : doc->tables) {
     const TableReader t(file_name, table);
@@ -418,7 +435,7 @@ absl::StatusOr<PolicyFile> ParsePolicyFile(std::string_view text_in, std::string
     } else if (table.name == "rule" && array) {
       s = ReadRule(t, table, &p);
     } else if (table.name == "step" && array) {
-      s = ReadStep(t, table, &p);
+      s = ReadStep(t, table, &p, &schedule_moves);
     } else if (table.name == "model" || table.name == "budget") {
       s = t.Error(table.line, absl::StrCat("write [", table.name, "], not [[", table.name, "]]"));
     } else if (table.name == "rule" || table.name == "step") {

@@ -52,6 +52,12 @@ struct ScheduleEntry {
 // The most events a step may have (`step_events`): the engine keeps one 8-byte token per event of
 // the step it follows (policy/step_signature.h), 32 MiB at most.
 inline constexpr uint64_t kMaxStepEvents = uint64_t{1} << 22;
+// What a policy file may ask of the engine, so that a file cannot slow the job it is followed in
+// (a million moves at one position once cost a job 12-18 s and 455 MB): moves per schedule
+// position, moves in the whole schedule, and rules (each allocation is matched against every rule).
+inline constexpr uint64_t kMaxMovesPerPosition = 4096;
+inline constexpr uint64_t kMaxScheduleMoves = uint64_t{1} << 18;
+inline constexpr uint64_t kMaxRules = 4096;
 // The largest policy file read (ReadPolicyFile).
 inline constexpr uint64_t kMaxPolicyFileBytes = uint64_t{64} << 20;
 

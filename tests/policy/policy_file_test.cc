@@ -10,6 +10,7 @@
 #include <sstream>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "policy/planner.h"
 #include "policy/synthetic_workloads.h"
@@ -254,6 +255,47 @@ TEST(PolicyFile, EveryErrorNamesFileLineAndProblem) {
 
 // The annotated example in docs/policy.md is a valid file, and it belongs to the synthetic
 // transformer it names.
+// A file cannot ask the engine for more than it takes at a position, in a step or in rules: the
+// first table past a limit is an error naming its line (a million moves at one position once cost
+// a job 12-18 s).
+TEST(PolicyFile, MovesAndRulesAreBounded) {
+  std::string at_one = Head("[[step]]\nposition = 0\nprefetch = [");
+  for (uint64_t i = 0; i <= kMaxMovesPerPosition; ++i)
+    absl::StrAppend(&at_one, i ? ", " : "", "\"1:0\"");
+  at_one += "]\n";
+  absl::StatusOr<PolicyFile> p = ParsePolicyFile(at_one, "p.toml");
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().message(),
+            absl::StrCat("p.toml:5: position 0 has ", kMaxMovesPerPosition + 1,
+                         " moves, more than the 4096 the engine takes at one position"));
+
+  std::string steps = Head("");
+  const uint64_t per = kMaxMovesPerPosition;
+  const uint64_t positions = kMaxScheduleMoves / per + 1;
+  for (uint64_t k = 0; k < positions; ++k) {
+    absl::StrAppend(&steps, "[[step]]\nposition = ", k, "\nprefetch = [");
+    for (uint64_t i = 0; i < per; ++i) absl::StrAppend(&steps, i ? ", " : "", "\"1:0\"");
+    steps += "]\n";
+  }
+  p = ParsePolicyFile(steps, "p.toml");
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("the schedule has more than the 262144 moves"),
+            std::string::npos)
+      << p.status();
+
+  std::string rules = Head("");
+  for (uint64_t k = 0; k <= kMaxRules; ++k)
+    rules += "[[rule]]\nmodule = \"libx\"\naction = \"keep\"\n";
+  p = ParsePolicyFile(rules, "p.toml");
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("more than the 4096 rules a policy file may have"),
+            std::string::npos)
+      << p.status();
+  rules.resize(rules.size() -
+               std::string("[[rule]]\nmodule = \"libx\"\naction = \"keep\"\n").size());
+  EXPECT_TRUE(ParsePolicyFile(rules, "p.toml").ok());  // exactly the limit
+}
+
 TEST(PolicyFile, DocumentedExampleParses) {
   std::ifstream in(std::string(SPILLWAY_SOURCE_DIR) + "/docs/policy.md");
   ASSERT_TRUE(in.good());
