@@ -57,7 +57,7 @@ inline constexpr uint64_t kMaxStepEvents = uint64_t{1} << 22;
 // position, moves in the whole schedule, and rules (each allocation is matched against every rule).
 inline constexpr uint64_t kMaxMovesPerPosition = 4096;
 inline constexpr uint64_t kMaxScheduleMoves = uint64_t{1} << 18;
-inline constexpr uint64_t kMaxRules = 4096;
+inline constexpr uint64_t kMaxRules = 16384;
 // The largest policy file read (ReadPolicyFile).
 inline constexpr uint64_t kMaxPolicyFileBytes = uint64_t{64} << 20;
 

@@ -71,7 +71,14 @@ int Main(int argc, char** argv) {
   PlanChoices choices;
   absl::StatusOr<PolicyFile> plan = PlanPolicy(*w, options, &choices);
   if (!plan.ok()) return Fail(plan.status());
-  if (absl::Status s = WriteFileAtomically(args->output, FormatPolicyFile(*plan)); !s.ok()) {
+  const std::string text = FormatPolicyFile(*plan);
+  // Only a file the engine will read is written (a step so large that its plan passes the limits
+  // on moves or rules, docs/policy.md, is said here, not when the job starts).
+  if (absl::StatusOr<PolicyFile> back = ParsePolicyFile(text, args->output); !back.ok()) {
+    return Fail(absl::FailedPreconditionError(absl::StrCat(
+        "the plan made is not a policy file the engine reads: ", back.status().message())));
+  }
+  if (absl::Status s = WriteFileAtomically(args->output, text); !s.ok()) {
     return Fail(s);
   }
   const SimResult predicted = SimulatePlanned(*w, *plan, options.sim);
