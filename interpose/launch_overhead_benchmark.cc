@@ -27,8 +27,11 @@
 #include <vector>
 
 #include "benchmark/benchmark.h"
+#include "common/program_dir.h"
 
 namespace {
+
+using spillway::ProgramDir;
 
 using LaunchFn = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
                               unsigned, unsigned, CUstream, void**, void**);
@@ -68,14 +71,6 @@ Setup g_setup;
 [[noreturn]] void Die(const std::string& what) {
   std::fprintf(stderr, "launch_overhead_benchmark: %s\n", what.c_str());
   std::exit(1);
-}
-
-std::string ProgramDir() {
-  char path[4096];
-  const ssize_t n = ::readlink("/proc/self/exe", path, sizeof(path) - 1);
-  if (n <= 0) return ".";
-  const std::string full(path, static_cast<size_t>(n));
-  return full.substr(0, full.find_last_of('/'));
 }
 
 template <typename Fn>

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/program_dir.h"
 #include "common/size.h"
 
 namespace spillway::replay {
@@ -28,15 +29,6 @@ absl::Status Check(CUresult result, absl::string_view what) {
   const std::string message = absl::StrCat(what, ": ", name);
   return result == CUDA_ERROR_OUT_OF_MEMORY ? absl::ResourceExhaustedError(message)
                                             : absl::InternalError(message);
-}
-
-// The folder of the running program (the kernels are built beside it).
-std::string ProgramDir() {
-  char path[4096];
-  const ssize_t n = ::readlink("/proc/self/exe", path, sizeof(path) - 1);
-  if (n <= 0) return ".";
-  const std::string full(path, static_cast<size_t>(n));
-  return full.substr(0, full.find_last_of('/'));
 }
 
 template <int N>
