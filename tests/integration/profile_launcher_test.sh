@@ -62,4 +62,20 @@ mkdir "$tmp/folder"
 if "$out/spillway" profile -o "$tmp/folder" -- true 2>"$tmp/err"; then fail "a folder as -o accepted"; fi
 grep -q "is a folder" "$tmp/err" || fail "-o folder error unclear: $(cat "$tmp/err")"
 [[ $(wc -l <"$tmp/err") -le 2 ]] || fail "a usage error of more than two lines: $(cat "$tmp/err")"
+# -o a link: it stays a link and its target gets the trace; a link to a device (/dev/null) is
+# written through, the device kept (the trace was once moved over the link, or the device).
+echo old >"$tmp/target.trace"
+ln -s "$tmp/target.trace" "$tmp/link.trace"
+ln -s /dev/null "$tmp/null.trace"
+for output in "$tmp/link.trace" "$tmp/null.trace"; do
+  SIMGPU_MEMORY=64MiB "$out/spillway" profile --simgpu -o "$output" -- \
+    "$out/oversubscribe" --factor 0.5 --buffer 4MiB --passes 1 >"$tmp/log" 2>&1 ||
+    { cat "$tmp/log"; fail "profile -o $output failed"; }
+  [[ -L "$output" ]] || fail "-o $output: the link was replaced"
+done
+"$out/spillway-inspect" "$tmp/link.trace" >/dev/null 2>&1 || fail "the link's target holds no trace"
+[[ -c /dev/null ]] || fail "/dev/null is no longer a device"
+mkfifo "$tmp/fifo.trace"
+if "$out/spillway" profile -o "$tmp/fifo.trace" -- true 2>"$tmp/err"; then fail "a FIFO as -o accepted"; fi
+grep -q "is a FIFO or a socket" "$tmp/err" || fail "-o FIFO error unclear: $(cat "$tmp/err")"
 echo PASS
