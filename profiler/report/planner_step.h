@@ -18,11 +18,6 @@ namespace spillway::report {
 // for a found step.
 void UsePlannersStep(const std::string& path, const TraceModel& model, Analysis* analysis);
 
-// The Step of `launches_per_step` launches from launch `first_launch`, `steps` times: times from
-// the model's launches.
-Step StepAt(const TraceModel& model, uint64_t first_launch, uint64_t launches_per_step,
-            uint64_t steps);
-
 }  // namespace spillway::report
 
 #endif  // SPILLWAY_PROFILER_REPORT_PLANNER_STEP_H_

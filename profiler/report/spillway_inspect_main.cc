@@ -8,10 +8,10 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "profiler/report/planner_step.h"
 #include "profiler/report/progress_line.h"
 #include "profiler/report/report_svg.h"
 #include "profiler/report/symbolizer.h"
-#include "profiler/report/planner_step.h"
 #include "profiler/report/trace_analysis.h"
 #include "profiler/report/trace_model_loader.h"
 #include "profiler/trace/trace_reader.h"

@@ -332,26 +332,37 @@ Step FindStepIn(const TraceModel& model, const std::vector<Launch>& launches) {
   size_t first = n - period;
   while (first > 0 && repeats_later(first - 1)) --first;
   // Phase: start steps where the launch sequence first becomes periodic.
-  const size_t steps = (n - first) / period;
-  if (steps < 2) return step;
-  std::vector<uint64_t> durations;
-  for (size_t k = 0; k + 1 < steps; ++k) {
-    const uint64_t t0 = launches[first + k * period].time_ns;
-    const uint64_t t1 = launches[first + (k + 1) * period].time_ns;
-    durations.push_back(t1 > t0 ? t1 - t0 : 0);
-  }
-  step.found = true;
-  step.launches_per_step = period;
-  step.steps = steps;
-  step.first_launch = first;
-  step.median_step_ns = Median(std::move(durations));
-  const uint64_t first_time = launches[first].time_ns;
-  step.warmup_ns = first_time > model.header.start_ns ? first_time - model.header.start_ns : 0;
-  step.in_steps_fraction = static_cast<double>(steps * period) / static_cast<double>(n);
-  return step;
+  Step found = StepOver(launches, model.header.start_ns, first, period, (n - first) / period);
+  if (!found.found) return step;
+  found.moved_fraction = step.moved_fraction;
+  return found;
 }
 
 }  // namespace
+
+Step StepOver(const std::vector<Launch>& launches, uint64_t start_ns, uint64_t first_launch,
+              uint64_t launches_per_step, uint64_t steps) {
+  Step step;
+  const uint64_t n = launches.size();
+  if (launches_per_step == 0 || steps < 2 || first_launch + steps * launches_per_step > n) {
+    return step;
+  }
+  std::vector<uint64_t> durations;
+  for (uint64_t k = 0; k + 1 < steps; ++k) {
+    const uint64_t t0 = launches[first_launch + k * launches_per_step].time_ns;
+    const uint64_t t1 = launches[first_launch + (k + 1) * launches_per_step].time_ns;
+    durations.push_back(t1 > t0 ? t1 - t0 : 0);
+  }
+  step.found = true;
+  step.launches_per_step = launches_per_step;
+  step.steps = steps;
+  step.first_launch = first_launch;
+  step.median_step_ns = Median(std::move(durations));
+  const uint64_t first_time = launches[first_launch].time_ns;
+  step.warmup_ns = first_time > start_ns ? first_time - start_ns : 0;
+  step.in_steps_fraction = static_cast<double>(steps * launches_per_step) / static_cast<double>(n);
+  return step;
+}
 
 Step FindStep(const TraceModel& model) { return FindStepIn(model, model.launches); }
 

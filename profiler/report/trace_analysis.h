@@ -108,6 +108,12 @@ Analysis Analyze(const TraceModel& model, const AnalysisOptions& options = {});
 // The pieces, for tests and other tools.
 Peak FindPeak(const TraceModel& model);
 Step FindStep(const TraceModel& model);
+// The Step of `steps` repetitions of `launches_per_step` launches from `first_launch` of
+// `launches` (not found unless at least two fit): the median step time from the launches' times,
+// the warm-up from `start_ns`. FindStep's, and the planner's step in the report tools
+// (planner_step.h).
+Step StepOver(const std::vector<Launch>& launches, uint64_t start_ns, uint64_t first_launch,
+              uint64_t launches_per_step, uint64_t steps);
 // Each launching thread's step (FindStep over its launches alone); empty when one thread launched.
 std::vector<ThreadStep> FindThreadSteps(const TraceModel& model);
 std::vector<KernelWorkingSet> KernelWorkingSets(const TraceModel& model);
