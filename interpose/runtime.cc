@@ -369,21 +369,21 @@ policy::ResidencyEngine* StartEngine(int ordinal) {
   uint64_t budget = g_config->device_memory.value_or(0);
   uint64_t free = 0, total = 0;
   const bool known = device->MemoryInfo(&free, &total) == 0 && total != 0;
+  // The default: physical free memory now, less 5% of the total as headroom for what is not
+  // pageable.
+  const uint64_t headroom = total / 20;
+  const uint64_t fits = free > headroom ? free - headroom : free / 2;
   if (budget == 0) {
-    // Physical free memory now, less 5% of the total as headroom for what is not pageable.
     if (!known) {
       if (!g_engine_start_failed_reported.exchange(true)) {
         Log(LogLevel::kInfo, "engine not started yet: the driver cannot report memory");
       }
       return nullptr;
     }
-    const uint64_t headroom = total / 20;
-    budget = free > headroom ? free - headroom : free / 2;
+    budget = fits;
   } else if (known && budget > total) {
     // A budget the device cannot hold: the engine would count room that is not there, and the job
-    // would be told of memory that does not exist. The device's own budget instead.
-    const uint64_t headroom = total / 20;
-    const uint64_t fits = free > headroom ? free - headroom : free / 2;
+    // would be told of memory that does not exist. The default instead.
     ReportProblem(LogLevel::kWarn,
                   "SPILLWAY_DEVICE_MEMORY: %llu bytes is more than device %d's %llu; using %llu, "
                   "what it has free",
