@@ -132,8 +132,7 @@ def steady_sequence(path, events, repeats):
     # one the previous repetition made at the same position.
     made_before = {e[1]: i for i, e in enumerate(before) if e[0] == "alloc"}
     seq, starts = list(head), []
-    prev_ids = {i: e[1] for i, e in enumerate(last) if e[0] == "alloc"}
-    own_ids = dict(prev_ids)
+    own_ids = {i: e[1] for i, e in enumerate(last) if e[0] == "alloc"}  # the previous repetition's
     next_id = 1 + max([e[1] for e in events if e[0] == "alloc"] + [0])
     made_last = {e[1]: i for i, e in enumerate(last) if e[0] == "alloc"}
     for r in range(repeats):
