@@ -8,8 +8,18 @@
 
 namespace spillway {
 
-// The residency granule: nvidia-uvm's 2 MiB root chunk.
+// The residency granule: nvidia-uvm's 2 MiB root chunk (a va_block).
 inline constexpr uint64_t kChunkBytes = uint64_t{2} << 20;
+// The smallest piece of device memory behind managed memory: nvidia-uvm backs the part of a range
+// that fills a 2 MiB block only in part with 64 KiB and 4 KiB chunks (the largest supported size
+// aligned to the start and no larger than what is left: block_gpu_chunk_size in uvm_va_block.c),
+// so that part takes its bytes rounded up to 4 KiB, not 2 MiB.
+inline constexpr uint64_t kPieceBytes = uint64_t{4} << 10;
+
+// The device bytes behind `bytes` of a managed range inside one 2 MiB block.
+constexpr uint64_t BackedBytes(uint64_t bytes) {
+  return (bytes + kPieceBytes - 1) / kPieceBytes * kPieceBytes;
+}
 
 struct CostModel {
   double h2d_bytes_per_s = 45e9;       // host -> device (prefetch, fault migration, H2D copies)

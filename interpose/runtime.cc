@@ -422,10 +422,11 @@ policy::ResidencyEngine* StartEngine(int ordinal) {
       eviction = policy::MakePolicy(g_config->eviction);
     }
     if (eviction == nullptr) eviction = policy::MakeLearnedPolicy();  // config accepts no other
-    // Managed allocations count as the 2 MiB chunks they span (nvidia-uvm's root chunk).
+    // Managed allocations count as the 4 KiB pieces they span: nvidia-uvm backs a whole 2 MiB
+    // block with one chunk and the rest of a range with 64 KiB and 4 KiB ones.
     engine = new policy::ResidencyEngine(
         device, std::move(eviction), budget,
-        policy::EngineOptions{g_config->lookahead, spillway::kChunkBytes,
+        policy::EngineOptions{g_config->lookahead, spillway::kPieceBytes,
                               g_config->lookahead_auto});
     // Allocations made on this device before the engine started. Host placements a policy
     // file's rules give them are made at the next launch, on its stream: not on the legacy stream

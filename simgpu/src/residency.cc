@@ -2,6 +2,11 @@
 // address arena, in whole 2 MiB chunks, so the SIGSEGV handler finds a chunk by arithmetic,
 // without allocating or taking a lock that its own thread could hold.
 //
+// A managed chunk takes its `backed` bytes of the device when resident: 2 MiB, or in an
+// allocation's last chunk the bytes the allocation has there rounded up to 4 KiB, as nvidia-uvm
+// backs a partial 2 MiB block with 64 KiB and 4 KiB chunks (common/cost_model.h, BackedBytes).
+// Faults, prefetches, evictions and discards move and count those bytes.
+//
 // A managed chunk is in one of three states:
 //   armed     PROT_NONE, not resident: any access faults;
 //   host-open RW, not resident: the host touched it (legitimate host data); re-armed before the
@@ -47,6 +52,8 @@ struct Chunk {
   uint8_t in_open_list;
   uint8_t device;     // kResident: the device holding it; kDevice: the device it was allocated on
   uint8_t populated;  // managed: holds data (written since allocation or the last discard)
+  uint32_t backed;    // managed: the device bytes it takes when resident (BackedBytes of the
+                      // allocation's bytes in it: 2 MiB, or less in an allocation's last chunk)
   int32_t prev;       // FIFO of resident managed chunks, oldest first
   int32_t next;
 };
@@ -159,7 +166,7 @@ void DropResidencyLocked(int32_t idx) {
   FifoRemoveLocked(idx);
   Protect(idx, PROT_NONE);
   g_chunks[idx].state = kArmed;
-  g_dev[g_chunks[idx].device].resident_managed -= kChunkBytes;
+  g_dev[g_chunks[idx].device].resident_managed -= g_chunks[idx].backed;
 }
 
 // Evicts `device`'s oldest-resident chunks until `need` more bytes fit there. Returns false when
@@ -170,10 +177,11 @@ bool MakeRoomLocked(int device, uint64_t need, uint64_t* evicted) {
   while (d.device_bytes + d.resident_managed + need > cap) {
     int32_t victim = d.fifo_head;
     if (victim < 0) return false;
+    const uint64_t backed = g_chunks[victim].backed;
     DropResidencyLocked(victim);
-    *evicted += kChunkBytes;
-    stats().evicted_bytes.fetch_add(kChunkBytes, std::memory_order_relaxed);
-    stats().capacity_evicted_bytes.fetch_add(kChunkBytes, std::memory_order_relaxed);
+    *evicted += backed;
+    stats().evicted_bytes.fetch_add(backed, std::memory_order_relaxed);
+    stats().capacity_evicted_bytes.fetch_add(backed, std::memory_order_relaxed);
   }
   return true;
 }
@@ -188,7 +196,7 @@ bool MakeResidentLocked(int32_t idx, int device) {
   c.state = kResident;
   c.device = static_cast<uint8_t>(device);
   FifoAppendLocked(idx);
-  g_dev[device].resident_managed += kChunkBytes;
+  g_dev[device].resident_managed += c.backed;
   UpdatePeakLocked(device);
   return copied;
 }
@@ -199,8 +207,8 @@ uint64_t LeaveOtherDeviceLocked(int32_t idx, int device) {
   Chunk& c = g_chunks[idx];
   if (c.state != kResident || c.device == device) return 0;
   DropResidencyLocked(idx);
-  stats().evicted_bytes.fetch_add(kChunkBytes, std::memory_order_relaxed);
-  return kChunkBytes;
+  stats().evicted_bytes.fetch_add(c.backed, std::memory_order_relaxed);
+  return c.backed;
 }
 
 void OpenForHostLocked(int32_t idx) {
@@ -235,23 +243,24 @@ bool HandleFault(uintptr_t addr) {
   }
   if (c.advice & kAdvisePreferHost) {  // stays on the host; the device maps it remotely
     OpenForHostLocked(idx);
-    stats().remote_mapped_bytes.fetch_add(kChunkBytes, std::memory_order_relaxed);
+    stats().remote_mapped_bytes.fetch_add(c.backed, std::memory_order_relaxed);
     return true;
   }
   const int device = ClampDevice(account->device);
   uint64_t evicted = 0;
-  if (!MakeRoomLocked(device, kChunkBytes, &evicted)) {
+  const uint64_t backed = c.backed;
+  if (!MakeRoomLocked(device, backed, &evicted)) {
     stats().overcommit_faults.fetch_add(1, std::memory_order_relaxed);
   }
   if (!MakeResidentLocked(idx, device)) {
-    account->zero_filled_bytes += kChunkBytes;
-    stats().zero_filled_bytes.fetch_add(kChunkBytes, std::memory_order_relaxed);
+    account->zero_filled_bytes += backed;
+    stats().zero_filled_bytes.fetch_add(backed, std::memory_order_relaxed);
   }
   account->fault_count += 1;
-  account->fault_bytes += kChunkBytes;
+  account->fault_bytes += backed;
   account->evicted_bytes += evicted;
   stats().fault_count.fetch_add(1, std::memory_order_relaxed);
-  stats().fault_bytes.fetch_add(kChunkBytes, std::memory_order_relaxed);
+  stats().fault_bytes.fetch_add(backed, std::memory_order_relaxed);
   return true;
 }
 
@@ -364,6 +373,9 @@ CUresult Allocate(size_t bytes, bool managed, CUmemoryPool pool, int on_device, 
       c.populated = 0;
       c.device = static_cast<uint8_t>(device);
       c.prev = c.next = -1;
+      const uint64_t in_chunk =
+          std::min<uint64_t>(kChunkBytes, bytes - uint64_t{i - first} * kChunkBytes);
+      c.backed = managed ? static_cast<uint32_t>(spillway::BackedBytes(in_chunk)) : 0;
     }
   }
   const Context* context = CurrentContext();
@@ -475,7 +487,7 @@ CUresult FreeAllocation(CUdeviceptr ptr) {
       Chunk& c = g_chunks[i];
       if (c.state == kResident) {
         FifoRemoveLocked(static_cast<int32_t>(i));
-        g_dev[c.device].resident_managed -= kChunkBytes;
+        g_dev[c.device].resident_managed -= c.backed;
       }
       c.state = kUnused;
       c.advice = 0;
@@ -528,14 +540,15 @@ MoveResult PrefetchToDevice(CUdeviceptr ptr, size_t bytes, int device) {
     uint64_t evicted = LeaveOtherDeviceLocked(i, device);
     uint8_t s = g_chunks[i].state;
     if (s != kArmed && s != kHostOpen) continue;
-    if (!MakeRoomLocked(device, kChunkBytes, &evicted)) stats().overcommit_faults.fetch_add(1);
+    const uint64_t backed = g_chunks[i].backed;
+    if (!MakeRoomLocked(device, backed, &evicted)) stats().overcommit_faults.fetch_add(1);
     if (MakeResidentLocked(i, device)) {
-      r.in_bytes += kChunkBytes;
+      r.in_bytes += backed;
     } else {
-      stats().zero_filled_bytes.fetch_add(kChunkBytes, std::memory_order_relaxed);
+      stats().zero_filled_bytes.fetch_add(backed, std::memory_order_relaxed);
     }
     r.out_bytes += evicted;
-    stats().prefetched_bytes.fetch_add(kChunkBytes, std::memory_order_relaxed);
+    stats().prefetched_bytes.fetch_add(backed, std::memory_order_relaxed);
   }
   return r;
 }
@@ -555,7 +568,7 @@ uint64_t DropResidentRange(CUdeviceptr ptr, size_t bytes, std::atomic<uint64_t>&
     if (discard && IsManagedState(g_chunks[i].state)) g_chunks[i].populated = 0;
     if (g_chunks[i].state != kResident) continue;
     DropResidencyLocked(i);
-    dropped += kChunkBytes;
+    dropped += g_chunks[i].backed;
   }
   counter.fetch_add(dropped, std::memory_order_relaxed);
   return dropped;
@@ -613,11 +626,12 @@ MoveResult DiscardAndPrefetchToDevice(CUdeviceptr ptr, size_t bytes, int device)
     uint8_t s = g_chunks[i].state;
     if (s != kArmed && s != kHostOpen) continue;  // resident chunks simply stay
     uint64_t evicted = 0;
-    if (!MakeRoomLocked(device, kChunkBytes, &evicted)) stats().overcommit_faults.fetch_add(1);
+    const uint64_t backed = g_chunks[i].backed;
+    if (!MakeRoomLocked(device, backed, &evicted)) stats().overcommit_faults.fetch_add(1);
     MakeResidentLocked(i, device);  // populated on the device, nothing copied
     r.out_bytes += evicted;
-    r.discarded_bytes += kChunkBytes;
-    stats().discarded_bytes.fetch_add(kChunkBytes, std::memory_order_relaxed);
+    r.discarded_bytes += backed;
+    stats().discarded_bytes.fetch_add(backed, std::memory_order_relaxed);
   }
   return r;
 }

@@ -120,6 +120,30 @@ void EvictionOrder() {
   Touch(k, b, 0, 1, 2);  // B still resident
 }
 
+// Capacity 256 KiB. Three managed allocations of 100 KiB (25 pages each: nvidia-uvm backs a range
+// that fills part of a 2 MiB block with 64 KiB and 4 KiB chunks) fit two at a time: touching the
+// third evicts the first, only its 100 KiB. Then one of 2 MiB + 10 KiB, of which the 10 KiB in its
+// second chunk are prefetched: 12 KiB come in, beside the two small ones.
+void SmallPieces() {
+  Kernels k = Setup();
+  constexpr size_t kSmall = 100 << 10;
+  CUdeviceptr a, b, c, big;
+  REQUIRE_OK(cuMemAllocManaged(&a, kSmall, CU_MEM_ATTACH_GLOBAL));
+  REQUIRE_OK(cuMemAllocManaged(&b, kSmall, CU_MEM_ATTACH_GLOBAL));
+  REQUIRE_OK(cuMemAllocManaged(&c, kSmall, CU_MEM_ATTACH_GLOBAL));
+  Touch(k, a, 0, 1, 1);
+  Touch(k, b, 0, 1, 1);
+  Touch(k, c, 0, 1, 1);  // evicts a
+  Touch(k, b, 0, 1, 1);  // still resident
+  size_t free_bytes = 0, total_bytes = 0;
+  REQUIRE_OK(cuMemGetInfo(&free_bytes, &total_bytes));
+  std::printf("free_after_small=%zu\n", free_bytes);
+  REQUIRE_OK(cuMemAllocManaged(&big, kChunk + (10 << 10), CU_MEM_ATTACH_GLOBAL));
+  REQUIRE_OK(cuMemPrefetchAsync(big + kChunk, 10 << 10, Device(), 0, nullptr));
+  REQUIRE_OK(cuStreamSynchronize(nullptr));
+  for (CUdeviceptr p : {a, b, c, big}) REQUIRE_OK(cuMemFree(p));
+}
+
 // Prefetch 8 chunks (written by the host first, so they hold data to copy) on one stream while a
 // 1 ms kernel runs on another: the copy engine overlaps compute; then no kernel faults.
 void PrefetchOverlap() {
@@ -741,6 +765,7 @@ int RunScenario(const std::string& name) {
       {"faults_partial", FaultsPartial},
       {"faults_pointer_chase", FaultsPointerChase},
       {"eviction_order", EvictionOrder},
+      {"small_pieces", SmallPieces},
       {"prefetch_overlap", PrefetchOverlap},
       {"discard", DiscardScenario},
       {"discard_contents", DiscardContents},

@@ -102,6 +102,19 @@ TEST(SimgpuScenario, EvictsOldestResidentChunkFirst) {
   EXPECT_EQ(JsonNumber(r.stats, "device_capacity_bytes"), 8.0 * (1 << 20));
 }
 
+TEST(SimgpuScenario, ASmallManagedAllocationTakesItsPagesNotAWholeChunk) {
+  ChildResult r = RunChild("small_pieces", "SIMGPU_MEMORY=256KiB");
+  EXPECT_CHILD_OK(r);
+  constexpr double kSmall = 100 << 10;
+  EXPECT_EQ(JsonNumber(r.stats, "count"), 3);  // a, b, c; the second touch of b is resident
+  EXPECT_EQ(JsonNumber(r.stats, "bytes"), 3 * kSmall);
+  EXPECT_EQ(JsonNumber(r.stats, "capacity_evicted_bytes"), kSmall);  // a, for c
+  EXPECT_EQ(OutputNumber(r.output, "free_after_small"), 256 * 1024 - 2 * kSmall);
+  // The 10 KiB in the second chunk of the large allocation come in as three 4 KiB pages.
+  EXPECT_EQ(JsonNumber(r.stats, "prefetched_bytes"), 12 << 10);
+  EXPECT_EQ(JsonNumber(r.stats, "peak_resident_bytes"), 2 * kSmall + (12 << 10));
+}
+
 TEST(SimgpuScenario, PrefetchRemovesFaultsAndOverlapsCompute) {
   ChildResult r = RunChild("prefetch_overlap", "SIMGPU_MEMORY=64MiB SIMGPU_H2D_GBPS=40");
   EXPECT_CHILD_OK(r);
