@@ -97,7 +97,7 @@ class PlannedPolicy final : public EvictionPolicy {
         ApplyRules(id, w);
       }
     }
-    Event(AllocToken(bytes));
+    Event(AllocToken(bytes), ShapeOfAllocation(bytes));
   }
 
   void ObserveLaunch(const LaunchView& launch) override {
@@ -111,7 +111,7 @@ class PlannedPolicy final : public EvictionPolicy {
     } else if (aligned_) {
       ++position_;  // the trial lets the learned policy decide this step
     }
-    Event(WholeLaunchToken(launch));
+    Event(WholeLaunchToken(launch), kShapeLaunch);
   }
 
   void ObserveKernelTime(uint64_t stamp, double seconds) override {
@@ -173,7 +173,7 @@ class PlannedPolicy final : public EvictionPolicy {
       workload_id_.erase(bound);
     }
     // An arena's chunk (merged back into its allocation) is no allocation of the job's.
-    if (usable_ && !IsArenaPiece(id)) Event(FreeToken(bytes));
+    if (usable_ && !IsArenaPiece(id)) Event(FreeToken(bytes), kShapeFree);
   }
 
   uint64_t PickVictim(bool (*evictable)(const void* context, uint64_t id),
@@ -465,7 +465,9 @@ class PlannedPolicy final : public EvictionPolicy {
   }
 
   // One event of the job: counts it in the step being followed and checks the step's end.
-  void Event(uint64_t token) {
+  // `shape`: what the event is (NoteShape).
+  void Event(uint64_t token, uint64_t shape) {
+    if (!planner_ && !checked_) NoteShape(shape);
     hash_.Add(token);
     if (aligned_) {
       if (++event_in_step_ < file_.step_events) return;
@@ -532,6 +534,7 @@ class PlannedPolicy final : public EvictionPolicy {
       if (sizes_.contains(id)) live.push_back(id);
     }
     order_ = live;
+    if (live.size() == file_.persistent && !planner_ && !checked_ && !CheckFile(live)) return;
     if (live.size() != file_.persistent) {
       if (!logged_binding_) {
         logged_binding_ = true;
@@ -594,6 +597,46 @@ class PlannedPolicy final : public EvictionPolicy {
       Fallback(false, line);
     }
     if (log_) log_(false, line);
+  }
+
+  // Until a policy file has been checked against the job's step (CheckFile), the last
+  // `step_events` events' shapes: a launch, a free, or an allocation and its size.
+  static constexpr uint64_t kShapeLaunch = 1, kShapeFree = 2;
+  static uint64_t ShapeOfAllocation(uint64_t bytes) { return bytes << 2; }
+  void NoteShape(uint64_t shape) {
+    if (file_.step_events == 0) return;
+    if (shape_.size() < file_.step_events) {
+      shape_.push_back(shape);
+    } else {
+      shape_[shape_next_] = shape;
+    }
+    shape_next_ = (shape_next_ + 1) % file_.step_events;
+  }
+
+  // The step of a policy file has just been recognised for the first time, `live` its persistent
+  // allocations: checks the file against what the step holds (its launches, its allocations and
+  // their sizes) with the check spillway simulate makes (CheckPolicyMatches; the fingerprint
+  // aside, as the engine sees no kernel names). False, with the file's line in the log and the
+  // summary, when the file names what the step does not have: the learned policy decides.
+  bool CheckFile(const std::vector<uint64_t>& live) {
+    checked_ = true;
+    JobStep job;
+    for (const uint64_t id : live) job.allocation_bytes.push_back(sizes_.at(id));
+    // shape_ holds exactly the step's events (the hash over them matched), oldest at shape_next_.
+    for (size_t i = 0; i < shape_.size(); ++i) {
+      const uint64_t shape = shape_[(shape_next_ + i) % shape_.size()];
+      if (shape == kShapeLaunch) {
+        ++job.launches;
+      } else if (shape != kShapeFree) {
+        job.allocation_bytes.push_back(shape >> 2);
+      }
+    }
+    std::vector<uint64_t>().swap(shape_);
+    const absl::Status s = CheckPolicyMatches(file_, adherence_.path, job);
+    if (s.ok()) return true;
+    usable_ = false;
+    Fallback(true, absl::StrCat(s.message(), "; the learned policy decides"));
+    return false;
   }
 
   // Drops freed allocations from order_.
@@ -739,6 +782,9 @@ class PlannedPolicy final : public EvictionPolicy {
   std::vector<uint64_t> host_pending_;    // of them, not yet taken by the engine
   std::unordered_set<uint64_t> no_host_;  // the device refused to place them
   uint64_t event_in_step_ = 0;
+  std::vector<uint64_t> shape_;  // NoteShape's ring (a policy file, until checked_)
+  size_t shape_next_ = 0;
+  bool checked_ = false;  // CheckFile has run
   // Events since the step was last recognised (a policy file: before it first was).
   uint64_t unmatched_events_ = 0;
   uint64_t position_ = 0;

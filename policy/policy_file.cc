@@ -165,6 +165,7 @@ absl::Status ReadModel(const TableReader& t, PolicyFile* p) {
       return t.Error(v->line, "'model.fingerprint' must be 16 lowercase hex digits");
     }
     p->fingerprint = std::stoull(fp, nullptr, 16);
+    p->fingerprint_line = v->line;
   }
   std::string sig;
   if (absl::Status s = t.String("step_signature", &sig); !s.ok()) return s;
@@ -183,6 +184,8 @@ absl::Status ReadModel(const TableReader& t, PolicyFile* p) {
   }
   if (absl::Status s = t.Count("launches", &p->launches); !s.ok()) return s;
   if (absl::Status s = t.Count("allocations", &p->allocations); !s.ok()) return s;
+  if (const TomlValue* v = t.Find("launches")) p->launches_line = v->line;
+  if (const TomlValue* v = t.Find("allocations")) p->allocations_line = v->line;
   if (const TomlValue* v = t.Find("step_events")) {
     // Each launch is one event, each allocation at most two (made and freed in the step).
     if (p->step_events > kMaxStepEvents) {
@@ -269,6 +272,7 @@ absl::Status ReadStep(const TableReader& t, const TomlTable& table, PolicyFile* 
     return s;
   }
   ScheduleEntry e;
+  e.line = table.line;
   const TomlValue* pos = t.Find("position");
   if (pos == nullptr) return t.Required("position");
   uint64_t position = 0;
@@ -297,7 +301,6 @@ absl::Status ReadStep(const TableReader& t, const TomlTable& table, PolicyFile* 
       out->push_back(*r);
     }
   }
-  (void)table;
   const uint64_t moves = e.evict.size() + e.discard.size() + e.prefetch.size() + e.populate.size();
   if (moves > kMaxMovesPerPosition) {
     return t.Error(pos->line,
@@ -520,46 +523,68 @@ std::string FormatPolicyFile(const PolicyFile& p) {
   return out;
 }
 
-absl::Status CheckPolicyMatches(const PolicyFile& p, const Workload& w) {
-  const uint64_t fp = WorkloadFingerprint(w);
-  if (p.fingerprint != 0 && p.fingerprint != fp) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "policy for model '%s' (fingerprint %016x) does not match this job (fingerprint %016x)",
-        p.model, p.fingerprint, fp));
+JobStep JobStepOf(const Workload& w) {
+  JobStep job;
+  job.fingerprint = WorkloadFingerprint(w);
+  job.launches = w.num_launches();
+  job.allocation_bytes.reserve(w.allocations.size());
+  for (const WorkloadAllocation& a : w.allocations) job.allocation_bytes.push_back(a.bytes);
+  return job;
+}
+
+absl::Status CheckPolicyMatches(const PolicyFile& p, std::string_view file_name,
+                                const JobStep& job) {
+  const auto fail = [&](int line, const std::string& what) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(std::string(file_name), line > 0 ? absl::StrCat(":", line) : "", ": ", what));
+  };
+  if (p.fingerprint != 0 && job.fingerprint != 0 && p.fingerprint != job.fingerprint) {
+    return fail(p.fingerprint_line,
+                absl::StrFormat("policy for model '%s' (fingerprint %016x) does not match this "
+                                "job (fingerprint %016x)",
+                                p.model, p.fingerprint, job.fingerprint));
   }
-  if (p.launches != 0 && p.launches != w.num_launches()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "policy expects ", p.launches, " launches per step, the job has ", w.num_launches()));
+  if (p.launches != 0 && p.launches != job.launches) {
+    return fail(p.launches_line, absl::StrCat("policy expects ", p.launches,
+                                              " launches per step, the job has ", job.launches));
   }
-  if (p.allocations != 0 && p.allocations != w.allocations.size()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "policy expects ", p.allocations, " allocations, the job has ", w.allocations.size()));
+  const uint64_t allocations = job.allocation_bytes.size();
+  if (p.allocations != 0 && p.allocations != allocations) {
+    return fail(p.allocations_line, absl::StrCat("policy expects ", p.allocations,
+                                                 " allocations, the job has ", allocations));
   }
+  for (const ScheduleEntry& e : p.schedule) {
+    if (e.position >= job.launches) {
+      return fail(e.line, absl::StrCat("schedule position ", e.position, " is past the step's ",
+                                       job.launches, " launches"));
+    }
+    for (const auto* list : {&e.evict, &e.discard, &e.prefetch, &e.populate}) {
+      for (const ChunkRange& r : *list) {
+        if (r.alloc_id == 0 || r.alloc_id > allocations ||
+            uint64_t{r.first_chunk} + r.num_chunks >
+                ChunksOf(job.allocation_bytes[r.alloc_id - 1])) {
+          return fail(e.line,
+                      absl::StrCat("schedule position ", e.position, " names ", r.alloc_id, ":",
+                                   r.first_chunk, "+", r.num_chunks, ", which is not in the job"));
+        }
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckPolicyMatches(const PolicyFile& p, std::string_view file_name,
+                                const Workload& w) {
+  if (absl::Status s = CheckPolicyMatches(p, file_name, JobStepOf(w)); !s.ok()) return s;
   if (p.step_signature != 0) {
     const StepSignature job = ComputeStepSignature(w);
     if (job.signature != p.step_signature || job.events != p.step_events ||
         job.persistent != p.persistent) {
       return absl::FailedPreconditionError(absl::StrFormat(
-          "policy's step signature %016x (%d events, %d persistent allocations) does not match "
-          "this job's %016x (%d events, %d persistent allocations)",
-          p.step_signature, p.step_events, p.persistent, job.signature, job.events,
+          "%s: policy's step signature %016x (%d events, %d persistent allocations) does not "
+          "match this job's %016x (%d events, %d persistent allocations)",
+          file_name, p.step_signature, p.step_events, p.persistent, job.signature, job.events,
           job.persistent));
-    }
-  }
-  for (const ScheduleEntry& e : p.schedule) {
-    if (e.position >= w.num_launches()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "schedule position ", e.position, " is past the step's ", w.num_launches(), " launches"));
-    }
-    for (const auto* list : {&e.evict, &e.discard, &e.prefetch, &e.populate}) {
-      for (const ChunkRange& r : *list) {
-        if (r.alloc_id == 0 || r.alloc_id > w.allocations.size() ||
-            uint64_t{r.first_chunk} + r.num_chunks > ChunksOf(w.allocation(r.alloc_id).bytes)) {
-          return absl::FailedPreconditionError(
-              absl::StrCat("schedule position ", e.position, " names ", r.alloc_id, ":",
-                           r.first_chunk, "+", r.num_chunks, ", which is not in the job"));
-        }
-      }
     }
   }
   return absl::OkStatus();

@@ -47,6 +47,7 @@ struct ScheduleEntry {
   std::vector<ChunkRange> discard;   // dropped with no copy (dead until freed or overwritten)
   std::vector<ChunkRange> prefetch;  // migrated to the device
   std::vector<ChunkRange> populate;  // made resident without a copy (fresh, not yet written)
+  int line = 0;                      // where its [[step]] was read from (0 when generated)
 };
 
 // The most events a step may have (`step_events`): the engine keeps one 8-byte token per event of
@@ -73,6 +74,8 @@ struct PolicyFile {
   uint64_t budget_bytes = 0;            // device memory it was planned for
   std::vector<PolicyRule> rules;        // first match wins
   std::vector<ScheduleEntry> schedule;  // ascending positions
+  // Where `fingerprint`, `launches` and `allocations` were read from (0: not in the file).
+  int fingerprint_line = 0, launches_line = 0, allocations_line = 0;
 
   // The action for an allocation: the first matching rule's, else kSwap.
   RuleAction ActionFor(const WorkloadAllocation& a) const;
@@ -88,9 +91,24 @@ absl::StatusOr<PolicyFile> ReadPolicyFile(const std::string& path);
 // Writes the file (with comments); ParsePolicyFile reads back an equal PolicyFile.
 std::string FormatPolicyFile(const PolicyFile& policy);
 
-// Checks that `policy` belongs to `w` (fingerprint, launch and allocation counts) and that its
-// schedule names only existing positions, allocations and chunks.
-absl::Status CheckPolicyMatches(const PolicyFile& policy, const Workload& w);
+// What a job's training step shows of itself, to check a policy file against: taken from a
+// workload (spillway simulate) or from the step the engine has just recognised by its signature
+// (the planned policy), so both refuse the same files.
+struct JobStep {
+  uint64_t fingerprint = 0;  // WorkloadFingerprint; 0: not known (the engine sees no kernel names)
+  uint64_t launches = 0;
+  std::vector<uint64_t> allocation_bytes;  // by the policy's allocation id - 1
+};
+JobStep JobStepOf(const Workload& w);
+
+// Checks that `policy` (read from `file_name`) belongs to `job` (fingerprint when known, launch
+// and allocation counts) and that its schedule names only positions, allocations and chunks the
+// step has. Errors read "<file_name>:<line>: <what is wrong>".
+absl::Status CheckPolicyMatches(const PolicyFile& policy, std::string_view file_name,
+                                const JobStep& job);
+// As above for `w`, and the step signature, which the engine recognises the step by.
+absl::Status CheckPolicyMatches(const PolicyFile& policy, std::string_view file_name,
+                                const Workload& w);
 
 bool operator==(const ChunkRange& a, const ChunkRange& b);
 bool operator==(const PolicyRule& a, const PolicyRule& b);

@@ -118,9 +118,7 @@ int Main(int argc, char** argv) {
   if (!args->policy.empty()) {
     absl::StatusOr<PolicyFile> read = ReadPolicyFile(args->policy);
     if (!read.ok()) return Fail(read.status());
-    if (absl::Status s = CheckPolicyMatches(*read, *w); !s.ok()) {
-      return Fail(absl::FailedPreconditionError(absl::StrCat(args->policy, ": ", s.message())));
-    }
+    if (absl::Status s = CheckPolicyMatches(*read, args->policy, *w); !s.ok()) return Fail(s);
     file = *std::move(read);
   }
   absl::StatusOr<std::vector<SimResult>> results =

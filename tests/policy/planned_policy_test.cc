@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "policy/online_plan.h"
 #include "policy/planner.h"
@@ -603,49 +604,56 @@ TEST(PlannedPolicy, AStepLongerThanTheEngineFollowsIsOneLineAndLearned) {
   ExpectLearnedFallback(w, std::move(policy), 6 * kMiB, 4);
 }
 
-// The file's allocation count sizes nothing: the numbering grows with the job's allocations.
-TEST(PlannedPolicy, AHugeAllocationCountInTheFileSizesNothing) {
+// A file that spillway simulate refuses for this job is refused by the engine too, by the same
+// check (CheckPolicyMatches), once its step is recognised: one line with the file's line, in the
+// log and the summary's problems, and the learned policy decides. Each edit below keeps the
+// step signature, so the step is recognised as the file's.
+TEST(PlannedPolicy, AFileSimulateRefusesIsRefusedWithItsLineWhenTheStepIsRecognised) {
   const Workload w = SmallStep();
-  PolicyFile plan = Plan(w, 6 * kMiB);
-  plan.allocations = uint64_t{1} << 40;  // an 8 TiB table, were it sized by the file
-  Replay replay(w, MakePlannedPolicy(plan, "many.toml", 6 * kMiB, nullptr), 6 * kMiB);
+  const PolicyFile plan = Plan(w, 6 * kMiB);
+  ASSERT_FALSE(plan.schedule.empty());
+  const std::vector<std::pair<std::string, std::function<void(PolicyFile*)>>> edits = {
+      {"launches", [&](PolicyFile* p) { p->launches = w.num_launches() + 1; }},
+      {"allocations", [](PolicyFile* p) { p->allocations = uint64_t{1} << 40; }},
+      {"position past the step",
+       [&](PolicyFile* p) {
+         ScheduleEntry past;
+         past.position = static_cast<uint32_t>(w.num_launches() + 5);
+         past.prefetch.push_back(ChunkRange{1, 0, 1});
+         p->schedule.push_back(past);
+       }},
+      {"allocation not in the job",
+       [&](PolicyFile* p) {
+         p->schedule.back().prefetch.push_back(ChunkRange{w.allocations.size() + 1, 0, 1});
+       }},
+      {"chunks past the allocation",
+       [](PolicyFile* p) {
+         p->schedule.back().prefetch.push_back(ChunkRange{1, 0, 100});
+       }},
+  };
+  for (const auto& [what, edit] : edits) {
+    SCOPED_TRACE(what);
+    PolicyFile bad = plan;
+    edit(&bad);
+    const std::string path = WriteTemp("edited.policy.toml", FormatPolicyFile(bad));
+    absl::StatusOr<PolicyFile> read = ReadPolicyFile(path);
+    ASSERT_TRUE(read.ok()) << read.status();
+    const absl::Status refused = CheckPolicyMatches(*read, path, w);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_EQ(refused.message().substr(0, path.size() + 1), path + ":");
+    EXPECT_NE(refused.message()[path.size() + 1], ' ') << "no line: " << refused.message();
+    Logged log;
+    std::unique_ptr<EvictionPolicy> policy = LoadPlannedPolicy(path, 6 * kMiB, log.Sink());
+    ExpectLearnedFallback(w, std::move(policy), 6 * kMiB, 4);
+    ASSERT_EQ(log.problems.size(), 1u);
+    EXPECT_EQ(log.problems[0], absl::StrCat(refused.message(), "; the learned policy decides"));
+    std::remove(path.c_str());
+  }
+  // The file as planned is followed.
+  Replay replay(w, MakePlannedPolicy(plan, "small.toml", 6 * kMiB, nullptr), 6 * kMiB);
   replay.Init();
   for (int i = 0; i < 3; ++i) replay.Step();
   EXPECT_EQ(replay.Adherence().steps_followed, 2u);
-  EXPECT_EQ(replay.Adherence().mismatches, 0u);
-}
-
-// A range past its allocation's end moves, and counts, only the chunks the allocation has.
-TEST(PlannedPolicy, ARangePastTheAllocationsEndCountsOnlyItsChunks) {
-  const Workload w = SmallStep();
-  const PolicyFile plan = Plan(w, 6 * kMiB);
-  PolicyFile wide = plan;
-  int widened = 0;
-  for (ScheduleEntry& e : wide.schedule) {
-    for (auto* list : {&e.evict, &e.discard, &e.prefetch, &e.populate}) {
-      for (ChunkRange& r : *list) {
-        // A range to the allocation's last chunk (of 1 or 2) becomes "ID:FIRST-99".
-        if (r.first_chunk + r.num_chunks != ChunksOf(w.allocation(r.alloc_id).bytes)) continue;
-        r.num_chunks = 100 - r.first_chunk;
-        ++widened;
-      }
-    }
-  }
-  ASSERT_GT(widened, 0);
-  auto run = [&](const PolicyFile& file) {
-    Replay replay(w, MakePlannedPolicy(file, "small.toml", 6 * kMiB, nullptr), 6 * kMiB);
-    replay.Init();
-    for (int i = 0; i < 3; ++i) replay.Step();
-    return std::pair{replay.Moves(), replay.Adherence()};
-  };
-  const auto [moves, counted] = run(plan);
-  const auto [wide_moves, wide_counted] = run(wide);
-  EXPECT_EQ(wide_moves, moves);
-  EXPECT_EQ(wide_counted.evict_bytes, counted.evict_bytes);
-  EXPECT_EQ(wide_counted.discard_bytes, counted.discard_bytes);
-  EXPECT_EQ(wide_counted.prefetch_bytes, counted.prefetch_bytes);
-  EXPECT_EQ(wide_counted.populate_bytes, counted.populate_bytes);
-  EXPECT_GT(counted.prefetch_bytes + counted.populate_bytes, 0u);
 }
 
 TEST(PlannedPolicy, AnotherJobsPolicyIsNeverFollowed) {

@@ -42,7 +42,7 @@ TEST_P(PlannerOnSyntheticSteps, NeverWorseThanLruAndAtTheBoundInBytes) {
   options.held_room = true;
   absl::StatusOr<PolicyFile> plan = PlanPolicy(*w, options);
   ASSERT_TRUE(plan.ok()) << plan.status();
-  ASSERT_TRUE(CheckPolicyMatches(*plan, *w).ok());
+  ASSERT_TRUE(CheckPolicyMatches(*plan, "plan.toml", *w).ok());
   const SimResult lru = SimulateEvictionPolicy(*w, options.sim, MakeLruPolicy, "lru");
   const SimResult learned = SimulateEvictionPolicy(*w, options.sim, MakeLearnedPolicy, "learned");
   const SimResult demand = SimulateDemandPaging(*w, options.sim);
@@ -347,7 +347,7 @@ TEST(Planner, SearchBoundSkipsTheRemainingTriesAndKeepsTheBestSoFar) {
   EXPECT_TRUE(cut.search_cut);
   EXPECT_LE(cut.searched_launches, options.max_search_launches);
   EXPECT_GT(whole.searched_launches, cut.searched_launches);
-  ASSERT_TRUE(CheckPolicyMatches(*bounded, *w).ok());
+  ASSERT_TRUE(CheckPolicyMatches(*bounded, "bounded.toml", *w).ok());
   // Never worse than Belady's plan, the search's starting point.
   options.time_aware_victims = options.early_loads = options.held_room = false;
   absl::StatusOr<PolicyFile> belady = PlanPolicy(*w, options);

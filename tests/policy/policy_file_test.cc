@@ -108,7 +108,7 @@ TEST(PolicyFile, PlannerOutputRoundTrips) {
   absl::StatusOr<PolicyFile> again = ParsePolicyFile(FormatPolicyFile(*plan), "plan.toml");
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_TRUE(*again == *plan);
-  EXPECT_TRUE(CheckPolicyMatches(*again, *w).ok());
+  EXPECT_TRUE(CheckPolicyMatches(*again, "again.toml", *w).ok());
 }
 
 TEST(PolicyFile, RulesMatchFirstWins) {
@@ -367,33 +367,61 @@ TEST(PolicyFile, OnlyARegularFileOfAtMost64MiBIsRead) {
   ::rmdir(dir.c_str());
 }
 
-TEST(PolicyFile, CheckPolicyMatchesNamesTheMismatch) {
+TEST(PolicyFile, CheckPolicyMatchesNamesTheMismatchAndTheFilesLine) {
   absl::StatusOr<Workload> w = MakeSyntheticWorkload("cnn-small");
   ASSERT_TRUE(w.ok());
   PolicyFile p;
   p.model = "m";
   p.fingerprint = WorkloadFingerprint(*w);
-  EXPECT_TRUE(CheckPolicyMatches(p, *w).ok());
+  EXPECT_TRUE(CheckPolicyMatches(p, "f.toml", *w).ok());
   p.fingerprint ^= 1;
-  EXPECT_NE(CheckPolicyMatches(p, *w).message().find("does not match this job"), std::string::npos);
+  p.fingerprint_line = 3;
+  EXPECT_NE(CheckPolicyMatches(p, "f.toml", *w).message().find("f.toml:3: policy for model 'm'"),
+            std::string::npos);
+  // The engine knows no fingerprint (it sees no kernel names): the rest is checked.
+  JobStep job = JobStepOf(*w);
+  job.fingerprint = 0;
+  EXPECT_TRUE(CheckPolicyMatches(p, "f.toml", job).ok());
   p.fingerprint = 0;
   p.launches = w->num_launches() + 1;
-  EXPECT_EQ(CheckPolicyMatches(p, *w).message(), "policy expects " +
-                                                     std::to_string(w->num_launches() + 1) +
-                                                     " launches per step, the "
-                                                     "job has " +
-                                                     std::to_string(w->num_launches()));
+  p.launches_line = 4;
+  EXPECT_EQ(CheckPolicyMatches(p, "f.toml", *w).message(),
+            "f.toml:4: policy expects " + std::to_string(w->num_launches() + 1) +
+                " launches per step, the job has " + std::to_string(w->num_launches()));
   p.launches = 0;
   p.allocations = 1;
-  EXPECT_EQ(CheckPolicyMatches(p, *w).message(),
-            "policy expects 1 allocations, the job has " + std::to_string(w->allocations.size()));
+  EXPECT_EQ(
+      CheckPolicyMatches(p, "f.toml", *w).message(),
+      "f.toml: policy expects 1 allocations, the job has " + std::to_string(w->allocations.size()));
   p.allocations = 0;
-  p.schedule.push_back(ScheduleEntry{static_cast<uint32_t>(w->num_launches()), {}, {}, {}, {}});
-  EXPECT_NE(CheckPolicyMatches(p, *w).message().find("is past the step's"), std::string::npos);
+  p.schedule.emplace_back();
+  p.schedule[0].position = static_cast<uint32_t>(w->num_launches());
+  p.schedule[0].line = 20;
+  EXPECT_EQ(CheckPolicyMatches(p, "f.toml", *w).message(),
+            "f.toml:20: schedule position " + std::to_string(w->num_launches()) +
+                " is past the step's " + std::to_string(w->num_launches()) + " launches");
   p.schedule[0].position = 0;
   p.schedule[0].prefetch.push_back(ChunkRange{1, 0, 1000000});
-  EXPECT_EQ(CheckPolicyMatches(p, *w).message(),
-            "schedule position 0 names 1:0+1000000, which is not in the job");
+  EXPECT_EQ(CheckPolicyMatches(p, "f.toml", *w).message(),
+            "f.toml:20: schedule position 0 names 1:0+1000000, which is not in the job");
+  p.schedule[0].prefetch[0] = ChunkRange{w->allocations.size() + 1, 0, 1};
+  EXPECT_NE(CheckPolicyMatches(p, "f.toml", *w).message().find("which is not in the job"),
+            std::string::npos);
+}
+
+// The lines CheckPolicyMatches names are where the file says it.
+TEST(PolicyFile, ParsingKeepsTheLinesOfWhatIsCheckedAgainstTheJob) {
+  absl::StatusOr<PolicyFile> p = ParsePolicyFile(
+      "version = 1\n[model]\nname = \"m\"\nfingerprint = \"00000000000000ab\"\nlaunches = 5\n"
+      "allocations = 2\n[budget]\ndevice_memory = \"1GiB\"\n\n[[step]]\nposition = 1\n"
+      "prefetch = [\"1:0\"]\n",
+      "f.toml");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->fingerprint_line, 4);
+  EXPECT_EQ(p->launches_line, 5);
+  EXPECT_EQ(p->allocations_line, 6);
+  ASSERT_EQ(p->schedule.size(), 1u);
+  EXPECT_EQ(p->schedule[0].line, 10);
 }
 
 }  // namespace
