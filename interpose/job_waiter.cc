@@ -142,10 +142,16 @@ bool WriteStatus(const char* path, int status) {
   return std::fclose(file) == 0;
 }
 
-// In the forked child: the signal mask and dispositions the launcher gave this process, the
-// preload, then the job.
+// In the forked child (`waiter`: this process's parent, 0 when the job runs in its place): the
+// signal mask and dispositions the launcher gave this process, the preload, then the job. A job
+// under a waiter dies with it: a waiter killed outright (SIGKILL, the OOM killer) leaves nobody
+// to report how the job ends, and the launcher ends as if the job had been killed, which it then
+// was, instead of leaving it running unwatched.
 [[noreturn]] void ExecJob(const Options& options, const sigset_t& original_mask,
-                          const struct sigaction& original_child_action) {
+                          const struct sigaction& original_child_action, pid_t waiter) {
+  if (waiter != 0 && (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != waiter)) {
+    raise(SIGKILL);  // the waiter is gone already (or cannot be followed): no job without it
+  }
   sigaction(SIGCHLD, &original_child_action, nullptr);
   sigprocmask(SIG_SETMASK, &original_mask, nullptr);
   if (options.preload != nullptr) setenv("LD_PRELOAD", options.preload, 1);
@@ -185,13 +191,14 @@ int Run(const Options& options) {
   if (signals >= 0 && prctl(PR_SET_PDEATHSIG, LauncherGone()) == 0 && getppid() != launcher) {
     return 128 + SIGKILL;
   }
+  const pid_t waiter = getpid();
   const pid_t job = signals >= 0 ? fork() : -1;
   if (job < 0) {
     std::fprintf(stderr, "spillway: %s: cannot watch the job (%s): it runs unwatched\n",
                  options.command_name, std::strerror(errno));
-    ExecJob(options, original_mask, original_child_action);
+    ExecJob(options, original_mask, original_child_action, 0);
   }
-  if (job == 0) ExecJob(options, original_mask, original_child_action);
+  if (job == 0) ExecJob(options, original_mask, original_child_action, waiter);
 
   SignalRelay relay(launcher, job);
   while (true) {

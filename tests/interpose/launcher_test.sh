@@ -272,6 +272,29 @@ if kill -0 "$job_pid" 2>/dev/null; then
   fail "SIGKILL to the launcher left the job running"
 fi
 
+# spillway-wait killed outright (SIGKILL, the OOM killer) takes the job with it, and the launcher
+# says so, instead of leaving the job running unwatched while it reports the job killed.
+rm -f "$tmp/ready"
+"$spillway" run -- bash -c 'echo $$ >"$1.pid"; : >"$1"; exec sleep 30' job "$tmp/ready" \
+  >/dev/null 2>"$tmp/waiter-killed.err" &
+launcher=$!
+wait_for "$tmp/ready" || fail "the job under a killed spillway-wait did not start within 30 s"
+job_pid=$(cat "$tmp/ready.pid")
+waiter_pid=$(awk '{print $4}' "/proc/$job_pid/stat")
+[[ "$(cat "/proc/$waiter_pid/comm")" == spillway-wait ]] ||
+  fail "the job's parent is $(cat "/proc/$waiter_pid/comm"), not spillway-wait"
+kill -KILL "$waiter_pid"
+rc=0
+wait "$launcher" || rc=$?
+for _ in $(seq 200); do kill -0 "$job_pid" 2>/dev/null || break; sleep 0.05; done
+if kill -0 "$job_pid" 2>/dev/null; then
+  kill -KILL "$job_pid"
+  fail "SIGKILL to spillway-wait left the job running"
+fi
+[[ $rc -eq 137 ]] || fail "SIGKILL to spillway-wait: the launcher exited $rc, want 137"
+grep -q "^spillway: spillway-wait, the job's parent, was killed by signal 9 (SIGKILL); the job" \
+  "$tmp/waiter-killed.err" || fail "SIGKILL to spillway-wait: $(cat "$tmp/waiter-killed.err")"
+
 # A launcher gone before spillway-wait could watch it (here: a --parent that is not its parent)
 # starts no job; the death signal's number sent by anyone else while the launcher lives kills
 # nothing (the job handles it, as without spillway).
