@@ -23,6 +23,10 @@ run_leg() {
   # see (scripts/tsan.supp), and matching its thousands of reports to the suppressions takes
   # longer than the test's timeout.
   [[ "${1:-}" == "--tsan" ]] && skip=(-E '^trace_test$')
+  # scripts_gpu_check_test checks what scripts/gpu_check.sh does with its stages and results on
+  # simgpu: bash the sanitizers do not see, run by the plain leg; the library code it reaches is
+  # run under the sanitizers by the other tests. It is the slowest test of this leg (about 120 s).
+  [[ "${1:-}" == "--sanitize" ]] && skip=(-E '^scripts_gpu_check_test$')
   # TSan slows the tests five- to fifteenfold: planner_test's simulations alone take about 380 s
   # under it on two cores (2026-11-25), past the 300 s the other legs allow each test.
   local timeout=300
