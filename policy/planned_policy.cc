@@ -346,14 +346,31 @@ class PlannedPolicy final : public EvictionPolicy {
       return NoPlan("the job's threads launch at once, in a different interleaving every step",
                     "the learned policy decides from each thread's own step");
     }
-    if (const uint64_t moved = learned_->reordered_launches() - reordered_at_start_; moved != 0) {
-      return NoPlan(absl::StrCat("the job launches its kernels in an order that changes from step "
-                                 "to step (",
-                                 moved, moved == 1 ? " launch" : " launches",
-                                 " moved within the step while it was recorded)"),
-                    "the learned policy decides");
-    }
     const uint64_t step = learned_->step_length();
+    if (const uint64_t moved = learned_->reordered_launches() - reordered_at_start_; moved != 0) {
+      // Launches paired with one a step earlier at another place: the order changes from step to
+      // step, or a step unlike the rest went by (a first step that creates the optimizer's state
+      // shifts the pairing once). A step in a changing order cannot be followed by a plan; one
+      // odd step can: planning waits for two steps with no launch moved, and gives up when
+      // launches moved in kReorderedSteps steps.
+      static constexpr int kReorderedSteps = 3;
+      reordered_at_start_ += moved;
+      reordered_moved_ += moved;
+      // A move in another step-long stretch of the recording than the latest is another step.
+      const uint64_t bucket = recorded_.launches() / std::max<uint64_t>(step, 1);
+      if (reordered_steps_ == 0 || bucket != last_reorder_) ++reordered_steps_;
+      last_reorder_ = bucket;
+      if (reordered_steps_ >= kReorderedSteps) {
+        return NoPlan(
+            absl::StrCat("the job launches its kernels in an order that changes from "
+                         "step to step (",
+                         reordered_moved_, reordered_moved_ == 1 ? " launch" : " launches",
+                         " moved within the step in ", reordered_steps_,
+                         " steps while it was recorded)"),
+            "the learned policy decides");
+      }
+      next_try_ = std::max(next_try_, recorded_.launches() + 2 * step);
+    }
     if (step != 0 && timed_ >= step && recorded_.launches() >= next_try_) {
       return TryPlan(step);
     }
@@ -518,6 +535,9 @@ class PlannedPolicy final : public EvictionPolicy {
     for (const uint64_t id : order_) recorded_.Allocated(id, sizes_.at(id), 0);
     recording_ = true;
     reordered_at_start_ = learned_->reordered_launches();
+    reordered_moved_ = 0;
+    reordered_steps_ = 0;
+    last_reorder_ = 0;
     timed_ = 0;
     next_try_ = 0;
     tries_ = 0;
@@ -749,7 +769,12 @@ class PlannedPolicy final : public EvictionPolicy {
   const StepPlanner planner_;
   const uint64_t budget_bytes_ = 0;
   bool recording_ = false;
-  uint64_t reordered_at_start_ = 0;  // the learned policy's reordered launches then
+  uint64_t reordered_at_start_ = 0;  // the learned policy's reordered launches counted so far
+  // While recording: launches moved, the steps they moved in, and the step-long stretch of the
+  // recording of the latest move (its launches / the step's).
+  uint64_t reordered_moved_ = 0;
+  int reordered_steps_ = 0;
+  uint64_t last_reorder_ = 0;
   RecordedEvents recorded_;
   std::unordered_set<uint64_t> arenas_;            // allocations launches have named chunks of
   std::vector<RecordedAccess> accesses_;           // scratch of Record
