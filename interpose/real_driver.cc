@@ -112,6 +112,7 @@ DlsymFn RealDlsym() {
 
 bool ResolveDriverSlow(bool allow_load) {
   EnsureConfigured();
+  ReportConfigProblemsOnce();
   for (;;) {
     int state = g_driver_state.load(std::memory_order_acquire);
     if (state == kReady) return true;

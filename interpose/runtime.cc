@@ -158,13 +158,9 @@ void Configure() {
   SetLogSink(g_config->log_level, fd);
   g_mode.store(static_cast<int>(g_config->mode), std::memory_order_relaxed);
   if (log_file_failed) {
-    ReportProblem(LogLevel::kWarn, "SPILLWAY_LOG_FILE: cannot open '%s'; logging to stderr",
-                  g_config->log_file.c_str());
-  }
-  for (const std::string& problem : g_config->problems) {
-    // An unknown mode is an error (the job runs without spillway); a bad log level a warning.
-    const bool is_error = problem.rfind("SPILLWAY_LOG", 0) != 0;
-    ReportProblem(is_error ? LogLevel::kError : LogLevel::kWarn, "%s", problem.c_str());
+    g_config->problems.insert(
+        g_config->problems.begin(),
+        "SPILLWAY_LOG_FILE: cannot open '" + g_config->log_file + "'; logging to stderr");
   }
   Log(LogLevel::kInfo, "mode %s, version %s", std::string(ModeName(g_config->mode)).c_str(),
       SPILLWAY_VERSION);
@@ -259,6 +255,16 @@ SummaryData CollectSummary() {
 }
 
 }  // namespace
+
+void ReportConfigProblemsOnce() {
+  static constinit std::atomic<bool> reported{false};
+  if (g_config == nullptr || reported.exchange(true)) return;
+  for (const std::string& problem : g_config->problems) {
+    // An unknown mode is an error (the job runs without spillway); a bad log setting a warning.
+    const bool is_error = problem.rfind("SPILLWAY_LOG", 0) != 0;
+    ReportProblem(is_error ? LogLevel::kError : LogLevel::kWarn, "%s", problem.c_str());
+  }
+}
 
 void EnsureConfigured() {
   if (g_config_state.load(std::memory_order_acquire) == kConfigDone) return;

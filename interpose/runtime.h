@@ -37,6 +37,11 @@ class ReentrancyGuard {
 
 // Reads the environment once (later calls return at once), sets up logging and fork handlers.
 void EnsureConfigured();
+// Logs (and keeps for the summary) what is wrong with the SPILLWAY_* settings, once per process,
+// at its first CUDA call through spillway (ResolveDriverSlow): a shell or `timeout` around the job
+// carries the preload too, but says nothing about settings it never uses. REQUIRES:
+// EnsureConfigured() has run.
+void ReportConfigProblemsOnce();
 
 // The mode in effect. REQUIRES: EnsureConfigured() has run.
 Mode CurrentMode();

@@ -400,6 +400,14 @@ if [[ "$with_simgpu" == simgpu ]]; then
   expect 0 '' -- env SIMGPU_MEMORY=64MiB "$spillway" run -q --simgpu --device-memory 64MiB -- "${job[@]}"
   grep -q '^spillway' "$tmp/out" && fail "--quiet printed a summary: $(cat "$tmp/out")"
 
+  # A bad SPILLWAY_* value is said once, by the process that uses CUDA: the shell and `timeout`
+  # around it carry the preload too, and say nothing.
+  SIMGPU_MEMORY=64MiB SPILLWAY_EVICTION=bogus "$spillway" run -q --simgpu --device-memory 64MiB -- \
+    sh -c "timeout 120 ${job[*]}" >/dev/null 2>"$tmp/bad-env.err" ||
+    fail "a bad SPILLWAY_EVICTION: the job failed: $(cat "$tmp/bad-env.err")"
+  said=$(grep -c "SPILLWAY_EVICTION" "$tmp/bad-env.err" || true)
+  [[ $said -eq 1 ]] || fail "a bad SPILLWAY_EVICTION was said $said times, want once: $(cat "$tmp/bad-env.err")"
+
   # PyTorch's and TensorFlow's per-tensor allocators are stream-ordered, which needs managed memory
   # pools (CUDA 13.0): on an older driver those two keep their caching allocators, and a line says
   # why; JAX's (cuMemAlloc) is set still.
