@@ -211,6 +211,9 @@ Config ReadConfigFromEnvironment() {
   if (const std::optional<std::string_view> trace = GetEnv("SPILLWAY_TRACE")) {
     if (!trace->empty()) config.trace_path = std::string(*trace);
   }
+  if (const std::optional<std::string_view> list = GetEnv("SPILLWAY_TRACE_LIST")) {
+    config.trace_list = std::string(*list);
+  }
   return config;
 }
 

@@ -60,6 +60,9 @@ struct Config {
   // SPILLWAY_TRACE: where record mode writes its trace; "%p" is replaced by the pid (a forked
   // child without "%p" in the name writes to "<name>.<pid>").
   std::string trace_path = "spillway-%p.trace";
+  // SPILLWAY_TRACE_LIST (set by `spillway profile`): a file each recording process appends the
+  // path of its trace to, one line, so the launcher lists its own job's traces and no other's.
+  std::string trace_list;
   // One line per setting that was rejected, e.g. "SPILLWAY_MODE: unknown value 'x' ...".
   std::vector<std::string> problems;
 };

@@ -44,6 +44,19 @@ namespace {
 
 enum OpenState : int { kNotOpen = 0, kOpen = 1, kFailed = 2 };
 constinit std::string* g_pattern = nullptr;  // SPILLWAY_TRACE; set once, never freed
+constinit std::string* g_trace_list = nullptr;  // SPILLWAY_TRACE_LIST; likewise (empty: none)
+
+// Appends `path` to the launcher's list of this job's traces, one line in one write (O_APPEND: the
+// processes of a job append side by side).
+void ListTrace(const std::string& path) {
+  if (g_trace_list == nullptr || g_trace_list->empty()) return;
+  const int fd = ::open(g_trace_list->c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return;  // the launcher then lists no trace of this process; the trace is there
+  const std::string line = path + "\n";
+  const ssize_t written = ::write(fd, line.data(), line.size());
+  (void)written;
+  ::close(fd);
+}
 constinit std::atomic<int> g_open_state{kNotOpen};
 constinit std::atomic<trace::TraceWriter*> g_writer{nullptr};  // never destroyed (closed at exit)
 constinit std::atomic<bool> g_forked_child{false};
@@ -212,6 +225,7 @@ trace::TraceWriter* Writer() {
   g_writer.store(writer, std::memory_order_release);
   g_open_state.store(kOpen, std::memory_order_release);
   Log(LogLevel::kInfo, "recording to %s", used.c_str());
+  ListTrace(used);
   // Once per process (a forked child inherits the handler, which then reads the child's events).
   if (!g_exit_handler.exchange(true)) std::atexit(CollectTimesAtExit);
   if (!g_forked_child.load()) StartCupti(writer, facts.name);
@@ -463,6 +477,7 @@ std::string TracePathFor(const std::string& pattern, long pid, bool forked_child
 void StartRecording(const Config& config) {
   if (config.mode != Mode::kRecord) return;
   g_pattern = new std::string(config.trace_path);
+  g_trace_list = new std::string(config.trace_list);
   // libunwind is loaded now, while the library initializes, rather than from the first
   // allocation's hook, where dlopen would take the loader lock from inside a CUDA call.
   callsite::UnwinderAvailable(SayNoStacks);

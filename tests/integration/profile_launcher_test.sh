@@ -30,6 +30,24 @@ if [[ -z "${SPILLWAY_TEST_TSAN:-}" ]]; then
   grep -q "2 traces written, one per process" "$tmp/log" || { cat "$tmp/log"; fail "traces not listed"; }
 fi
 
+# Two jobs profiled to the same -o at the same time: each lists its own trace only; the first to
+# end gets -o, the other keeps its trace at its per-process path and says so; nothing is lost.
+for i in 1 2; do
+  SIMGPU_MEMORY=64MiB "$out/spillway" profile --simgpu -o "$tmp/same.trace" -- sh -c \
+    "'$out/oversubscribe' --factor 0.5 --buffer 4MiB --passes 1 >/dev/null; sleep $i" \
+    >"$tmp/same$i.log" 2>&1 &
+  eval "job$i=\$!"
+done
+wait "$job1" || { cat "$tmp/same1.log"; fail "the first of two profiles failed"; }
+wait "$job2" || { cat "$tmp/same2.log"; fail "the second of two profiles failed"; }
+grep -q "trace written to $tmp/same.trace" "$tmp/same1.log" ||
+  { cat "$tmp/same1.log"; fail "the first of two profiles did not write -o"; }
+grep -q "^spillway: $tmp/same.trace was written by another job while this one ran; this job's trace is $tmp/same.trace.[0-9]*$" \
+  "$tmp/same2.log" || { cat "$tmp/same2.log"; fail "the second of two profiles did not keep its own"; }
+grep -q "traces written" "$tmp/same1.log" "$tmp/same2.log" && fail "a profile listed another job's trace"
+[[ $(find "$tmp" -name 'same.trace*' | wc -l) -eq 2 ]] || { ls "$tmp"; fail "two profiles: not two traces"; }
+"$out/spillway-inspect" "$tmp/same.trace" >/dev/null || fail "the first profile's trace does not read"
+
 # --progress: a line every 2 s; the job records, then outlives its trace by more than 2 s, so one
 # line counts the whole trace.
 status=0
