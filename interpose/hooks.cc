@@ -964,10 +964,14 @@ extern "C" CUresult spillway_hook_cuGetProcAddress_v2(const char* symbol, void**
 
 // ---- dlsym ----
 //
-// glibc's dlsym takes the caller from its return address (RTLD_NEXT searches after the caller's
-// object). So the exported dlsym is a stub that jumps: RTLD_NEXT goes to the real dlsym with the
-// caller's return address intact; every other handle goes to spillway_dlsym_impl, which asks the
-// real dlsym and swaps the real driver's function for our hook.
+// glibc's dlsym takes the caller from its return address: RTLD_NEXT searches after the caller's
+// object, RTLD_DEFAULT the caller's scope (a library loaded with RTLD_LOCAL finds its own
+// dependencies' symbols there), and a found object becomes the caller's dependency. So the
+// exported dlsym is a stub that jumps, the caller's return address intact, to the real dlsym for
+// RTLD_NEXT and for every name that does not start with "cu"; only a "cu..." name through another
+// handle goes to spillway_dlsym_impl, which asks the real dlsym and swaps the real driver's
+// function for our hook (for those, the driver's entry points, the caller's scope finds the same
+// libcuda.so.1).
 
 extern "C" {
 SPILLWAY_HIDDEN extern void* spillway_real_dlsym;
@@ -1017,7 +1021,14 @@ asm(R"(
 dlsym:
     .cfi_startproc
     cmpq $-1, %rdi
-    jne spillway_dlsym_impl
+    je 3f
+    testq %rsi, %rsi
+    jz 3f
+    cmpb $0x63, (%rsi)
+    jne 3f
+    cmpb $0x75, 1(%rsi)
+    je spillway_dlsym_impl
+3:
     movq spillway_real_dlsym(%rip), %rax
     testq %rax, %rax
     jz 1f

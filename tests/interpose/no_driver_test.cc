@@ -67,4 +67,24 @@ TEST(NoDriverTest, AnEntryPointTheDriverLacksIsNotFound) {
       << ReadFile(base + ".err");
 }
 
+// glibc's dlsym(RTLD_DEFAULT, ...) searches the caller's scope: a library loaded with RTLD_LOCAL
+// finds its own dependencies' symbols. With spillway's dlsym in between, it still does (the
+// override hands glibc the caller's return address for every name it does not hook).
+TEST(NoDriverTest, DlsymOfADefaultHandleSearchesTheCallersScope) {
+  const std::string base = ::testing::TempDir() + "scope_" + std::to_string(::getpid());
+  const char* runner_preload = std::getenv("SPILLWAY_TEST_PRELOAD");
+  const std::string preload = runner_preload != nullptr && *runner_preload != '\0'
+                                  ? std::string(runner_preload) + ":" + SPILLWAY_LIB
+                                  : std::string(SPILLWAY_LIB);
+  for (const std::string& with : {std::string(), "LD_PRELOAD=" + preload}) {
+    const std::string command = "env " + with + " " + SCOPE_PROGRAM + " " + SCOPE_OUTER + " >" +
+                                base + ".out 2>" + base + ".err";
+    const int raw = std::system(command.c_str());
+    ASSERT_TRUE(WIFEXITED(raw));
+    EXPECT_EQ(WEXITSTATUS(raw), 0) << ReadFile(base + ".err");
+    EXPECT_EQ(ReadFile(base + ".out"), "found=1\n")
+        << (with.empty() ? "without" : "with") << " spillway: " << ReadFile(base + ".err");
+  }
+}
+
 }  // namespace
