@@ -21,16 +21,21 @@ std::string ReadFile(const std::string& path) {
   return text.str();
 }
 
+// LD_PRELOAD for a job under libspillway.so (after the sanitizer runtimes in a sanitized build).
+std::string Preload() {
+  const char* runner_preload = std::getenv("SPILLWAY_TEST_PRELOAD");
+  return runner_preload != nullptr && *runner_preload != '\0'
+             ? std::string(runner_preload) + ":" + SPILLWAY_LIB
+             : std::string(SPILLWAY_LIB);
+}
+
 TEST(NoDriverTest, HooksFailCleanlyWithoutADriver) {
   if (void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL)) {
     dlclose(driver);
     GTEST_SKIP() << "a libcuda.so.1 is installed on this machine";
   }
   const std::string base = ::testing::TempDir() + "no_driver_" + std::to_string(::getpid());
-  const char* runner_preload = std::getenv("SPILLWAY_TEST_PRELOAD");
-  const std::string preload = runner_preload != nullptr && *runner_preload != '\0'
-                                  ? std::string(runner_preload) + ":" + SPILLWAY_LIB
-                                  : std::string(SPILLWAY_LIB);
+  const std::string preload = Preload();
   const std::string command = "env LD_PRELOAD=" + preload + " SPILLWAY_SUMMARY=" + base + ".json " +
                               NO_DRIVER_PROGRAM + " >" + base + ".out 2>" + base + ".err";
   const int raw = std::system(command.c_str());
@@ -52,10 +57,7 @@ TEST(NoDriverTest, HooksFailCleanlyWithoutADriver) {
 // has are found (spillway's hooks).
 TEST(NoDriverTest, AnEntryPointTheDriverLacksIsNotFound) {
   const std::string base = ::testing::TempDir() + "old_driver_" + std::to_string(::getpid());
-  const char* runner_preload = std::getenv("SPILLWAY_TEST_PRELOAD");
-  const std::string preload = runner_preload != nullptr && *runner_preload != '\0'
-                                  ? std::string(runner_preload) + ":" + SPILLWAY_LIB
-                                  : std::string(SPILLWAY_LIB);
+  const std::string preload = Preload();
   const std::string command = "env LD_LIBRARY_PATH=" OLD_DRIVER_DIR " LD_PRELOAD=" + preload +
                               " SPILLWAY_SUMMARY=" + base + ".json " + NO_DRIVER_PROGRAM +
                               " probe >" + base + ".out 2>" + base + ".err";
@@ -72,10 +74,7 @@ TEST(NoDriverTest, AnEntryPointTheDriverLacksIsNotFound) {
 // override hands glibc the caller's return address for every name it does not hook).
 TEST(NoDriverTest, DlsymOfADefaultHandleSearchesTheCallersScope) {
   const std::string base = ::testing::TempDir() + "scope_" + std::to_string(::getpid());
-  const char* runner_preload = std::getenv("SPILLWAY_TEST_PRELOAD");
-  const std::string preload = runner_preload != nullptr && *runner_preload != '\0'
-                                  ? std::string(runner_preload) + ":" + SPILLWAY_LIB
-                                  : std::string(SPILLWAY_LIB);
+  const std::string preload = Preload();
   for (const std::string& with : {std::string(), "LD_PRELOAD=" + preload}) {
     const std::string command = "env " + with + " " + SCOPE_PROGRAM + " " + SCOPE_OUTER + " >" +
                                 base + ".out 2>" + base + ".err";
