@@ -1,154 +1,205 @@
 #!/usr/bin/env python3
-"""Measures host<->device bandwidth on this machine's GPU, for scripts/gpu_check.sh: pinned
-copies (PyTorch, else CuPy) and, with CuPy, managed-memory prefetch (what spillway's moves are),
-and what a small managed allocation takes on the device once resident.
+"""Measures host<->device bandwidth on this machine's GPU 0 for scripts/gpu_check.sh, through the
+CUDA driver API itself (libcuda.so.1 by ctypes; no framework, no wrapper's deprecated forms):
+pinned and pageable copies (cuMemcpyHtoDAsync / cuMemcpyDtoHAsync), managed-memory prefetch to
+the device and to the host (cuMemPrefetchAsync with a CUmemLocation, CUDA 12.2+, else the form
+with a device ordinal) - how spillway moves data - and what a small managed allocation takes on
+the device once resident.
 
-Prints a table, then one `result:` line with a JSON object of GB/s figures (10^9 bytes/s; the
-`_kib` figures are KiB).
-Exit status: 0 measured, 1 no GPU, 3 neither PyTorch nor CuPy installed.
+Prints a table, then one `result:` line with a JSON object: the `_gbps` figures are 10^9 bytes/s,
+the `_kib` ones KiB, `driver_version` the driver's CUDA version (13000 = 13.0).
+Exit status: 0 measured, 1 no GPU (or a driver call failed: the line says which), 3 no driver
+(libcuda.so.1 cannot be loaded), 2 bad arguments.
 """
 
 import argparse
+import ctypes
 import json
 import statistics
 import sys
 import time
 
-
-def parse_args(argv):
-    parser = argparse.ArgumentParser(description="Host<->device bandwidth of GPU 0.")
-    parser.add_argument("--size-mib", type=int, default=1024, help="bytes per copy, MiB (1024)")
-    parser.add_argument("--repeats", type=int, default=10, help="copies per direction (10)")
-    return parser.parse_args(argv)
-
-
-def torch_pinned(size, repeats):
-    import torch
-    if not torch.cuda.is_available():
-        return None
-    host = torch.empty(size, dtype=torch.uint8, pin_memory=True)
-    device = torch.empty(size, dtype=torch.uint8, device="cuda")
-    out = {}
-    for name, dst, src in (("h2d_pinned_gbps", device, host), ("d2h_pinned_gbps", host, device)):
-        times = []
-        for _ in range(repeats + 1):
-            torch.cuda.synchronize()
-            start = time.perf_counter()
-            dst.copy_(src, non_blocking=True)
-            torch.cuda.synchronize()
-            times.append(time.perf_counter() - start)
-        out[name] = size / statistics.median(times[1:]) / 1e9
-    return out
+CU_MEM_ATTACH_GLOBAL = 1
+CU_STREAM_NON_BLOCKING = 1
+CU_MEMHOSTALLOC_PORTABLE = 1
+CU_MEM_LOCATION_TYPE_DEVICE = 1
+CU_MEM_LOCATION_TYPE_HOST = 2
+CU_DEVICE_CPU = -1
 
 
-def cupy_figures(size, repeats, pinned):
-    import cupy
-    runtime = cupy.cuda.runtime
-    if runtime.getDeviceCount() < 1:
-        return None
-    out = {}
-    stream = cupy.cuda.Stream(non_blocking=True)
-    if pinned:
-        host = cupy.cuda.alloc_pinned_memory(size)
-        device = cupy.cuda.alloc(size)
-        for name, kind in (("h2d_pinned_gbps", runtime.memcpyHostToDevice),
-                           ("d2h_pinned_gbps", runtime.memcpyDeviceToHost)):
-            times = []
-            for _ in range(repeats + 1):
-                start = time.perf_counter()
-                if kind == runtime.memcpyHostToDevice:
-                    runtime.memcpyAsync(device.ptr, host.ptr, size, kind, stream.ptr)
-                else:
-                    runtime.memcpyAsync(host.ptr, device.ptr, size, kind, stream.ptr)
-                stream.synchronize()
-                times.append(time.perf_counter() - start)
-            out[name] = size / statistics.median(times[1:]) / 1e9
-    # First, before any managed memory has been on the device (nvidia-uvm may keep chunks it
-    # freed, and free memory would then not fall).
-    try:
-        out.update(small_managed_footprint(runtime, stream))
-    except Exception as error:  # noqa: BLE001 - the bandwidth figures matter more
-        print(f"gpu_bandwidth.py: small managed allocations not measured: {error}",
-              file=sys.stderr)
-    # Managed memory moved by prefetch, as spillway moves it (the data is touched on the device
-    # first so that every page exists).
-    managed = cupy.cuda.malloc_managed(size)
-    array = cupy.ndarray((size,), dtype=cupy.uint8, memptr=managed)
-    array.fill(1)
-    cupy.cuda.Device().synchronize()
-    cpu = getattr(runtime, "cudaCpuDeviceId", -1)
-    h2d, d2h = [], []
+class DriverError(Exception):
+    pass
+
+
+class CUmemLocation(ctypes.Structure):
+    _fields_ = [("type", ctypes.c_int), ("id", ctypes.c_int)]
+
+
+class Driver:
+    """The few driver calls this needs; each failure raises DriverError naming the call."""
+
+    def __init__(self, lib):
+        self.lib = lib
+        self.version = 0
+
+    def call(self, name, *args):
+        result = getattr(self.lib, name)(*args)
+        if result != 0:
+            text = ctypes.c_char_p()
+            self.lib.cuGetErrorName(result, ctypes.byref(text))
+            raise DriverError(f"{name}: {text.value.decode() if text.value else result}")
+
+    def start(self):
+        self.call("cuInit", 0)
+        version = ctypes.c_int()
+        self.call("cuDriverGetVersion", ctypes.byref(version))
+        self.version = version.value
+        device = ctypes.c_int()
+        self.call("cuDeviceGet", ctypes.byref(device), 0)
+        context = ctypes.c_void_p()
+        self.call("cuDevicePrimaryCtxRetain", ctypes.byref(context), device)
+        self.call("cuCtxSetCurrent", context)
+        stream = ctypes.c_void_p()
+        self.call("cuStreamCreate", ctypes.byref(stream), CU_STREAM_NON_BLOCKING)
+        return stream
+
+    def free_memory(self):
+        free, total = ctypes.c_size_t(), ctypes.c_size_t()
+        self.call("cuMemGetInfo_v2", ctypes.byref(free), ctypes.byref(total))
+        return free.value
+
+    def alloc_managed(self, size):
+        pointer = ctypes.c_uint64()
+        self.call("cuMemAllocManaged", ctypes.byref(pointer), ctypes.c_size_t(size),
+                  CU_MEM_ATTACH_GLOBAL)
+        return pointer.value
+
+    def prefetch(self, pointer, size, to_device, stream):
+        """Managed memory to device 0 or to the host, on `stream`."""
+        if self.version >= 12020 and hasattr(self.lib, "cuMemPrefetchAsync_v2"):
+            where = CUmemLocation(CU_MEM_LOCATION_TYPE_DEVICE if to_device
+                                  else CU_MEM_LOCATION_TYPE_HOST, 0)
+            self.call("cuMemPrefetchAsync_v2", ctypes.c_uint64(pointer), ctypes.c_size_t(size),
+                      where, ctypes.c_uint(0), stream)
+        else:
+            self.call("cuMemPrefetchAsync", ctypes.c_uint64(pointer), ctypes.c_size_t(size),
+                      ctypes.c_int(0 if to_device else CU_DEVICE_CPU), stream)
+
+
+def timed(driver, stream, repeats, operation):
+    """The median seconds of `operation` (run then waited for), its first run left out."""
+    times = []
     for _ in range(repeats + 1):
         start = time.perf_counter()
-        runtime.memPrefetchAsync(managed.ptr, size, cpu, stream.ptr)
-        stream.synchronize()
-        d2h.append(time.perf_counter() - start)
-        start = time.perf_counter()
-        runtime.memPrefetchAsync(managed.ptr, size, 0, stream.ptr)
-        stream.synchronize()
-        h2d.append(time.perf_counter() - start)
-    out["h2d_prefetch_gbps"] = size / statistics.median(h2d[1:]) / 1e9
-    out["d2h_prefetch_gbps"] = size / statistics.median(d2h[1:]) / 1e9
+        operation()
+        driver.call("cuStreamSynchronize", stream)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times[1:])
+
+
+def copies(driver, stream, size, repeats):
+    """Pinned (cuMemHostAlloc) and pageable (plain host memory) copies both ways."""
+    out = {}
+    device = ctypes.c_uint64()
+    driver.call("cuMemAlloc_v2", ctypes.byref(device), ctypes.c_size_t(size))
+    pinned = ctypes.c_void_p()
+    driver.call("cuMemHostAlloc", ctypes.byref(pinned), ctypes.c_size_t(size),
+                CU_MEMHOSTALLOC_PORTABLE)
+    pageable = ctypes.create_string_buffer(size)
+    try:
+        for kind, host in (("pinned", pinned.value), ("pageable", ctypes.addressof(pageable))):
+            ctypes.memset(host, 1, size)  # every host page exists before it is timed
+            out[f"h2d_{kind}_gbps"] = size / timed(driver, stream, repeats, lambda h=host: driver.call(
+                "cuMemcpyHtoDAsync_v2", device, ctypes.c_void_p(h), ctypes.c_size_t(size),
+                stream)) / 1e9
+            out[f"d2h_{kind}_gbps"] = size / timed(driver, stream, repeats, lambda h=host: driver.call(
+                "cuMemcpyDtoHAsync_v2", ctypes.c_void_p(h), device, ctypes.c_size_t(size),
+                stream)) / 1e9
+    finally:
+        driver.call("cuMemFreeHost", pinned)
+        driver.call("cuMemFree_v2", device)
     return out
 
 
-def small_managed_footprint(runtime, stream, count=64, size=96 << 10):
-    """What a small managed allocation takes on the device once resident: `count` allocations of
-    `size` bytes (1.5 x 64 KiB), each its own cudaMallocManaged, prefetched to device 0; free
-    device memory before and after, per allocation (KiB). nvidia-uvm sizes a small block's GPU
-    chunks by its size and alignment (64 KiB / 4 KiB pieces of 2 MiB root chunks), so this
-    should be near 96-128 KiB; 2048 would mean a 2 MiB chunk each (simgpu's model). Also the
-    median distance between consecutive allocations' addresses (KiB)."""
-    runtime.deviceSynchronize()
-    free_before, _ = runtime.memGetInfo()
-    pointers = [runtime.mallocManaged(size, 1) for _ in range(count)]  # cudaMemAttachGlobal
+def prefetches(driver, stream, size, repeats):
+    """Managed memory moved by prefetch, as spillway moves it. It is written on the device first
+    (cuMemsetD8Async), so every page exists and holds data to move both ways."""
+    managed = driver.alloc_managed(size)
     try:
+        driver.call("cuMemsetD8Async", ctypes.c_uint64(managed), ctypes.c_ubyte(1),
+                    ctypes.c_size_t(size), stream)
+        driver.call("cuStreamSynchronize", stream)
+        d2h, h2d = [], []
+        for _ in range(repeats + 1):
+            for to_device, times in ((False, d2h), (True, h2d)):
+                start = time.perf_counter()
+                driver.prefetch(managed, size, to_device, stream)
+                driver.call("cuStreamSynchronize", stream)
+                times.append(time.perf_counter() - start)
+        return {"h2d_prefetch_gbps": size / statistics.median(h2d[1:]) / 1e9,
+                "d2h_prefetch_gbps": size / statistics.median(d2h[1:]) / 1e9}
+    finally:
+        driver.call("cuMemFree_v2", ctypes.c_uint64(managed))
+
+
+def small_managed_footprint(driver, stream, count=64, size=96 << 10):
+    """What a small managed allocation takes on the device once resident: `count` allocations of
+    `size` bytes (1.5 x 64 KiB), each its own cuMemAllocManaged, prefetched to device 0; free
+    device memory before and after, per allocation (KiB). nvidia-uvm sizes a partial block's GPU
+    chunks by its size and alignment (64 KiB and 4 KiB chunks), so this should be near 96 KiB, as
+    simgpu charges it; 2048 would mean a 2 MiB chunk each. Also the median distance between
+    consecutive allocations' addresses (KiB). Measured before any other managed memory has been
+    on the device (nvidia-uvm may keep chunks it freed, and free memory would then not fall)."""
+    free_before = driver.free_memory()
+    pointers = []
+    try:
+        for _ in range(count):
+            pointers.append(driver.alloc_managed(size))
         for pointer in pointers:
-            runtime.memPrefetchAsync(pointer, size, 0, stream.ptr)
-        stream.synchronize()
-        free_after, _ = runtime.memGetInfo()
+            driver.prefetch(pointer, size, True, stream)
+        driver.call("cuStreamSynchronize", stream)
+        free_after = driver.free_memory()
         ordered = sorted(pointers)
         strides = [b - a for a, b in zip(ordered, ordered[1:])]
-        return {
-            "small_managed_device_kib": (free_before - free_after) / count / 1024,
-            "small_managed_stride_kib": statistics.median(strides) / 1024,
-        }
+        return {"small_managed_device_kib": (free_before - free_after) / count / 1024,
+                "small_managed_stride_kib": statistics.median(strides) / 1024}
     finally:
         for pointer in pointers:
-            runtime.free(pointer)
+            driver.call("cuMemFree_v2", ctypes.c_uint64(pointer))
 
 
 def main(argv):
-    args = parse_args(argv)
+    parser = argparse.ArgumentParser(description="Host<->device bandwidth of GPU 0, through the "
+                                     "CUDA driver API.")
+    parser.add_argument("--size-mib", type=int, default=1024, help="bytes per copy, MiB (1024)")
+    parser.add_argument("--repeats", type=int, default=10, help="copies per direction (10)")
+    args = parser.parse_args(argv)
+    if args.size_mib < 1 or args.repeats < 1:
+        parser.error("--size-mib and --repeats must be at least 1")
     size = args.size_mib << 20
-    figures, sources = {}, []
     try:
-        got = torch_pinned(size, args.repeats)
-        if got is None:
-            print("gpu_bandwidth.py: PyTorch sees no GPU", file=sys.stderr)
-            return 1
-        figures.update(got)
-        sources.append("torch")
-    except ImportError:
-        pass
-    try:
-        got = cupy_figures(size, args.repeats, pinned="h2d_pinned_gbps" not in figures)
-        if got:
-            figures.update(got)
-            sources.append("cupy")
-    except ImportError:
-        pass
-    except Exception as error:  # noqa: BLE001 - report and keep what was measured
-        print(f"gpu_bandwidth.py: CuPy measurement failed: {error}", file=sys.stderr)
-    if not sources:
-        print("gpu_bandwidth.py: neither PyTorch nor CuPy is installed", file=sys.stderr)
+        driver = Driver(ctypes.CDLL("libcuda.so.1"))
+    except OSError as error:
+        print(f"gpu_bandwidth.py: no CUDA driver: {error}", file=sys.stderr)
         return 3
-    print(f"{'what':24s} {'GB/s':>8s}   ({args.size_mib} MiB, median of {args.repeats}, "
-          f"{'+'.join(sources)})")
+    figures = {}
+    try:
+        stream = driver.start()
+        figures.update(small_managed_footprint(driver, stream))
+        figures.update(copies(driver, stream, size, args.repeats))
+        figures.update(prefetches(driver, stream, size, args.repeats))
+    except DriverError as error:
+        print(f"gpu_bandwidth.py: {error}", file=sys.stderr)
+        if not figures:
+            return 1
+    print(f"{'what':26s} {'value':>9s}   ({args.size_mib} MiB, median of {args.repeats}, "
+          f"driver {driver.version // 1000}.{driver.version % 1000 // 10})")
     for name, value in sorted(figures.items()):
-        unit = "KiB" if name.endswith("_kib") else ""
-        print(f"{name:24s} {value:8.2f} {unit}".rstrip())
-    print("result: " + json.dumps({k: round(v, 3) for k, v in figures.items()}))
+        unit = "KiB" if name.endswith("_kib") else "GB/s"
+        print(f"{name:26s} {value:9.2f} {unit}")
+    result = {k: round(v, 3) for k, v in figures.items()}
+    result["driver_version"] = driver.version
+    print("result: " + json.dumps(result))
     return 0
 
 

@@ -493,9 +493,9 @@ step_bandwidth() {
     return 0
   fi
   runc bandwidth "$python" "$root/scripts/gpu_bandwidth.py" || {
-    note "bandwidth measurement failed (needs PyTorch or CuPy)"; return 1; }
-  # The bound uses managed-memory prefetch rates (how spillway moves data) when CuPy measured
-  # them, else pinned copies.
+    note "bandwidth measurement failed (through the driver API: libcuda.so.1)"; return 1; }
+  # The bound uses managed-memory prefetch rates (how spillway moves data) when measured, else
+  # pinned copies.
   h2d_gbps=$(result bandwidth h2d_prefetch_gbps)
   d2h_gbps=$(result bandwidth d2h_prefetch_gbps)
   [[ -n "$h2d_gbps" ]] || h2d_gbps=$(result bandwidth h2d_pinned_gbps)

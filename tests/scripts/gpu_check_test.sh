@@ -71,4 +71,19 @@ SIMGPU_MEMORY=32MiB expect 1 '^doctor +FAILED' -- \
   "$check" --simgpu --bundle "$tmp/broken" --only doctor,bandwidth --results-dir "$tmp/r2"
 grep -Eq '^bandwidth +passed' "$tmp/out" || fail "the check stopped after a failing step"
 
+# scripts/gpu_bandwidth.py through the driver API, here simgpu's: every figure, the small managed
+# allocation's footprint as simgpu charges it (96 KiB: its pages, not a 2 MiB chunk), the driver's
+# version; without a driver, exit 3 and one line.
+python=$(command -v python3)
+LD_LIBRARY_PATH="$out/simgpu" SIMGPU_MEMORY=256MiB expect 0 '^result: ' -- \
+  "$python" "$src/scripts/gpu_bandwidth.py" --size-mib 4 --repeats 2
+for key in h2d_pinned_gbps d2h_pinned_gbps h2d_pageable_gbps d2h_pageable_gbps h2d_prefetch_gbps \
+           d2h_prefetch_gbps small_managed_stride_kib driver_version; do
+  grep -q "^result: .*\"$key\": [0-9]" "$tmp/out" || fail "gpu_bandwidth.py: no $key: $(cat "$tmp/out")"
+done
+grep -q '^result: .*"small_managed_device_kib": 96.0' "$tmp/out" ||
+  fail "gpu_bandwidth.py: a 96 KiB managed allocation does not take 96 KiB: $(cat "$tmp/out")"
+LD_LIBRARY_PATH="$tmp/none" expect 3 '^gpu_bandwidth.py: no CUDA driver: ' -- \
+  "$python" "$src/scripts/gpu_bandwidth.py" --size-mib 4
+
 finish "gpu_check"
