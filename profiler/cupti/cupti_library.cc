@@ -2,6 +2,7 @@
 #include "profiler/cupti/cupti_library.h"
 
 #include <dlfcn.h>
+#include <link.h>
 
 #include <algorithm>
 #include <string>
@@ -66,16 +67,50 @@ std::string ResolveAll(void* handle, CuptiFunctions& f) {
 }  // namespace
 
 std::vector<std::string> CuptiCandidates(std::string_view override_path, std::string_view cuda_home,
-                                         std::string_view cuda_path) {
+                                         std::string_view cuda_path,
+                                         const std::vector<std::string>& loaded) {
   if (!override_path.empty()) return {std::string(override_path)};
   std::vector<std::string> out;
+  auto add = [&out](std::string path) {
+    if (std::find(out.begin(), out.end(), path) == out.end()) out.push_back(std::move(path));
+  };
+  for (const std::string& path : loaded) {
+    const size_t slash = path.rfind('/');
+    const std::string_view name = std::string_view(path).substr(slash + 1);
+    if (slash != std::string::npos && name.starts_with("libcupti.so")) add(path);
+  }
   AddToolkitFolders(cuda_home, out);
   AddToolkitFolders(cuda_path, out);
   AddToolkitFolders("/usr/local/cuda", out);
+  for (const std::string& path : loaded) {
+    if (const size_t at = path.rfind("/nvidia/"); at != std::string::npos) {
+      const std::string nvidia = path.substr(0, at + 8);
+      add(nvidia + "cu13/lib/libcupti.so.13");
+      add(nvidia + "cuda_cupti/lib/libcupti.so.13");
+      add(nvidia + "cuda_cupti/lib/libcupti.so.12");
+    }
+    if (const size_t at = path.rfind("/torch/lib/"); at != std::string::npos) {
+      const std::string lib = path.substr(0, at + 11);
+      for (const char* name : {"libcupti.so.13", "libcupti.so.12", "libcupti.so"}) add(lib + name);
+    }
+  }
   out.push_back("libcupti.so");
   out.push_back("libcupti.so.13");
   out.push_back("libcupti.so.12");
   return out;
+}
+
+std::vector<std::string> LoadedObjectPaths() {
+  std::vector<std::string> paths;
+  dl_iterate_phdr(
+      [](struct dl_phdr_info* info, size_t, void* data) {
+        if (info->dlpi_name != nullptr && info->dlpi_name[0] != '\0') {
+          static_cast<std::vector<std::string>*>(data)->emplace_back(info->dlpi_name);
+        }
+        return 0;
+      },
+      &paths);
+  return paths;
 }
 
 bool CompatibleApiVersion(uint32_t library_version) {

@@ -43,11 +43,20 @@ struct LoadedCupti {
 };
 
 // The places searched, in order. `override_path` (SPILLWAY_CUPTI) is then the only candidate;
-// otherwise: $CUDA_HOME and $CUDA_PATH (lib64/, lib/, extras/CUPTI/lib64/), /usr/local/cuda
-// (same folders), the plain soname "libcupti.so" (the loader's search path: LD_LIBRARY_PATH,
-// ld.so.cache), then the versioned sonames "libcupti.so.13" and "libcupti.so.12".
+// otherwise: a libcupti the process has loaded already (of `loaded`, the paths of the objects
+// loaded: a framework's profiler loads its own; a second copy in the process is not wanted), then
+// $CUDA_HOME and $CUDA_PATH (lib64/, lib/, extras/CUPTI/lib64/), /usr/local/cuda (same folders),
+// then the copies Python wheels ship beside a loaded library of theirs (NVIDIA's wheels: a
+// loaded `.../nvidia/<package>/lib/...` gives `.../nvidia/cuda_cupti/lib/libcupti.so.13` and
+// `.so.12`, and `.../nvidia/cu13/lib/libcupti.so.13`; PyTorch's: a loaded `.../torch/lib/...`
+// gives `.../torch/lib/libcupti.so*`), the plain soname "libcupti.so" (the loader's search path:
+// LD_LIBRARY_PATH, ld.so.cache), then the versioned sonames "libcupti.so.13" and "libcupti.so.12".
 std::vector<std::string> CuptiCandidates(std::string_view override_path, std::string_view cuda_home,
-                                         std::string_view cuda_path);
+                                         std::string_view cuda_path,
+                                         const std::vector<std::string>& loaded = {});
+
+// The paths of the objects loaded in this process (dl_iterate_phdr), for CuptiCandidates.
+std::vector<std::string> LoadedObjectPaths();
 
 // Loads the first candidate that dlopens, resolves the functions and checks the API version
 // against the headers spillway was built with (the activity records' layouts must match: same

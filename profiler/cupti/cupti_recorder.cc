@@ -205,6 +205,28 @@ void CUPTIAPI BufferCompleted(CUcontext context, uint32_t stream_id, uint8_t* bu
   std::free(buffer);
 }
 
+// A unified-memory counter kind as people read it.
+const char* UvmCounterKindName(CUpti_ActivityUnifiedMemoryCounterKind kind) {
+  switch (kind) {
+    case CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_HTOD:
+      return "host-to-device transfers";
+    case CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_DTOH:
+      return "device-to-host transfers";
+    case CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_CPU_PAGE_FAULT_COUNT:
+      return "CPU page faults";
+    case CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_GPU_PAGE_FAULT:
+      return "GPU page faults";
+    case CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_THRASHING:
+      return "thrashing";
+    case CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_THROTTLING:
+      return "throttling";
+    case CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_REMOTE_MAP:
+      return "remote maps";
+    default:
+      return "another kind";
+  }
+}
+
 // Configures and enables the unified-memory counters; on failure sets `why`.
 CUptiResult EnableUvmCounters(const CuptiFunctions& f, std::string& why) {
   const CUpti_ActivityUnifiedMemoryCounterKind kinds[] = {
@@ -225,6 +247,30 @@ CUptiResult EnableUvmCounters(const CuptiFunctions& f, std::string& why) {
   }
   CUptiResult result =
       f.ActivityConfigureUnifiedMemoryCounter(config, static_cast<uint32_t>(std::size(kinds)));
+  if (result != CUPTI_SUCCESS && result != CUPTI_ERROR_NOT_INITIALIZED) {
+    // One kind the platform refuses (throttling or remote maps on some) refuses the whole list:
+    // each kind on its own, keeping those taken. Transfers and GPU faults are what matter most.
+    std::string refused;
+    CUptiResult first_refusal = result;
+    int taken = 0;
+    for (CUpti_ActivityUnifiedMemoryCounterConfig& one : config) {
+      const CUptiResult alone = f.ActivityConfigureUnifiedMemoryCounter(&one, 1);
+      if (alone == CUPTI_SUCCESS) {
+        ++taken;
+        continue;
+      }
+      if (first_refusal == result) first_refusal = alone;
+      absl::StrAppend(&refused, refused.empty() ? "" : ", ", UvmCounterKindName(one.kind));
+    }
+    if (taken == 0) {
+      why = absl::StrCat("cuptiActivityConfigureUnifiedMemoryCounter: ", ResultString(result));
+      return result;
+    }
+    SayOnce(&Recorder::said_uvm,
+            absl::StrCat("CUPTI unified-memory counters: ", refused, " refused on this platform (",
+                         ResultString(first_refusal), "); recording the other ", taken));
+    result = CUPTI_SUCCESS;
+  }
   if (result != CUPTI_SUCCESS) {
     why = absl::StrCat("cuptiActivityConfigureUnifiedMemoryCounter: ", ResultString(result));
     return result;
@@ -360,8 +406,9 @@ absl::Status StartCuptiRecorder(const CuptiRecorderOptions& options) {
     return Unavailable(absl::CancelledError("CUPTI disabled by SPILLWAY_CUPTI=" + library));
   }
   // Loaded again at each start (dlopen only counts a reference) so the checks always run.
-  absl::StatusOr<LoadedCupti> loaded = LoadCupti(
-      CuptiCandidates(library, GetEnv("CUDA_HOME").value_or(""), GetEnv("CUDA_PATH").value_or("")));
+  absl::StatusOr<LoadedCupti> loaded =
+      LoadCupti(CuptiCandidates(library, GetEnv("CUDA_HOME").value_or(""),
+                                GetEnv("CUDA_PATH").value_or(""), LoadedObjectPaths()));
   if (!loaded.ok()) return Unavailable(loaded.status());
   r.cupti = *std::move(loaded);
   r.options = options;

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -230,6 +231,33 @@ TEST(CuptiLibrary, ToolkitFoldersThenSonames) {
   EXPECT_EQ(candidates[3], "/usr/local/cuda/lib64/libcupti.so");
   EXPECT_EQ(candidates[candidates.size() - 3], "libcupti.so");
   EXPECT_EQ(candidates.back(), "libcupti.so.12");
+}
+
+// A libcupti the process has loaded comes first (no second copy); the copies Python wheels ship
+// beside a loaded library of theirs come after the toolkit's, before the sonames.
+TEST(CuptiLibrary, ALoadedCopyFirstAndTheWheelsCopiesAfterTheToolkit) {
+  const std::string site = "/venv/lib/python3.12/site-packages/";
+  const std::vector<std::string> loaded = {
+      "/lib/x86_64-linux-gnu/libc.so.6", site + "nvidia/cuda_runtime/lib/libcudart.so.12",
+      site + "torch/lib/libtorch_cuda.so", "/opt/prof/libcupti.so.2025.1"};
+  const std::vector<std::string> candidates = CuptiCandidates("", "", "", loaded);
+  ASSERT_GE(candidates.size(), 13u);
+  EXPECT_EQ(candidates[0], "/opt/prof/libcupti.so.2025.1");
+  EXPECT_EQ(candidates[1], "/usr/local/cuda/lib64/libcupti.so");
+  const auto at = [&](const std::string& path) {
+    return std::find(candidates.begin(), candidates.end(), path) - candidates.begin();
+  };
+  const auto wheel = at(site + "nvidia/cuda_cupti/lib/libcupti.so.13");
+  EXPECT_LT(at("/usr/local/cuda/extras/CUPTI/lib64/libcupti.so"), wheel);
+  EXPECT_LT(at(site + "nvidia/cu13/lib/libcupti.so.13"), wheel);
+  EXPECT_LT(wheel, at(site + "nvidia/cuda_cupti/lib/libcupti.so.12"));
+  EXPECT_LT(at(site + "torch/lib/libcupti.so.13"), at("libcupti.so"));
+  EXPECT_EQ(candidates.back(), "libcupti.so.12");
+  // This process's own objects are listed (the test binary's libc among them).
+  const std::vector<std::string> own = LoadedObjectPaths();
+  EXPECT_TRUE(std::any_of(own.begin(), own.end(), [](const std::string& p) {
+    return p.find("libc.so") != std::string::npos;
+  }));
 }
 
 TEST(CuptiLibrary, OnlyTheSameMajorVersionIsCompatible) {

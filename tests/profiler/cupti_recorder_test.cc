@@ -263,6 +263,20 @@ TEST_F(CuptiRecorderTest, UvmCountersWaitForTheFirstContext) {
   EXPECT_TRUE(lines_.empty());
 }
 
+// One counter kind the platform refuses refuses a configuration that lists it: the others are
+// configured on their own and recorded, and the refused one is named in one line.
+TEST_F(CuptiRecorderTest, ACounterKindThePlatformRefusesLeavesTheOthersRecorded) {
+  fake_.reset(6);
+  ASSERT_TRUE(StartCuptiRecorder(options_).ok());
+  EXPECT_TRUE(GetCuptiRecorderStats().uvm_enabled);
+  EXPECT_TRUE(fake_.kind_enabled(CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER));
+  EXPECT_EQ(fake_.uvm_configured(), 6u);
+  ASSERT_EQ(lines_.size(), 1u);
+  EXPECT_THAT(lines_[0], HasSubstr("throttling refused on this platform"));
+  EXPECT_THAT(lines_[0], HasSubstr("recording the other 6"));
+  ASSERT_TRUE(StopCuptiRecorder(absl::Seconds(5)).ok());
+}
+
 TEST_F(CuptiRecorderTest, UnsupportedUvmCountersAreSaidOnceAndKernelsGoOn) {
   fake_.reset(5);
   ASSERT_TRUE(StartCuptiRecorder(options_).ok());

@@ -27,6 +27,7 @@ enum Mode : int {
   kUvmBeforeInit = 3,  // the first UVM configuration is refused with NOT_INITIALIZED
   kSlowFlush = 4,      // a forced flush takes 3 s
   kNoUvm = 5,          // the device does not support UVM counters
+  kNoThrottling = 6,   // a configuration that lists the throttling counter is refused
 };
 
 struct Fake {
@@ -38,7 +39,7 @@ struct Fake {
   CUpti_BuffersCallbackRequestFunc requested = nullptr;
   CUpti_BuffersCallbackCompleteFunc completed = nullptr;
   std::vector<std::vector<uint8_t>> queued;
-  uint32_t uvm_configured = 0;
+  std::set<int> uvm_configured;  // the counter kinds enabled (a configuration adds or removes)
   bool uvm_refused_once = false;
   size_t dropped = 0;
   bool force_queue = false;  // queue records of disabled kinds too
@@ -206,8 +207,19 @@ FAKE_EXPORT CUptiResult cuptiActivityConfigureUnifiedMemoryCounter(
     F().uvm_refused_once = true;
     return CUPTI_ERROR_NOT_INITIALIZED;
   }
-  F().uvm_configured = 0;
-  for (uint32_t i = 0; i < count; ++i) F().uvm_configured += config[i].enable != 0;
+  for (uint32_t i = 0; i < count; ++i) {
+    if (F().mode == kNoThrottling &&
+        config[i].kind == CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_THROTTLING) {
+      return CUPTI_ERROR_UM_PROFILING_NOT_SUPPORTED;
+    }
+  }
+  for (uint32_t i = 0; i < count; ++i) {
+    if (config[i].enable != 0) {
+      F().uvm_configured.insert(config[i].kind);
+    } else {
+      F().uvm_configured.erase(config[i].kind);
+    }
+  }
   return CUPTI_SUCCESS;
 }
 
@@ -222,7 +234,7 @@ FAKE_EXPORT void FakeCuptiReset(int mode) {
   std::lock_guard<std::mutex> lock(F().mu);
   F().mode = mode;
   F().queued.clear();
-  F().uvm_configured = 0;
+  F().uvm_configured.clear();
   F().uvm_refused_once = false;
   F().dropped = 0;
   F().force_queue = false;
@@ -246,7 +258,7 @@ FAKE_EXPORT int FakeCuptiKindEnabled(int kind) {
 
 FAKE_EXPORT uint32_t FakeCuptiUvmCountersConfigured() {
   std::lock_guard<std::mutex> lock(F().mu);
-  return F().uvm_configured;
+  return static_cast<uint32_t>(F().uvm_configured.size());
 }
 
 FAKE_EXPORT void FakeCuptiSetDropped(size_t dropped) {
