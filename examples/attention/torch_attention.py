@@ -5,7 +5,8 @@ torch.nn.functional.scaled_dot_product_attention (forward and backward, BSHD lay
 and that source lengths outside [0, source_len] are refused before any launch.
 
 The extension is compiled on first use by torch.utils.cpp_extension.load from the sources in
-attention_kernels/ (a few minutes; cached afterwards). Needs a CUDA GPU, PyTorch and nvcc.
+attention_kernels/ (a few minutes; cached afterwards). Needs a CUDA GPU, PyTorch, nvcc, ninja and
+the Python headers; what is missing is said first, in one line (exit 3).
 """
 import argparse
 import os
@@ -31,7 +32,28 @@ def parse_args():
     return p.parse_args()
 
 
+def missing_build_tools():
+    """What torch.utils.cpp_extension needs to build the extension and this machine lacks, each
+    with where to get it (empty: nothing missing)."""
+    import sysconfig
+    from torch.utils import cpp_extension
+    missing = []
+    if not cpp_extension.is_ninja_available():
+        missing.append("ninja (pip install ninja, or the ninja-build package)")
+    include = sysconfig.get_paths().get("include") or ""
+    if not os.path.exists(os.path.join(include, "Python.h")):
+        missing.append(f"the Python headers (no Python.h in {include}: the python3-dev package)")
+    cuda_home = cpp_extension.CUDA_HOME
+    if cuda_home is None or not os.path.exists(os.path.join(cuda_home, "bin", "nvcc")):
+        missing.append("nvcc (a CUDA toolkit; set CUDA_HOME to it)")
+    return missing
+
+
 def load_extension(arch, verbose):
+    missing = missing_build_tools()
+    if missing:
+        raise RuntimeError("the attention extension cannot be built here: it needs "
+                           + "; ".join(missing))
     os.environ.setdefault("TORCH_CUDA_ARCH_LIST", arch)
     from torch.utils.cpp_extension import load
     src = os.path.join(ROOT, "attention_kernels", "src")
@@ -82,8 +104,20 @@ def check_additive(ext, dtype, batch=3, target=37, source=45, units=64, value_di
 
 def main():
     args = parse_args()
-    import torch
+    try:
+        import torch
+    except ImportError as error:
+        print(f"torch_attention.py: PyTorch is not installed ({error})", file=sys.stderr)
+        return 3
     import torch.nn.functional as F
+    missing = missing_build_tools()
+    if missing:
+        print("torch_attention.py: the attention extension cannot be built here: it needs "
+              + "; ".join(missing), file=sys.stderr)
+        return 3
+    if not torch.cuda.is_available():
+        print("torch_attention.py: no CUDA device visible to PyTorch", file=sys.stderr)
+        return 1
     ext = load_extension(args.arch, args.verbose)
     if args.additive:
         return check_additive(ext, getattr(torch, args.dtype))

@@ -41,4 +41,18 @@ done
 "$python" "$src/scripts/gpu_bandwidth.py" --help | grep -q '^usage: gpu_bandwidth.py' ||
   fail "gpu_bandwidth.py --help"
 
+# The attention extension's build needs ninja, the Python headers and nvcc: what is missing is
+# said in one line before anything is built (exit 3). With Debian's PyTorch (scripts/setup.sh), a
+# PATH without ninja shows it; without PyTorch, that is said instead.
+attention="$src/examples/attention/torch_attention.py"
+for torch_python in /usr/bin/python3 "$python"; do
+  "$torch_python" -c 'import torch' 2>/dev/null || continue
+  rc=0
+  env PATH=/nonexistent "$torch_python" "$attention" >"$tmp/out" 2>&1 || rc=$?
+  [[ $rc -eq 3 ]] || fail "torch_attention.py without ninja: exit $rc, want 3: $(cat "$tmp/out")"
+  grep -q '^torch_attention.py: the attention extension cannot be built here: it needs ninja' \
+    "$tmp/out" || fail "torch_attention.py without ninja: $(cat "$tmp/out")"
+  break
+done
+
 finish "example"
