@@ -15,75 +15,13 @@ Exit status: 0 measured, 1 no GPU (or a driver call failed: the line says which)
 import argparse
 import ctypes
 import json
+import os
 import statistics
 import sys
 import time
 
-CU_MEM_ATTACH_GLOBAL = 1
-CU_STREAM_NON_BLOCKING = 1
-CU_MEMHOSTALLOC_PORTABLE = 1
-CU_MEM_LOCATION_TYPE_DEVICE = 1
-CU_MEM_LOCATION_TYPE_HOST = 2
-CU_DEVICE_CPU = -1
-
-
-class DriverError(Exception):
-    pass
-
-
-class CUmemLocation(ctypes.Structure):
-    _fields_ = [("type", ctypes.c_int), ("id", ctypes.c_int)]
-
-
-class Driver:
-    """The few driver calls this needs; each failure raises DriverError naming the call."""
-
-    def __init__(self, lib):
-        self.lib = lib
-        self.version = 0
-
-    def call(self, name, *args):
-        result = getattr(self.lib, name)(*args)
-        if result != 0:
-            text = ctypes.c_char_p()
-            self.lib.cuGetErrorName(result, ctypes.byref(text))
-            raise DriverError(f"{name}: {text.value.decode() if text.value else result}")
-
-    def start(self):
-        self.call("cuInit", 0)
-        version = ctypes.c_int()
-        self.call("cuDriverGetVersion", ctypes.byref(version))
-        self.version = version.value
-        device = ctypes.c_int()
-        self.call("cuDeviceGet", ctypes.byref(device), 0)
-        context = ctypes.c_void_p()
-        self.call("cuDevicePrimaryCtxRetain", ctypes.byref(context), device)
-        self.call("cuCtxSetCurrent", context)
-        stream = ctypes.c_void_p()
-        self.call("cuStreamCreate", ctypes.byref(stream), CU_STREAM_NON_BLOCKING)
-        return stream
-
-    def free_memory(self):
-        free, total = ctypes.c_size_t(), ctypes.c_size_t()
-        self.call("cuMemGetInfo_v2", ctypes.byref(free), ctypes.byref(total))
-        return free.value
-
-    def alloc_managed(self, size):
-        pointer = ctypes.c_uint64()
-        self.call("cuMemAllocManaged", ctypes.byref(pointer), ctypes.c_size_t(size),
-                  CU_MEM_ATTACH_GLOBAL)
-        return pointer.value
-
-    def prefetch(self, pointer, size, to_device, stream):
-        """Managed memory to device 0 or to the host, on `stream`."""
-        if self.version >= 12020 and hasattr(self.lib, "cuMemPrefetchAsync_v2"):
-            where = CUmemLocation(CU_MEM_LOCATION_TYPE_DEVICE if to_device
-                                  else CU_MEM_LOCATION_TYPE_HOST, 0)
-            self.call("cuMemPrefetchAsync_v2", ctypes.c_uint64(pointer), ctypes.c_size_t(size),
-                      where, ctypes.c_uint(0), stream)
-        else:
-            self.call("cuMemPrefetchAsync", ctypes.c_uint64(pointer), ctypes.c_size_t(size),
-                      ctypes.c_int(0 if to_device else CU_DEVICE_CPU), stream)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cuda_driver import CU_MEMHOSTALLOC_PORTABLE, Driver, DriverError  # noqa: E402
 
 
 def timed(driver, stream, repeats, operation):
@@ -126,9 +64,8 @@ def prefetches(driver, stream, size, repeats):
     (cuMemsetD8Async), so every page exists and holds data to move both ways."""
     managed = driver.alloc_managed(size)
     try:
-        driver.call("cuMemsetD8Async", ctypes.c_uint64(managed), ctypes.c_ubyte(1),
-                    ctypes.c_size_t(size), stream)
-        driver.call("cuStreamSynchronize", stream)
+        driver.fill(managed, size, stream)
+        driver.sync(stream)
         d2h, h2d = [], []
         for _ in range(repeats + 1):
             for to_device, times in ((False, d2h), (True, h2d)):
@@ -139,7 +76,7 @@ def prefetches(driver, stream, size, repeats):
         return {"h2d_prefetch_gbps": size / statistics.median(h2d[1:]) / 1e9,
                 "d2h_prefetch_gbps": size / statistics.median(d2h[1:]) / 1e9}
     finally:
-        driver.call("cuMemFree_v2", ctypes.c_uint64(managed))
+        driver.free(managed)
 
 
 def small_managed_footprint(driver, stream, count=64, size=96 << 10):
@@ -165,7 +102,7 @@ def small_managed_footprint(driver, stream, count=64, size=96 << 10):
                 "small_managed_stride_kib": statistics.median(strides) / 1024}
     finally:
         for pointer in pointers:
-            driver.call("cuMemFree_v2", ctypes.c_uint64(pointer))
+            driver.free(pointer)
 
 
 def main(argv):
@@ -178,7 +115,7 @@ def main(argv):
         parser.error("--size-mib and --repeats must be at least 1")
     size = args.size_mib << 20
     try:
-        driver = Driver(ctypes.CDLL("libcuda.so.1"))
+        driver = Driver()
     except OSError as error:
         print(f"gpu_bandwidth.py: no CUDA driver: {error}", file=sys.stderr)
         return 3

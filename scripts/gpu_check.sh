@@ -11,8 +11,8 @@ set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 prog=gpu_check.sh
 
-all_steps=(info bundle doctor gpu-tests bandwidth overhead oversubscription memsets capacity
-           attention)
+all_steps=(info bundle doctor gpu-tests bandwidth call-costs overhead oversubscription memsets
+           capacity attention)
 
 usage() {
   cat <<EOF
@@ -505,6 +505,26 @@ step_bandwidth() {
   [[ -n "$h2d_gbps" ]]
 }
 
+# What each driver call the engine makes costs (scripts/gpu_call_costs.py): blocked and
+# complete times by size, each figure a JSON line in the results folder as soon as measured.
+step_call_costs() {
+  local max=256MiB file="$results_dir/gpu-call-costs-$kind-$stamp.jsonl"
+  if [[ $simgpu -eq 1 || $quick -eq 1 ]]; then max=16MiB; fi
+  [[ $simgpu -eq 1 ]] && note "simgpu: the host time of simgpu's calls, not a GPU's"
+  runc call-costs "$python" "$root/scripts/gpu_call_costs.py" --max-size "$max" \
+    --results "$file" || { note "per-call costs failed (through the driver API: libcuda.so.1)"; return 1; }
+  [[ $dry -eq 1 ]] && return 0
+  md "| call | bytes | blocked (µs) | complete (µs) |"
+  md "| --- | --- | --- | --- |"
+  local line
+  while IFS= read -r line; do md "$line"; done < <("$python" -c 'import json,sys
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    print("| %s | %s | %s | %s |" % (r["op"], r.get("bytes", "-"), r.get("blocked_us", r.get("error", "-")),
+                                     r.get("complete_us", "-")))' "$file")
+  step_summary="$(wc -l <"$file") figures in $(basename "$file")"
+}
+
 # Hook overhead on a job that fits: the same job without and with spillway, with the same
 # allocator (per-tensor cudaMallocAsync, and the framework's caching allocator).
 step_overhead() {
@@ -834,6 +854,7 @@ run_step bundle "the bundle's libraries resolve"
 run_step doctor "feasibility: managed oversubscription, managed pools, discard, batch prefetch"
 run_step gpu-tests "the gpu-labelled tests"
 run_step bandwidth "host<->device bandwidth"
+run_step call-costs "what each driver call the engine makes costs, by size"
 run_step overhead "hook overhead on a job that fits (goal < 1%)"
 run_step oversubscription "oversubscription at 1.25x, 1.5x, 2x the budget, per policy"
 run_step memsets "memsets and copies over evicted data: discarded first, nothing the job kept lost"

@@ -17,7 +17,8 @@ expect 1 "no libspillway.so in $tmp" -- "$check" --prepare --from "$tmp" --bundl
 
 # --dry-run: the GPU flow's steps and commands, nothing run, no results file.
 expect 0 '^== summary' -- "$check" --dry-run --bundle "$out"
-for pattern in '^== info' '^== bundle' '^== doctor' '^== gpu-tests' '^== bandwidth' \
+for pattern in '^== info' '^== bundle' '^== doctor' '^== gpu-tests' '^== bandwidth' '^== call-costs' \
+               'scripts/gpu_call_costs.py --max-size 256MiB --results [^ ]+\.jsonl' \
                '^== overhead' '^== oversubscription' '^== memsets' '^== capacity' '^== attention' \
                'spillway run --ballast --device-memory 8GiB --summary [^ ]+ -- [^ ]*/oversubscribe --bytes 17179869184 --buffer 64MiB --passes 1 --overwrite-with memset' \
                'spillway run --ballast --device-memory 8GiB --summary [^ ]+ -- [^ ]*/oversubscribe --bytes 17179869184 --buffer 64MiB --passes 1 --overwrite-with copy' \
@@ -68,8 +69,16 @@ cp -a "$out"/. "$tmp/broken"/
 printf '#!/bin/sh\necho "doctor: broken on purpose" >&2\nexit 1\n' >"$tmp/broken/spillway-doctor"
 chmod +x "$tmp/broken/spillway-doctor"
 SIMGPU_MEMORY=32MiB expect 1 '^doctor +FAILED' -- \
-  "$check" --simgpu --bundle "$tmp/broken" --only doctor,bandwidth --results-dir "$tmp/r2"
+  "$check" --simgpu --bundle "$tmp/broken" --only doctor,bandwidth,call-costs --results-dir "$tmp/r2"
 grep -Eq '^bandwidth +passed' "$tmp/out" || fail "the check stopped after a failing step"
+# call-costs: every figure a JSON line in the results folder, and a row of the results table.
+grep -Eq '^call-costs +passed' "$tmp/out" || fail "call-costs did not pass: $(cat "$tmp/out")"
+costs=$(find "$tmp/r2" -name 'gpu-call-costs-simgpu-*.jsonl' | head -n 1)
+[[ -n "$costs" ]] && grep -q '"op": "prefetch_to_device", "bytes": 16777216, "blocked_us"' "$costs" ||
+  fail "call-costs: no figures in $tmp/r2: $(ls "$tmp/r2")"
+grep -q '^| prefetch_to_host | 65536 |' "$tmp"/r2/gpu-check-simgpu-*.md ||
+  fail "call-costs: no table row in the results"
+[[ -n "$costs" ]] && [[ $(grep -c '"op": "discard"' "$costs") -eq 3 ]] || fail "call-costs: not 3 discard sizes"
 
 # scripts/gpu_bandwidth.py through the driver API, here simgpu's: every figure, the small managed
 # allocation's footprint as simgpu charges it (96 KiB: its pages, not a 2 MiB chunk), the driver's
