@@ -18,7 +18,7 @@ usage() {
   cat <<EOF
 usage: scripts/gpu_check.sh --prepare [--from OUT_DIR] [--bundle DIR] [--build-dir DIR]
        scripts/gpu_check.sh [--bundle DIR] [--simgpu] [--dry-run] [--quick] [--only STEP,...]
-                            [--results-dir DIR]
+                            [--stage NAME] [--time-limit SECONDS] [--results-dir DIR]
 
 --prepare           build with CUDA for sm_90 (in --build-dir, default build-gpu/) and pack
                     build/out plus the shared libraries it needs into the bundle folder
@@ -28,6 +28,13 @@ usage: scripts/gpu_check.sh --prepare [--from OUT_DIR] [--bundle DIR] [--build-d
 --dry-run           list the steps and the commands they would run; run nothing
 --quick             fewer steps per run and smaller searches (about a third of the time)
 --only STEPS        run only these steps (comma-separated): ${all_steps[*]}
+--stage NAME        run one stage, for a short lease (docs/gpu-check.md): core (info, bundle,
+                    doctor, bandwidth, call-costs), frameworks (overhead, oversubscription,
+                    memsets, capacity) or attention (gpu-tests, attention); a later stage takes
+                    the link bandwidth an earlier one left in the results folder
+--time-limit S      stop starting commands S seconds after the start (each command's own limit is
+                    cut to what is left), so the results of what ran are written before a lease's
+                    limit ends the run
 --results-dir DIR   where the results file and log go (default docs/results/; with --simgpu a
                     temporary folder)
 Exit status: 0 when every step passed or was skipped, 1 when a step failed, 2 on bad usage.
@@ -40,7 +47,7 @@ die_usage() {
 }
 
 prepare=0 from="" bundle="" build_dir="$root/build-gpu" simgpu=0 dry=0 quick=0 only=""
-results_dir=""
+results_dir="" stage="" time_limit=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     -h|--help) usage; exit 0 ;;
@@ -55,9 +62,23 @@ while [[ $# -gt 0 ]]; do
     --only) [[ $# -ge 2 ]] || die_usage "option --only needs a value"; only=$2; shift 2 ;;
     --results-dir) [[ $# -ge 2 ]] || die_usage "option --results-dir needs a value"
                    results_dir=$2; shift 2 ;;
+    --stage) [[ $# -ge 2 ]] || die_usage "option --stage needs a value"; stage=$2; shift 2 ;;
+    --time-limit) [[ $# -ge 2 ]] || die_usage "option --time-limit needs a value"
+                  [[ "$2" =~ ^[1-9][0-9]*$ ]] ||
+                    die_usage "--time-limit: '$2' is not a whole number of seconds"
+                  time_limit=$2; shift 2 ;;
     *) die_usage "unknown option '$1' (see --help)" ;;
   esac
 done
+if [[ -n "$stage" ]]; then
+  [[ -z "$only" ]] || die_usage "give --stage or --only, not both"
+  case "$stage" in
+    core) only=info,bundle,doctor,bandwidth,call-costs ;;
+    frameworks) only=overhead,oversubscription,memsets,capacity ;;
+    attention) only=gpu-tests,attention ;;
+    *) die_usage "--stage: unknown stage '$stage' (stages: core, frameworks, attention)" ;;
+  esac
+fi
 if [[ -n "$only" ]]; then
   IFS=, read -r -a wanted <<<"$only"
   for s in "${wanted[@]}"; do
@@ -269,7 +290,17 @@ runc() {
     return 0
   fi
   echo "\$ $*" >>"$log"
-  timeout --kill-after=10 "$run_timeout" "$@" >"$work/$name.out" 2>&1 || rc=$?
+  local limit=$run_timeout
+  if ((time_limit > 0)); then
+    local left=$((time_limit - SECONDS))
+    if ((left < 10)); then
+      note "the time limit (--time-limit $time_limit) left no time for: $*"
+      : >"$work/$name.out"
+      return 124
+    fi
+    ((left - 5 < limit)) && limit=$((left - 5))
+  fi
+  timeout --kill-after=5 "$limit" "$@" >"$work/$name.out" 2>&1 || rc=$?
   cat "$work/$name.out" >>"$log"
   echo "(exit $rc)" >>"$log"
   return $rc
@@ -483,6 +514,12 @@ step_gpu_tests() {
   return $rc
 }
 
+# The link's figures, for a later stage's bounds (--stage frameworks), in the results folder.
+keep_link() {
+  [[ $dry -eq 0 && -n "$h2d_gbps" && -n "$d2h_gbps" ]] || return 0
+  echo "{\"h2d_gbps\": $h2d_gbps, \"d2h_gbps\": $d2h_gbps}" >"$results_dir/link-$kind.json"
+}
+
 step_bandwidth() {
   h2d_gbps="" d2h_gbps=""
   if [[ $simgpu -eq 1 ]]; then
@@ -490,6 +527,7 @@ step_bandwidth() {
     d2h_gbps=${SIMGPU_D2H_GBPS:-53}
     note "simgpu: the configured link (SIMGPU_H2D_GBPS / SIMGPU_D2H_GBPS), not a measurement"
     step_summary="H2D $h2d_gbps GB/s, D2H $d2h_gbps GB/s (configured)"
+    keep_link
     return 0
   fi
   runc bandwidth "$python" "$root/scripts/gpu_bandwidth.py" || {
@@ -501,6 +539,7 @@ step_bandwidth() {
   [[ -n "$h2d_gbps" ]] || h2d_gbps=$(result bandwidth h2d_pinned_gbps)
   [[ -n "$d2h_gbps" ]] || d2h_gbps=$(result bandwidth d2h_pinned_gbps)
   md '```'; md "$(grep -v '^result:' "$work/bandwidth.out")"; md '```'
+  keep_link
   step_summary="H2D $(fmt "$h2d_gbps" 1) GB/s, D2H $(fmt "$d2h_gbps" 1) GB/s (pinned)"
   [[ -n "$h2d_gbps" ]]
 }
@@ -843,10 +882,19 @@ fi
 say "spillway GPU check ($kind) — results: $results, log: $log"
 md "# spillway GPU check ($kind), $(date -u '+%Y-%m-%d')"
 md ""
-md "Command: \`scripts/gpu_check.sh$([[ $simgpu -eq 1 ]] && echo ' --simgpu')$([[ $quick -eq 1 ]] && echo ' --quick')$([[ -n $only ]] && echo " --only $only")\`; full log: \`${log##*/}\`."
+md "Command: \`scripts/gpu_check.sh$([[ $simgpu -eq 1 ]] && echo ' --simgpu')$([[ $quick -eq 1 ]] && echo ' --quick')$([[ -n $stage ]] && echo " --stage $stage")$([[ -n $only && -z $stage ]] && echo " --only $only")$( ((time_limit > 0)) && echo " --time-limit $time_limit")\`; full log: \`${log##*/}\`."
 
 h2d_gbps="" d2h_gbps="" device="" driver="" step_summary=""
-if [[ $simgpu -eq 1 ]]; then  # known without the bandwidth step
+if [[ -f "$results_dir/link-$kind.json" && $dry -eq 0 ]]; then
+  # An earlier stage measured the link: its figures until this run's bandwidth step, if any.
+  h2d_gbps=$("$python" -c 'import json,sys; print(json.load(open(sys.argv[1]))["h2d_gbps"])' \
+    "$results_dir/link-$kind.json" 2>/dev/null)
+  d2h_gbps=$("$python" -c 'import json,sys; print(json.load(open(sys.argv[1]))["d2h_gbps"])' \
+    "$results_dir/link-$kind.json" 2>/dev/null)
+  say "link: H2D ${h2d_gbps:-?} GB/s, D2H ${d2h_gbps:-?} GB/s, from $results_dir/link-$kind.json"
+  md ""
+  md "Link: H2D ${h2d_gbps:-?} GB/s, D2H ${d2h_gbps:-?} GB/s, as an earlier stage measured it (\`link-$kind.json\`)."
+elif [[ $simgpu -eq 1 ]]; then  # known without the bandwidth step
   h2d_gbps=${SIMGPU_H2D_GBPS:-45} d2h_gbps=${SIMGPU_D2H_GBPS:-53}
 fi
 run_step info "device, driver, versions"

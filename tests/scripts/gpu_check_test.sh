@@ -13,6 +13,10 @@ expect 0 '^usage: scripts/gpu_check.sh --prepare' -- "$check" --help
 expect 2 "^gpu_check.sh: unknown option '--frob'" -- "$check" --frob
 expect 2 "^gpu_check.sh: --only: unknown step 'speed'" -- "$check" --only doctor,speed
 expect 2 "^gpu_check.sh: option --bundle needs a value" -- "$check" --bundle
+expect 2 "^gpu_check.sh: --stage: unknown stage 'models'" -- "$check" --stage models
+expect 2 "^gpu_check.sh: give --stage or --only, not both" -- "$check" --stage core --only doctor
+expect 2 "^gpu_check.sh: --time-limit: '4m' is not a whole number of seconds" -- \
+  "$check" --time-limit 4m
 expect 1 "no libspillway.so in $tmp" -- "$check" --prepare --from "$tmp" --bundle "$tmp/b"
 
 # --dry-run: the GPU flow's steps and commands, nothing run, no results file.
@@ -79,6 +83,24 @@ costs=$(find "$tmp/r2" -name 'gpu-call-costs-simgpu-*.jsonl' | head -n 1)
 grep -q '^| prefetch_to_host | 65536 |' "$tmp"/r2/gpu-check-simgpu-*.md ||
   fail "call-costs: no table row in the results"
 [[ -n "$costs" ]] && [[ $(grep -c '"op": "discard"' "$costs") -eq 3 ]] || fail "call-costs: not 3 discard sizes"
+
+# Stages for a short lease: core leaves the link's figures in the results folder and a later stage
+# takes them; a stage whose time limit runs out keeps the results of what ran, and says what did
+# not.
+# (build/out is no bundle: its bundle step fails here, the rest of the stage passes.)
+SIMGPU_H2D_GBPS=41 SIMGPU_MEMORY=32MiB "$check" --simgpu --bundle "$out" --stage core \
+  --results-dir "$tmp/r3" >"$tmp/out" 2>&1
+for step in info doctor bandwidth call-costs; do
+  grep -Eq "^$step +passed" "$tmp/out" || fail "--stage core: $step did not pass: $(tail -8 "$tmp/out")"
+done
+grep -Eq '^(overhead|gpu-tests|attention) ' "$tmp/out" && fail "--stage core ran another stage's steps"
+grep -q '"h2d_gbps": 41' "$tmp/r3/link-simgpu.json" || fail "--stage core left no link figures"
+SIMGPU_MEMORY=32MiB GPU_CHECK_JOBS=oversubscribe GPU_CHECK_FACTORS=2 expect 1 \
+  '^link: H2D 41 GB/s, D2H 53 GB/s, from ' -- \
+  "$check" --simgpu --bundle "$out" --stage frameworks --time-limit 12 --results-dir "$tmp/r3"
+grep -q 'the time limit (--time-limit 12) left no time for' "$tmp"/r3/gpu-check-simgpu-*.log ||
+  fail "--time-limit: nothing said of what did not run: $(tail -5 "$tmp/out")"
+grep -q '^## overhead' "$tmp"/r3/gpu-check-simgpu-*.md || fail "--time-limit: no partial results"
 
 # scripts/gpu_bandwidth.py through the driver API, here simgpu's: every figure, the small managed
 # allocation's footprint as simgpu charges it (96 KiB: its pages, not a 2 MiB chunk), the driver's
