@@ -108,13 +108,23 @@ elf_files() {
   done
 }
 
-# check_bundle DIR: every dependency of every ELF in DIR that is not a system library resolves
-# to a file inside DIR (with LD_LIBRARY_PATH=DIR, as the check runs it). Prints one line per
-# missing library; returns 1 when there is one.
+# check_bundle DIR: every dependency of every ELF of the build output in DIR that is not a system
+# library resolves to a file inside DIR, through the build output's own RPATH ($ORIGIN) and with
+# no LD_LIBRARY_PATH, as the check and the jobs run them. The libraries --prepare copied in
+# (listed in DIR/bundled-libraries.txt) are checked as those files' dependencies. A bundle made
+# before that list existed is checked with LD_LIBRARY_PATH=DIR. Prints one line per missing
+# library; returns 1 when there is one.
 check_bundle() {
-  local dir f line lib path
+  local dir f line lib path copied="" search=()
   dir=$(cd "$1" && pwd)
+  if [[ -f "$dir/bundled-libraries.txt" ]]; then
+    copied=" $(tr '\n' ' ' <"$dir/bundled-libraries.txt")"
+    search=(env -u LD_LIBRARY_PATH)
+  else
+    search=(env "LD_LIBRARY_PATH=$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
+  fi
   while read -r f; do
+    [[ "$copied" == *" ${f##*/} "* ]] && continue
     while read -r line; do
       lib=${line%% *}
       if [[ "$line" == *"not found"* ]]; then
@@ -129,7 +139,7 @@ check_bundle() {
       if [[ "$(readlink -f "$path")" != "$dir"/* ]]; then
         echo "ldd: $lib: resolves outside the bundle to $path (needed by ${f##*/})"
       fi
-    done < <(LD_LIBRARY_PATH="$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" ldd "$f" 2>&1 | sed 's/^[[:space:]]*//')
+    done < <("${search[@]}" ldd "$f" 2>&1 | sed 's/^[[:space:]]*//')
   done < <(elf_files "$dir") | awk '!seen[$2]++' | grep .
   [[ ${PIPESTATUS[2]} -ne 0 ]]  # grep found no line: no problem
 }
@@ -201,6 +211,7 @@ do_prepare() {
     strip --strip-debug "$f" 2>/dev/null || true
   done < <(elf_files "$bundle"; [[ -d "$bundle/simgpu" ]] && elf_files "$bundle/simgpu")
   echo "copied ${#copied[@]} libraries: ${copied[*]}"
+  printf '%s\n' "${copied[@]}" >"$bundle/bundled-libraries.txt"
   local problems
   problems=$(check_bundle "$bundle")
   if [[ -n "$problems" ]]; then
@@ -259,10 +270,11 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/gpu-check-work.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 [[ $dry -eq 1 ]] && { results=/dev/null; log=/dev/null; }
 
-# Everything the steps run finds the bundle's libraries; simgpu mode puts the simulator first.
-export LD_LIBRARY_PATH="$bundle${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# The bundle's programs and libraries find what they need beside them through their RPATH; the
+# bundle is not put on LD_LIBRARY_PATH, where its copies would shadow a framework's own. simgpu
+# mode puts the simulator's libcuda.so.1 first.
 if [[ $simgpu -eq 1 ]]; then
-  export LD_LIBRARY_PATH="$bundle/simgpu:$LD_LIBRARY_PATH"
+  export LD_LIBRARY_PATH="$bundle/simgpu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   export SIMGPU_MEMORY=${SIMGPU_MEMORY:-128MiB}
 fi
 python=$(command -v python3 || command -v python || echo python3)
@@ -547,11 +559,14 @@ step_bandwidth() {
 # What each driver call the engine makes costs (scripts/gpu_call_costs.py): blocked and
 # complete times by size, each figure a JSON line in the results folder as soon as measured.
 step_call_costs() {
-  local max=256MiB file="$results_dir/gpu-call-costs-$kind-$stamp.jsonl"
-  if [[ $simgpu -eq 1 || $quick -eq 1 ]]; then max=16MiB; fi
-  [[ $simgpu -eq 1 ]] && note "simgpu: the host time of simgpu's calls, not a GPU's"
+  local max=256MiB repeats=5 file="$results_dir/gpu-call-costs-$kind-$stamp.jsonl"
+  [[ $quick -eq 1 ]] && max=16MiB
+  if [[ $simgpu -eq 1 ]]; then
+    max=1MiB repeats=2
+    note "simgpu: the host time of simgpu's calls, not a GPU's"
+  fi
   runc call-costs "$python" "$root/scripts/gpu_call_costs.py" --max-size "$max" \
-    --results "$file" || { note "per-call costs failed (through the driver API: libcuda.so.1)"; return 1; }
+    --repeats "$repeats" --results "$file" || { note "per-call costs failed (through the driver API: libcuda.so.1)"; return 1; }
   [[ $dry -eq 1 ]] && return 0
   md "| call | bytes | blocked (µs) | complete (µs) |"
   md "| --- | --- | --- | --- |"

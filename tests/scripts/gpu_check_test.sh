@@ -22,7 +22,7 @@ expect 1 "no libspillway.so in $tmp" -- "$check" --prepare --from "$tmp" --bundl
 # --dry-run: the GPU flow's steps and commands, nothing run, no results file.
 expect 0 '^== summary' -- "$check" --dry-run --bundle "$out"
 for pattern in '^== info' '^== bundle' '^== doctor' '^== gpu-tests' '^== bandwidth' '^== call-costs' \
-               'scripts/gpu_call_costs.py --max-size 256MiB --results [^ ]+\.jsonl' \
+               'scripts/gpu_call_costs.py --max-size 256MiB --repeats 5 --results [^ ]+\.jsonl' \
                '^== overhead' '^== oversubscription' '^== memsets' '^== capacity' '^== attention' \
                'spillway run --ballast --device-memory 8GiB --summary [^ ]+ -- [^ ]*/oversubscribe --bytes 17179869184 --buffer 64MiB --passes 1 --overwrite-with memset' \
                'spillway run --ballast --device-memory 8GiB --summary [^ ]+ -- [^ ]*/oversubscribe --bytes 17179869184 --buffer 64MiB --passes 1 --overwrite-with copy' \
@@ -73,16 +73,23 @@ cp -a "$out"/. "$tmp/broken"/
 printf '#!/bin/sh\necho "doctor: broken on purpose" >&2\nexit 1\n' >"$tmp/broken/spillway-doctor"
 chmod +x "$tmp/broken/spillway-doctor"
 SIMGPU_MEMORY=32MiB expect 1 '^doctor +FAILED' -- \
-  "$check" --simgpu --bundle "$tmp/broken" --only doctor,bandwidth,call-costs --results-dir "$tmp/r2"
+  "$check" --simgpu --bundle "$tmp/broken" --only doctor,bandwidth --results-dir "$tmp/r2"
 grep -Eq '^bandwidth +passed' "$tmp/out" || fail "the check stopped after a failing step"
-# call-costs: every figure a JSON line in the results folder, and a row of the results table.
-grep -Eq '^call-costs +passed' "$tmp/out" || fail "call-costs did not pass: $(cat "$tmp/out")"
-costs=$(find "$tmp/r2" -name 'gpu-call-costs-simgpu-*.jsonl' | head -n 1)
-[[ -n "$costs" ]] && grep -q '"op": "prefetch_to_device", "bytes": 16777216, "blocked_us"' "$costs" ||
-  fail "call-costs: no figures in $tmp/r2: $(ls "$tmp/r2")"
-grep -q '^| prefetch_to_host | 65536 |' "$tmp"/r2/gpu-check-simgpu-*.md ||
-  fail "call-costs: no table row in the results"
-[[ -n "$costs" ]] && [[ $(grep -c '"op": "discard"' "$costs") -eq 3 ]] || fail "call-costs: not 3 discard sizes"
+
+# The bundle: the build output and the libraries it needs, found through the output's own RPATH
+# with no LD_LIBRARY_PATH (which would let its copies shadow a framework's own); the check's
+# bundle step passes on it, and the copied libraries are listed.
+# (Packed from a few files of the output: all of it takes the prepare ldd about 40 s.)
+mkdir -p "$tmp/some-out"
+cp -a "$out/libspillway.so" "$out/spillway-plan" "$out/spillway-wait" "$tmp/some-out/"
+"$check" --prepare --from "$tmp/some-out" --bundle "$tmp/bundle" >"$tmp/out" 2>&1 ||
+  fail "--prepare --from: $(tail -5 "$tmp/out")"
+[[ -s "$tmp/bundle/bundled-libraries.txt" ]] || fail "--prepare listed no copied library"
+outside=$(env -u LD_LIBRARY_PATH ldd "$tmp/bundle/libspillway.so" | grep ' => ' |
+  grep -v -e "$tmp/bundle/" -e 'lib\(c\|m\|gcc_s\|stdc++\)\.so' || true)
+[[ -z "$outside" ]] || fail "the bundle's libspillway.so finds libraries outside it: $outside"
+SIMGPU_MEMORY=32MiB expect 0 '^bundle +passed +every library resolves from the bundle' -- \
+  "$check" --simgpu --bundle "$tmp/bundle" --only bundle --results-dir "$tmp/r4"
 
 # Stages for a short lease: core leaves the link's figures in the results folder and a later stage
 # takes them; a stage whose time limit runs out keeps the results of what ran, and says what did
@@ -95,6 +102,13 @@ for step in info doctor bandwidth call-costs; do
 done
 grep -Eq '^(overhead|gpu-tests|attention) ' "$tmp/out" && fail "--stage core ran another stage's steps"
 grep -q '"h2d_gbps": 41' "$tmp/r3/link-simgpu.json" || fail "--stage core left no link figures"
+# call-costs: every figure a JSON line in the results folder, and a row of the results table.
+costs=$(find "$tmp/r3" -name 'gpu-call-costs-simgpu-*.jsonl' | head -n 1)
+[[ -n "$costs" ]] && grep -q '"op": "prefetch_to_device", "bytes": 1048576, "blocked_us"' "$costs" ||
+  fail "call-costs: no figures in $tmp/r3: $(ls "$tmp/r3")"
+grep -q '^| prefetch_to_host | 65536 |' "$tmp"/r3/gpu-check-simgpu-*.md ||
+  fail "call-costs: no table row in the results"
+[[ -n "$costs" ]] && [[ $(grep -c '"op": "discard"' "$costs") -eq 2 ]] || fail "call-costs: not 2 discard sizes"
 SIMGPU_MEMORY=32MiB GPU_CHECK_JOBS=oversubscribe GPU_CHECK_FACTORS=2 expect 1 \
   '^link: H2D 41 GB/s, D2H 53 GB/s, from ' -- \
   "$check" --simgpu --bundle "$out" --stage frameworks --time-limit 12 --results-dir "$tmp/r3"
