@@ -20,7 +20,9 @@
 #include "absl/strings/str_cat.h"
 #include "common/env.h"
 #include "profiler/cupti/correlation_table.h"
+#include "profiler/cupti/cupti_convert.h"
 #include "profiler/cupti/cupti_library.h"
+#include "profiler/trace/trace_records.h"
 
 namespace spillway::cupti {
 namespace {
@@ -205,28 +207,6 @@ void CUPTIAPI BufferCompleted(CUcontext context, uint32_t stream_id, uint8_t* bu
   std::free(buffer);
 }
 
-// A unified-memory counter kind as people read it.
-const char* UvmCounterKindName(CUpti_ActivityUnifiedMemoryCounterKind kind) {
-  switch (kind) {
-    case CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_HTOD:
-      return "host-to-device transfers";
-    case CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_DTOH:
-      return "device-to-host transfers";
-    case CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_CPU_PAGE_FAULT_COUNT:
-      return "CPU page faults";
-    case CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_GPU_PAGE_FAULT:
-      return "GPU page faults";
-    case CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_THRASHING:
-      return "thrashing";
-    case CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_THROTTLING:
-      return "throttling";
-    case CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_REMOTE_MAP:
-      return "remote maps";
-    default:
-      return "another kind";
-  }
-}
-
 // Configures and enables the unified-memory counters; on failure sets `why`.
 CUptiResult EnableUvmCounters(const CuptiFunctions& f, std::string& why) {
   const CUpti_ActivityUnifiedMemoryCounterKind kinds[] = {
@@ -260,7 +240,9 @@ CUptiResult EnableUvmCounters(const CuptiFunctions& f, std::string& why) {
         continue;
       }
       if (first_refusal == result) first_refusal = alone;
-      absl::StrAppend(&refused, refused.empty() ? "" : ", ", UvmCounterKindName(one.kind));
+      const std::optional<trace::UvmKind> kind = UvmKindOf(one.kind);
+      absl::StrAppend(&refused, refused.empty() ? "" : ", ",
+                      kind ? trace::UvmKindName(*kind) : "another kind");
     }
     if (taken == 0) {
       why = absl::StrCat("cuptiActivityConfigureUnifiedMemoryCounter: ", ResultString(result));
