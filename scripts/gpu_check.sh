@@ -902,10 +902,9 @@ md "Command: \`scripts/gpu_check.sh$([[ $simgpu -eq 1 ]] && echo ' --simgpu')$([
 h2d_gbps="" d2h_gbps="" device="" driver="" step_summary=""
 if [[ -f "$results_dir/link-$kind.json" && $dry -eq 0 ]]; then
   # An earlier stage measured the link: its figures until this run's bandwidth step, if any.
-  h2d_gbps=$("$python" -c 'import json,sys; print(json.load(open(sys.argv[1]))["h2d_gbps"])' \
-    "$results_dir/link-$kind.json" 2>/dev/null)
-  d2h_gbps=$("$python" -c 'import json,sys; print(json.load(open(sys.argv[1]))["d2h_gbps"])' \
-    "$results_dir/link-$kind.json" 2>/dev/null)
+  read -r h2d_gbps d2h_gbps < <("$python" -c 'import json,sys
+link = json.load(open(sys.argv[1]))
+print(link["h2d_gbps"], link["d2h_gbps"])' "$results_dir/link-$kind.json" 2>/dev/null)
   say "link: H2D ${h2d_gbps:-?} GB/s, D2H ${d2h_gbps:-?} GB/s, from $results_dir/link-$kind.json"
   md ""
   md "Link: H2D ${h2d_gbps:-?} GB/s, D2H ${d2h_gbps:-?} GB/s, as an earlier stage measured it (\`link-$kind.json\`)."
