@@ -701,10 +701,9 @@ class PlannedPolicy final : public EvictionPolicy {
       const uint64_t length = std::min(uint64_t{r.num_chunks} * kChunkBytes, size->second - offset);
       moves_.push_back(ScheduledMove{kind, id, offset, length});
       ++adherence_.moves_issued;
-      // The chunks of the range the allocation has (as the simulator counts them).
-      const uint64_t chunks =
-          std::min<uint64_t>(r.num_chunks, (size->second - offset + kChunkBytes - 1) / kChunkBytes);
-      *bytes += chunks * kChunkBytes;
+      // The device bytes of the range's chunks the allocation has (as the simulator counts them).
+      const uint32_t end = std::min<uint32_t>(r.first_chunk + r.num_chunks, ChunksOf(size->second));
+      for (uint32_t k = r.first_chunk; k < end; ++k) *bytes += ChunkFootprint(size->second, k);
     }
   }
 

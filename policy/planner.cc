@@ -90,7 +90,7 @@ std::optional<size_t> EarlyFrom(uint32_t position, uint32_t launches, size_t n) 
 }
 
 // Room held free at the step's end: from launch position `from` to the end of the step the
-// budget is `chunks` fewer, so Belady sends out more of what the next step needs late, while the
+// budget is `chunks` 2 MiB chunks smaller, so Belady sends out more of what the next step needs late, while the
 // copy engine back to the host has time for it, and the next step's first launches find that room
 // free for what they allocate instead of waiting for copies back. Off when `chunks` is 0.
 struct HeldRoom {
@@ -106,12 +106,12 @@ struct Knobs {
   HeldRoom held;
 };
 
-// RunBelady's reserve for `held` in a step of `n` launches (by position).
-std::vector<uint32_t> ReserveFor(const HeldRoom& held, size_t n) {
-  std::vector<uint32_t> reserve;
+// RunBelady's reserve for `held` in a step of `n` launches (bytes by position).
+std::vector<uint64_t> ReserveFor(const HeldRoom& held, size_t n) {
+  std::vector<uint64_t> reserve;
   if (held.chunks == 0 || held.from >= n) return reserve;
   reserve.assign(n, 0);
-  std::fill(reserve.begin() + held.from, reserve.end(), held.chunks);
+  std::fill(reserve.begin() + held.from, reserve.end(), uint64_t{held.chunks} * kChunkBytes);
   return reserve;
 }
 
@@ -164,8 +164,9 @@ Workload WithEarlyLoads(const Workload& w, const EarlyLoads& early) {
 absl::StatusOr<PolicyFile> PlanSchedule(const Workload& w, const PlanOptions& options,
                                         const Knobs& knobs, uint64_t* guard_cuts = nullptr) {
   const EarlyLoads& early = knobs.early;
-  const uint64_t cap = options.sim.device_memory / kChunkBytes;
-  if (cap == 0) {
+  // The budget in whole 4 KiB pages: what the device backs managed memory with.
+  const uint64_t cap = options.sim.device_memory / kPieceBytes * kPieceBytes;
+  if (cap < kChunkBytes) {
     return absl::InvalidArgumentError(
         absl::StrCat("device memory ", options.sim.device_memory, " is less than one 2 MiB chunk"));
   }
@@ -178,7 +179,7 @@ absl::StatusOr<PolicyFile> PlanSchedule(const Workload& w, const PlanOptions& op
   policy.step_signature = signature.signature;
   policy.step_events = signature.events;
   policy.persistent = signature.persistent;
-  policy.budget_bytes = cap * kChunkBytes;
+  policy.budget_bytes = cap;
   policy.rules = options.rules;
 
   // Host-placed and untouched allocations take no device slots: leave them out of the replay by
@@ -198,7 +199,7 @@ absl::StatusOr<PolicyFile> PlanSchedule(const Workload& w, const PlanOptions& op
   const Workload with_early = WithEarlyLoads(managed, early);
   const Replay r = BuildReplay(with_early);
   const uint64_t n = r.launches_per_step;
-  const std::vector<uint32_t> reserve = ReserveFor(knobs.held, n);
+  const std::vector<uint64_t> reserve = ReserveFor(knobs.held, n);
   const BeladyRun run = RunBelady(r, cap, knobs.idle_horizon, reserve);
   std::vector<char> takes_early(n, 0);  // launches that take later launches' loads
   for (const auto& [position, launches] : early) {
@@ -212,15 +213,15 @@ absl::StatusOr<PolicyFile> PlanSchedule(const Workload& w, const PlanOptions& op
       alloc_pos[item.alloc_id] = item.position;
     }
   }
-  // Slots of device memory by the launch position they are free from (earliest first).
-  FreeSlots<uint64_t> slots(cap);
+  // Device memory by the launch position it is free from (earliest first).
+  FreeRoom<uint64_t> room(cap);
   std::vector<uint64_t> evicted_at(r.total_chunks, 0);
   // (global issue position, move, chunk) for the measured step's decisions.
   std::map<uint64_t, std::vector<std::pair<Move, uint32_t>>> moves;
   for (const BeladyEvent& e : run.events) {
     switch (e.kind) {
       case BeladyEvent::Kind::kFree:
-        slots.push(e.global);
+        room.Give(e.global, r.footprint[e.chunk]);
         break;
       case BeladyEvent::Kind::kEvict: {
         // Not before the kRecentUseGuard launches after its last use have been issued, unless
@@ -232,18 +233,14 @@ absl::StatusOr<PolicyFile> PlanSchedule(const Workload& w, const PlanOptions& op
         }
         evicted_at[e.chunk] = issue;
         // Room held free is taken again only at the next step's first launch.
-        slots.push(e.held ? (e.global / n + 1) * n : issue);
+        room.Give(e.held ? (e.global / n + 1) * n : issue, r.footprint[e.chunk]);
         if (e.step == kMeasuredStep) {
           moves[issue].push_back({e.dead ? Move::kDiscard : Move::kEvict, e.chunk});
         }
         break;
       }
       case BeladyEvent::Kind::kLoad: {
-        uint64_t issue = 0;
-        if (!slots.empty()) {
-          issue = slots.top();
-          slots.pop();
-        }
+        uint64_t issue = room.Take(r.footprint[e.chunk]);
         issue = std::max(issue, evicted_at[e.chunk] + 1);
         if (e.fresh) issue = std::max(issue, e.step * n + alloc_pos[r.owner[e.chunk]]);
         issue = std::min(issue, e.global);
@@ -363,7 +360,7 @@ class PlanSearch {
     constexpr uint64_t kHeldStarts = 16;
     constexpr uint32_t kHeldChunks[] = {2, 4, 6, 8, 12, 16};
     constexpr size_t kHeldEngineTries = 4;
-    const uint64_t cap = options_.sim.device_memory / kChunkBytes;
+    const uint64_t cap = options_.sim.device_memory;
     const uint64_t starts = std::min(n_, kHeldStarts);
     std::vector<Candidate> picks;
     auto try_held = [&](const Knobs& trial) -> absl::Status {
@@ -383,7 +380,7 @@ class PlanSearch {
     for (const uint64_t horizon : horizons) {
       for (uint64_t i = 0; i < starts; ++i) {
         for (const uint32_t chunks : kHeldChunks) {
-          if (2 * chunks >= cap) continue;
+          if (2 * uint64_t{chunks} * kChunkBytes >= cap) continue;
           Knobs trial = best.knobs;
           trial.idle_horizon = horizon;
           trial.held = HeldRoom{static_cast<uint32_t>(i * n_ / starts), chunks};

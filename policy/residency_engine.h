@@ -51,8 +51,8 @@ struct EngineOptions {
   int lookahead_launches = 4;
   // The device's residency granule: a managed allocation counts against the budget as the whole
   // granules it spans. The library uses kPieceBytes (nvidia-uvm and simgpu back a range with 2 MiB
-  // chunks where it fills a block, 64 KiB and 4 KiB ones elsewhere: whole 4 KiB pages in all);
-  // the planner's simulator kChunkBytes (its device counts whole 2 MiB chunks). 1: bytes.
+  // chunks where it fills a block, 64 KiB and 4 KiB ones elsewhere: whole 4 KiB pages in all), as
+  // does the planner's simulator. 1: bytes.
   uint64_t residency_granule = 1;
   // Size the lookahead from observed times (LookaheadSizer: kernel times and bandwidth measured
   // with timing events) instead of a fixed count; lookahead_launches is then the most launches

@@ -24,8 +24,10 @@ using Kind = StepEvent::Kind;
 // online; lru and demand paging are steady after one).
 constexpr uint32_t kPolicyWarmupSteps = 3;
 
-uint64_t CapacityChunks(const SimOptions& o) {
-  return std::max<uint64_t>(o.device_memory / kChunkBytes, 1);
+// The device memory the simulated device has, in whole 4 KiB pages (what managed memory is backed
+// with) and at least one 2 MiB chunk.
+uint64_t CapacityBytes(const SimOptions& o) {
+  return std::max<uint64_t>(o.device_memory / kPieceBytes * kPieceBytes, kChunkBytes);
 }
 
 // Counts into the result only during the measured step; measures its compute-timeline span.
@@ -74,7 +76,7 @@ SimResult SimulateDemandPaging(const Workload& w, const SimOptions& o) {
   const Replay r = BuildReplay(w);
   SimResult res;
   res.policy = "demand";
-  ChunkResidency state(r.total_chunks);
+  ChunkResidency state(r.footprint);
   std::vector<char> populated(r.total_chunks, 0);  // holds data: resident since allocated
   for (const WorkloadAllocation& a : w.allocations) {
     if (!a.persistent) continue;  // persistent data was written before the replay
@@ -82,7 +84,7 @@ SimResult SimulateDemandPaging(const Workload& w, const SimOptions& o) {
   }
   Timelines t;
   StepMeter meter(&res);
-  const uint64_t cap = CapacityChunks(o);
+  const uint64_t cap = CapacityBytes(o);
   ForEachItem(r, t, meter, [&](const ReplayItem& item) {
     if (item.kind != Kind::kLaunch) {
       for (uint32_t c = r.base[item.alloc_id]; c < ChunkEnd(r, item.alloc_id); ++c) {
@@ -91,27 +93,28 @@ SimResult SimulateDemandPaging(const Workload& w, const SimOptions& o) {
       }
       return;
     }
-    uint64_t faults = 0, copied = 0, evicted = 0;
+    uint64_t faults = 0, faulted = 0, copied = 0, evicted = 0;  // faulted .. evicted: bytes
     for (uint32_t c : item.chunks) {
       if (state.resident(c)) continue;
-      evicted += state.EvictOldestFor(cap);
-      if (state.count() + 1 > cap && meter.On(item.step)) ++res.overcommit_chunks;
+      evicted += state.EvictOldestFor(cap, r.footprint[c]);
+      if (state.bytes() + r.footprint[c] > cap && meter.On(item.step)) ++res.overcommit_chunks;
       state.Add(c);
       ++faults;
-      copied += populated[c];
+      faulted += r.footprint[c];
+      if (populated[c]) copied += r.footprint[c];
       populated[c] = 1;
     }
     // simgpu's FaultStallSeconds: every batch costs its latency, only chunks with data copy in.
-    const double stall = FaultStallSeconds(o.cost, copied * kChunkBytes, evicted * kChunkBytes) +
-                         static_cast<double>(FaultBatches(o.cost, faults * kChunkBytes) -
-                                             FaultBatches(o.cost, copied * kChunkBytes)) *
+    const double stall = FaultStallSeconds(o.cost, copied, evicted) +
+                         static_cast<double>(FaultBatches(o.cost, faulted) -
+                                             FaultBatches(o.cost, copied)) *
                              o.cost.fault_batch_seconds;
     t.compute += ComputeOf(item, o) + stall;
     if (meter.On(item.step)) {
       res.demand_faults += faults;
-      res.fault_batches += FaultBatches(o.cost, faults * kChunkBytes);
-      res.h2d_bytes += copied * kChunkBytes;
-      res.d2h_bytes += evicted * kChunkBytes;
+      res.fault_batches += FaultBatches(o.cost, faulted);
+      res.h2d_bytes += copied;
+      res.d2h_bytes += evicted;
       res.compute_seconds += ComputeOf(item, o);
     }
   });
@@ -125,12 +128,12 @@ SimResult SimulateEvictionPolicy(const Workload& w, const SimOptions& o,
   const Replay r = BuildReplay(w, kPolicyWarmupSteps + 2);
   SimResult res;
   res.policy = name;
-  ChunkResidency state(r.total_chunks);
+  ChunkResidency state(r.footprint);
   Timelines t;
   t.engines = o.cost.copy_engines;
   StepMeter meter(&res, kPolicyWarmupSteps);
-  const uint64_t cap = CapacityChunks(o);
-  const uint64_t budget = cap * kChunkBytes;
+  const uint64_t cap = CapacityBytes(o);
+  const uint64_t budget = cap;
   std::unique_ptr<EvictionPolicy> policy = make();
   // What ResidencyEngine tracks per managed allocation.
   struct Tracked {
@@ -140,9 +143,7 @@ SimResult SimulateEvictionPolicy(const Workload& w, const SimOptions& o,
   std::vector<Tracked> tracked(w.allocations.size() + 1);
   for (const WorkloadAllocation& a : w.allocations) tracked[a.id].live = a.persistent;
   uint64_t resident_bytes = 0, stamp = 0;
-  auto size_of = [&](uint64_t id) {
-    return uint64_t{ChunksOf(w.allocation(id).bytes)} * kChunkBytes;
-  };
+  auto size_of = [&](uint64_t id) { return FootprintOf(w.allocation(id).bytes); };
   // The engine gives every allocation its own id: a step-local allocation gets a new one each
   // step (id + step x period), which maps back to the workload's id modulo the period.
   const uint64_t period = w.allocations.size() + 1;
@@ -171,7 +172,7 @@ SimResult SimulateEvictionPolicy(const Workload& w, const SimOptions& o,
       tr = Tracked{};
       policy->Forget(policy_id(item.alloc_id, item.step));
       for (uint32_t c = r.base[item.alloc_id]; c < ChunkEnd(r, item.alloc_id); ++c) {
-        if (state.resident(c) && on) res.discarded_bytes += kChunkBytes;
+        if (state.resident(c) && on) res.discarded_bytes += r.footprint[c];
         state.Remove(c);
       }
       return;
@@ -202,7 +203,7 @@ SimResult SimulateEvictionPolicy(const Workload& w, const SimOptions& o,
       tracked[v].resident = false;
       resident_bytes -= size_of(v);
       for (uint32_t c = r.base[v]; c < ChunkEnd(r, v); ++c) {
-        if (state.resident(c)) ++out;
+        if (state.resident(c)) out += r.footprint[c];
         state.Remove(c);
       }
     }
@@ -213,35 +214,34 @@ SimResult SimulateEvictionPolicy(const Workload& w, const SimOptions& o,
       resident_bytes += size_of(id);
       for (uint32_t c = r.base[id]; c < ChunkEnd(r, id); ++c) {
         if (state.resident(c)) continue;
-        in_evicted += state.EvictOldestFor(cap);
+        in_evicted += state.EvictOldestFor(cap, r.footprint[c]);
         state.Add(c);
-        ++in;
+        in += r.footprint[c];
       }
     }
     // Stream order: evictions, then prefetches, then the kernel (which faults what is missing).
     double ready = t.compute;
-    if (out > 0) ready = t.Book(false, ready, D2HSeconds(o.cost, out * kChunkBytes));
+    if (out > 0) ready = t.Book(false, ready, D2HSeconds(o.cost, out));
     if (in > 0) {
-      double end = t.Book(true, ready, H2DSeconds(o.cost, in * kChunkBytes));
-      if (in_evicted > 0) {
-        end = std::max(end, t.Book(false, ready, D2HSeconds(o.cost, in_evicted * kChunkBytes)));
-      }
+      double end = t.Book(true, ready, H2DSeconds(o.cost, in));
+      if (in_evicted > 0) end = std::max(end, t.Book(false, ready, D2HSeconds(o.cost, in_evicted)));
       ready = end;
     }
-    uint64_t faults = 0, evicted = 0;
+    uint64_t faults = 0, faulted = 0, evicted = 0;  // faulted, evicted: bytes
     for (uint32_t c : item.chunks) {
       if (state.resident(c)) continue;
-      evicted += state.EvictOldestFor(cap);
+      evicted += state.EvictOldestFor(cap, r.footprint[c]);
       state.Add(c);
       ++faults;
+      faulted += r.footprint[c];
     }
-    const double stall = FaultStallSeconds(o.cost, faults * kChunkBytes, evicted * kChunkBytes);
+    const double stall = FaultStallSeconds(o.cost, faulted, evicted);
     t.compute = std::max(t.compute, ready) + ComputeOf(item, o) + stall;
     if (on) {
       res.demand_faults += faults;
-      res.fault_batches += FaultBatches(o.cost, faults * kChunkBytes);
-      res.h2d_bytes += (in + faults) * kChunkBytes;
-      res.d2h_bytes += (out + in_evicted + evicted) * kChunkBytes;
+      res.fault_batches += FaultBatches(o.cost, faulted);
+      res.h2d_bytes += in + faulted;
+      res.d2h_bytes += out + in_evicted + evicted;
       res.compute_seconds += ComputeOf(item, o);
     }
   });
@@ -254,11 +254,11 @@ SimResult SimulatePlanned(const Workload& w, const PolicyFile& p, const SimOptio
   if (stalls != nullptr) stalls->assign(r.launches_per_step, 0.0);
   SimResult res;
   res.policy = "planned";
-  ChunkResidency state(r.total_chunks);
+  ChunkResidency state(r.footprint);
   Timelines t;
   t.engines = o.cost.copy_engines;
   StepMeter meter(&res);
-  const uint64_t cap = CapacityChunks(o);
+  const uint64_t cap = CapacityBytes(o);
   std::vector<RuleAction> action(w.allocations.size() + 1, RuleAction::kSwap);
   for (const WorkloadAllocation& a : w.allocations) action[a.id] = p.ActionFor(a);
   std::vector<char> live(w.allocations.size() + 1, 0);
@@ -268,29 +268,29 @@ SimResult SimulatePlanned(const Workload& w, const PolicyFile& p, const SimOptio
     if (e.position < at.size()) at[e.position] = &e;
   }
   std::vector<double> ready(r.total_chunks, 0), last_end(r.total_chunks, 0);
-  // Free device slots, by the time each became free (earliest first).
-  FreeSlots<double> slots(cap);
+  // Free device memory, by the time each piece became free (earliest first).
+  FreeRoom<double> room(cap);
   auto release = [&](uint32_t c, double when) {
     state.Remove(c);
-    slots.push(when);
+    room.Give(when, r.footprint[c]);
   };
-  // A slot for a chunk about to become resident, evicting the oldest unpinned chunk when none is
-  // free. Returns when the slot is free; counts the emergency eviction in `evicted`.
-  auto take_slot = [&](const std::vector<uint32_t>* protect, uint64_t* evicted) {
-    if (slots.empty()) {
+  // Room for chunk `c` about to become resident, evicting the oldest unpinned chunks while there
+  // is too little. Returns when the room is free, or -1 when nothing can go; counts the emergency
+  // evictions' bytes in `evicted`.
+  auto take_room = [&](uint32_t incoming, const std::vector<uint32_t>* protect,
+                       uint64_t* evicted) {
+    while (room.bytes() < r.footprint[incoming]) {
       const int64_t v = state.Oldest([&](uint32_t c) {
         return action[r.owner[c]] != RuleAction::kKeep &&
                (protect == nullptr || !std::binary_search(protect->begin(), protect->end(), c));
       });
       if (v < 0) return -1.0;
       const uint32_t c = static_cast<uint32_t>(v);
-      const double end = t.Book(false, last_end[c], D2HSeconds(o.cost, kChunkBytes));
-      ++*evicted;
+      const double end = t.Book(false, last_end[c], D2HSeconds(o.cost, r.footprint[c]));
+      *evicted += r.footprint[c];
       release(c, end);
     }
-    const double when = slots.top();
-    slots.pop();
-    return when;
+    return room.Take(r.footprint[incoming]);
   };
   auto managed = [&](uint64_t id) {
     return live[id] && action[id] != RuleAction::kHost && action[id] != RuleAction::kNever;
@@ -315,9 +315,9 @@ SimResult SimulatePlanned(const Workload& w, const PolicyFile& p, const SimOptio
           if (!state.resident(c)) continue;
           // As the engine issues it: after the launch stream's work so far (the launches before
           // this position), which includes the victim's last use.
-          release(c,
-                  t.Book(false, std::max(last_end[c], t.compute), D2HSeconds(o.cost, kChunkBytes)));
-          if (on) res.d2h_bytes += kChunkBytes;
+          release(c, t.Book(false, std::max(last_end[c], t.compute),
+                            D2HSeconds(o.cost, r.footprint[c])));
+          if (on) res.d2h_bytes += r.footprint[c];
         }
       }
       for (const ChunkRange& cr : e->discard) {
@@ -326,7 +326,7 @@ SimResult SimulatePlanned(const Workload& w, const PolicyFile& p, const SimOptio
           const uint32_t c = r.base[cr.alloc_id] + cr.first_chunk + k;
           if (!state.resident(c)) continue;
           release(c, last_end[c]);
-          if (on) res.discarded_bytes += kChunkBytes;
+          if (on) res.discarded_bytes += r.footprint[c];
         }
       }
       for (int pass = 0; pass < 2; ++pass) {
@@ -335,43 +335,44 @@ SimResult SimulatePlanned(const Workload& w, const PolicyFile& p, const SimOptio
           for (uint32_t k = 0; k < cr.num_chunks; ++k) {
             const uint32_t c = r.base[cr.alloc_id] + cr.first_chunk + k;
             if (state.resident(c)) continue;
-            const double slot = take_slot(nullptr, &emergency);
+            const double slot = take_room(c, nullptr, &emergency);
             if (slot < 0) break;
             state.Add(c);
-            ready[c] = pass == 0 ? t.Book(true, slot, H2DSeconds(o.cost, kChunkBytes)) : slot;
-            if (on && pass == 0) res.h2d_bytes += kChunkBytes;
+            ready[c] = pass == 0 ? t.Book(true, slot, H2DSeconds(o.cost, r.footprint[c])) : slot;
+            if (on && pass == 0) res.h2d_bytes += r.footprint[c];
           }
         }
       }
     }
     double start = t.compute;
-    uint64_t faults = 0, remote = 0;
+    uint64_t faults = 0, faulted = 0, remote = 0;  // faulted, remote: bytes
     for (uint32_t c : item.chunks) {
       const uint64_t id = r.owner[c];
       if (action[id] == RuleAction::kHost) {
-        ++remote;
+        remote += r.footprint[c];
         continue;
       }
       if (state.resident(c)) {
         start = std::max(start, ready[c]);
         continue;
       }
-      const double slot = take_slot(&item.chunks, &emergency);
+      const double slot = take_room(c, &item.chunks, &emergency);
       if (slot < 0 && on) ++res.overcommit_chunks;
       start = std::max(start, slot);
       state.Add(c);
       ++faults;
+      faulted += r.footprint[c];
     }
-    const double stall = FaultStallSeconds(o.cost, faults * kChunkBytes, 0);
+    const double stall = FaultStallSeconds(o.cost, faulted, 0);
     if (on && stalls != nullptr) (*stalls)[item.position] = start - t.compute + stall;
     t.compute = start + ComputeOf(item, o) + stall + RemoteAccessSeconds(o.cost, remote);
     for (uint32_t c : item.chunks) last_end[c] = t.compute;
     if (on) {
       res.demand_faults += faults;
-      res.fault_batches += FaultBatches(o.cost, faults * kChunkBytes);
-      res.h2d_bytes += faults * kChunkBytes;
-      res.d2h_bytes += emergency * kChunkBytes;
-      res.remote_bytes += 2 * remote * kChunkBytes;
+      res.fault_batches += FaultBatches(o.cost, faulted);
+      res.h2d_bytes += faulted;
+      res.d2h_bytes += emergency;
+      res.remote_bytes += 2 * remote;
       res.compute_seconds += ComputeOf(item, o);
     }
   });
@@ -384,13 +385,13 @@ SimResult ChunkLowerBound(const Workload& w, const SimOptions& o) {
   // replay runs kBoundSteps steps and the bound is its cheapest step between the first and last.
   constexpr uint32_t kBoundSteps = 5;
   const Replay r = BuildReplay(w, kBoundSteps);
-  const BeladyRun run = RunBelady(r, CapacityChunks(o));
+  const BeladyRun run = RunBelady(r, CapacityBytes(o));
   std::vector<SimResult> steps(kBoundSteps);
   for (const BeladyEvent& e : run.events) {
     SimResult& res = steps[e.step];
-    if (e.kind == BeladyEvent::Kind::kLoad && !e.fresh) res.h2d_bytes += kChunkBytes;
+    if (e.kind == BeladyEvent::Kind::kLoad && !e.fresh) res.h2d_bytes += r.footprint[e.chunk];
     if (e.kind == BeladyEvent::Kind::kEvict) {
-      (e.dead ? res.discarded_bytes : res.d2h_bytes) += kChunkBytes;
+      (e.dead ? res.discarded_bytes : res.d2h_bytes) += r.footprint[e.chunk];
     }
   }
   uint32_t best = 1;
@@ -425,7 +426,8 @@ SimResult CapacityLowerBound(const Workload& w, const SimOptions& o, bool shared
     }
   }
   for (uint64_t p = 0; p < n; ++p) compute_before[p + 1] += compute_before[p];
-  // Counts over the chunks the step touches, by launch position P, as difference arrays:
+  // Bytes of the chunks the step touches (each its footprint), by launch position P, as difference
+  // arrays:
   //   made: the step's own chunks touched before P and again from P on (holding data read later);
   //   persistent_from: persistent chunks touched from P on;
   //   persistent_before, own_before: persistent / the step's own chunks touched before P;
@@ -434,32 +436,36 @@ SimResult CapacityLowerBound(const Workload& w, const SimOptions& o, bool shared
       own_before(n + 2, 0), own_dead(n + 2, 0);
   for (uint32_t c = 0; c < r.total_chunks; ++c) {
     if (first[c] == kNone) continue;
+    const int64_t b = r.footprint[c];
     if (w.allocation(r.owner[c]).persistent) {
-      ++persistent_from[0];
-      --persistent_from[last[c] + 1];
-      ++persistent_before[first[c] + 1];
+      persistent_from[0] += b;
+      persistent_from[last[c] + 1] -= b;
+      persistent_before[first[c] + 1] += b;
     } else {
       if (last[c] > first[c]) {
-        ++made[first[c] + 1];
-        --made[last[c] + 1];
+        made[first[c] + 1] += b;
+        made[last[c] + 1] -= b;
       }
-      ++own_before[first[c] + 1];
-      ++own_dead[last[c] + 1];
+      own_before[first[c] + 1] += b;
+      own_dead[last[c] + 1] += b;
     }
   }
-  const double cap = static_cast<double>(CapacityChunks(o));
-  const double h = H2DSeconds(o.cost, kChunkBytes), d = D2HSeconds(o.cost, kChunkBytes);
+  // In bytes: the capacity, the largest chunk (one copy already running), and a byte's time each
+  // way.
+  const double cap = static_cast<double>(CapacityBytes(o));
+  const double chunk = static_cast<double>(kChunkBytes);
+  const double h = H2DSeconds(o.cost, 1), d = D2HSeconds(o.cost, 1);
   // What a chunk moved outside the copy engines costs the kernels at least: coming in, a demand
   // fault (its share of a batch's latency + h) or a remote access (h + d); going out, an eviction
   // inside a fault (d + the fault that made it, h + latency) or remote production (h + d). With a
   // shared link those copies take the copy engines' time as well, so nothing bypasses them.
-  const double latency = o.cost.fault_batch_seconds * static_cast<double>(kChunkBytes) /
-                         static_cast<double>(std::max<uint64_t>(o.cost.fault_batch_bytes, 1));
+  const double latency =
+      o.cost.fault_batch_seconds / static_cast<double>(std::max<uint64_t>(o.cost.fault_batch_bytes, 1));
   const double in_by_kernel = h + std::min(latency, d), out_by_kernel = h + d;
-  // A window with `compute` seconds of kernels that moves `chunks` chunks, each on the copy engine
-  // (`engine` seconds) or inside the kernels (`by_kernel` seconds): the best split of the chunks.
-  auto one_way = [shared_link](double compute, double chunks, double engine, double by_kernel) {
-    const double copies = std::max(0.0, chunks) * engine;
+  // A window with `compute` seconds of kernels that moves `bytes`, each byte on the copy engine
+  // (`engine` seconds) or inside the kernels (`by_kernel` seconds): the best split of the bytes.
+  auto one_way = [shared_link](double compute, double bytes, double engine, double by_kernel) {
+    const double copies = std::max(0.0, bytes) * engine;
     if (copies <= compute) return compute;
     if (shared_link) return copies;
     return compute + by_kernel * (copies - compute) / (by_kernel + engine);
@@ -479,26 +485,27 @@ SimResult CapacityLowerBound(const Workload& w, const SimOptions& o, bool shared
     own_dead_at += own_dead[p];
     const auto count = [](int64_t k) { return static_cast<double>(k); };
     // Before P (from the previous step's last kernel to P's start). Data made before P and used
-    // from P on beyond the capacity has left by P. Every chunk touched before P had a slot; with
-    // C slots, all but C of those placements reused a slot something else left, and what left
+    // from P on beyond the capacity has left by P. Every chunk touched before P had room; with
+    // C bytes, all but C bytes of those placements reused room something else left, and what left
     // held data unless it was the step's own and dead (no chunk of the step's own exists at the
-    // step's start): at least (touched − C − dead) copies out, less one already running when the
-    // window opened. Persistent chunks touched before P beyond the capacity came in.
-    const double out_before = std::max(
-        count(made_at) - cap, count(persistent_before_at + own_before_at - own_dead_at) - cap - 1);
-    const double in_before = count(persistent_before_at) - cap - 1;
+    // step's start): at least (touched − C − dead) bytes out, less one chunk already on its way
+    // when the window opened. Persistent bytes touched before P beyond the capacity came in.
+    const double out_before =
+        std::max(count(made_at) - cap,
+                 count(persistent_before_at + own_before_at - own_dead_at) - cap - chunk);
+    const double in_before = count(persistent_before_at) - cap - chunk;
     // From P on: what holds data at P and is used from P on beyond the capacity comes in; the
-    // slot argument again, where the step's own chunks may all leave dead: persistent chunks
+    // room argument again, where the step's own chunks may all leave dead: persistent bytes
     // touched from P on beyond the capacity go out.
     const double in_after = count(made_at + persistent_from_at) - cap;
-    const double out_after = count(persistent_from_at) - cap - 1;
+    const double out_after = count(persistent_from_at) - cap - chunk;
     best = std::max(best, window(compute_before[p], in_before, out_before) +
                               window(compute_before[n] - compute_before[p], in_after, out_after));
   }
-  // Kernel to kernel. While the kernel at Q runs, its chunks S_Q occupy |S_Q| slots, so when it
-  // ends at most C − |S_Q| of the chunks holding data then that a later kernel P touches and Q
-  // does not (A_QP of them: persistent, or the step's own touched before Q) are on the device or
-  // on their way; the rest, at least A_QP − C + |S_Q|, come in between the end of Q and the end
+  // Kernel to kernel (in bytes). While the kernel at Q runs, its chunks S_Q occupy |S_Q| bytes, so
+  // when it ends at most C − |S_Q| bytes of the chunks holding data then that a later kernel P
+  // touches and Q does not (A_QP: persistent, or the step's own touched before Q) are on the
+  // device or on their way; the rest, at least A_QP − C + |S_Q|, come in between the end of Q and the end
   // of P: each at least h there, on the one host-to-device engine before P starts (alongside the
   // kernels between Q and P) or inside P's kernel (a fault; a remote access, h + d). A chunk of
   // Q's read remotely takes no slot but cost Q's kernel h + d: h of it counted as its own arrival,
@@ -514,6 +521,10 @@ SimResult CapacityLowerBound(const Workload& w, const SimOptions& o, bool shared
     if (item.step + 1 == kMeasuredStep && item.position + 1 == n) touched[0] = item.chunks;
   }
   const double arrival = std::min(h, d);
+  std::vector<double> touched_bytes(n + 1, 0);
+  for (uint64_t q1 = 0; q1 <= n; ++q1) {
+    for (const uint32_t c : touched[q1]) touched_bytes[q1] += r.footprint[c];
+  }
   std::vector<double> chain(n + 1, 0);  // chain[q + 1]: a bound on the end of launch q
   for (uint64_t p = 0; p < n; ++p) {
     const double c_p = compute_before[p + 1] - compute_before[p];
@@ -522,9 +533,10 @@ SimResult CapacityLowerBound(const Workload& w, const SimOptions& o, bool shared
       int64_t arriving = 0;
       for (const uint32_t c : touched[p + 1]) {
         const bool holds_data = w.allocation(r.owner[c]).persistent || first[c] + 1 < q1;
-        if (holds_data && !std::binary_search(at_q.begin(), at_q.end(), c)) ++arriving;
+        if (holds_data && !std::binary_search(at_q.begin(), at_q.end(), c))
+          arriving += r.footprint[c];
       }
-      const double late = static_cast<double>(arriving) - cap + static_cast<double>(at_q.size());
+      const double late = static_cast<double>(arriving) - cap + touched_bytes[q1];
       const double between = compute_before[p] - compute_before[q1];  // kernels Q + 1 .. P − 1
       chain[p + 1] = std::max(chain[p + 1],
                               chain[q1] + c_p + std::max(between, arrival * std::max(0.0, late)));

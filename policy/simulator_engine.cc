@@ -73,13 +73,14 @@ SimResult SimulateEngine(const Workload& w, const SimOptions& o,
   const Replay r = BuildReplay(w, static_cast<int>(kEngineWarmupSteps) + 2);
   SimResult res;
   res.policy = name;
-  const uint64_t cap = std::max<uint64_t>(o.device_memory / kChunkBytes, 1);
-  TimelineDevice device(r.total_chunks, o.cost, cap);
+  // The device's memory in whole 4 KiB pages, at least one 2 MiB chunk (as SimulatePlanned's).
+  const uint64_t cap = std::max<uint64_t>(o.device_memory / kPieceBytes * kPieceBytes, kChunkBytes);
+  TimelineDevice device(r.footprint, o.cost, cap);
   EngineOptions options;
   options.lookahead_launches = engine_options.lookahead_launches;
-  options.residency_granule = kChunkBytes;
+  options.residency_granule = kPieceBytes;  // as the library's engine counts
   options.size_lookahead_from_time = engine_options.lookahead_auto;
-  ResidencyEngine engine(&device, make(), cap * kChunkBytes, options);
+  ResidencyEngine engine(&device, make(), cap, options);
   // The engine numbers allocations itself: a step-local allocation gets a new id each step.
   const uint64_t period = w.allocations.size() + 1;
   auto allocation = [&](uint64_t id, uint32_t step) {

@@ -16,6 +16,7 @@ Replay BuildReplay(const Workload& w, int steps) {
     r.base[a.id] = r.total_chunks;
     r.total_chunks += ChunksOf(a.bytes);
     r.owner.resize(r.total_chunks, a.id);
+    for (uint32_t k = 0; k < ChunksOf(a.bytes); ++k) r.footprint.push_back(ChunkFootprint(a.bytes, k));
   }
   r.launches_per_step = static_cast<uint32_t>(w.num_launches());
   uint64_t global = 0;
@@ -62,8 +63,8 @@ Replay BuildReplay(const Workload& w, int steps) {
   return r;
 }
 
-BeladyRun RunBelady(const Replay& r, uint64_t capacity_chunks, uint64_t idle_horizon,
-                    const std::vector<uint32_t>& reserve) {
+BeladyRun RunBelady(const Replay& r, uint64_t capacity_bytes, uint64_t idle_horizon,
+                    const std::vector<uint64_t>& reserve) {
   BeladyRun run;
   // Resident chunks by next use, farthest on top: a heap whose entries go stale (the chunk left,
   // or was used again and has a newer entry) and are dropped when they reach the top.
@@ -76,7 +77,7 @@ BeladyRun RunBelady(const Replay& r, uint64_t capacity_chunks, uint64_t idle_hor
   std::vector<char> is_resident(r.total_chunks, 0);
   std::vector<char> in_launch(r.total_chunks, 0);  // touched by the launch being decided
   std::vector<char> fresh(r.total_chunks, 1);
-  uint64_t count = 0;
+  uint64_t resident_bytes = 0;
   // The resident chunk used farthest in the future that the launch being decided does not touch;
   // nullopt when there is none. The launch's own chunks' entries are dropped: they get new ones
   // (their next use changes) once it is decided.
@@ -92,7 +93,7 @@ BeladyRun RunBelady(const Replay& r, uint64_t capacity_chunks, uint64_t idle_hor
   auto evict = [&](uint32_t v, const ReplayItem& item, bool held) {
     if (aging) by_age.erase({last_use[v], v});
     is_resident[v] = 0;
-    --count;
+    resident_bytes -= r.footprint[v];
     BeladyEvent e;
     e.kind = BeladyEvent::Kind::kEvict;
     e.chunk = v;
@@ -112,7 +113,7 @@ BeladyRun RunBelady(const Replay& r, uint64_t capacity_chunks, uint64_t idle_hor
         if (is_resident[c]) {
           if (aging) by_age.erase({last_use[c], c});
           is_resident[c] = 0;
-          --count;
+          resident_bytes -= r.footprint[c];
           run.events.push_back(
               {BeladyEvent::Kind::kFree, c, item.global, item.step, false, false, last_use[c]});
         }
@@ -126,39 +127,39 @@ BeladyRun RunBelady(const Replay& r, uint64_t capacity_chunks, uint64_t idle_hor
       if (aging && is_resident[c]) by_age.erase({last_use[c], c});
     }
     const uint64_t held = item.position < reserve.size() ? reserve[item.position] : 0;
-    const uint64_t cap = capacity_chunks > held ? capacity_chunks - held : 1;
+    const uint64_t cap = capacity_bytes > held + kChunkBytes ? capacity_bytes - held : kChunkBytes;
     // Room held free at this position: what is over the reduced budget goes out before the launch
-    // (farthest next use first), its slot not reused until the room is released.
-    while (held > 0 && count > cap) {
+    // (farthest next use first), its room not reused until the room is released.
+    while (held > 0 && resident_bytes > cap) {
       const std::optional<uint32_t> v = farthest();
       if (!v) break;
       evict(*v, item, true);
     }
     for (uint32_t c : item.chunks) {
       if (is_resident[c]) continue;
-      if (count >= cap) {
+      while (resident_bytes + r.footprint[c] > cap) {
         std::optional<uint32_t> v = farthest();
         if (!v) {
           ++run.overcommit_chunks;
-        } else {
-          const uint64_t far = item.global + idle_horizon;
-          if (aging && key[*v] != kNoNextUse && key[*v] >= far) {
-            // Some chunk is not needed within the horizon: the longest unused of them.
-            for (const auto& [unused_since, candidate] : by_age) {
-              if (key[candidate] >= far) {
-                v = candidate;
-                break;
-              }
+          break;
+        }
+        const uint64_t far = item.global + idle_horizon;
+        if (aging && key[*v] != kNoNextUse && key[*v] >= far) {
+          // Some chunk is not needed within the horizon: the longest unused of them.
+          for (const auto& [unused_since, candidate] : by_age) {
+            if (key[candidate] >= far) {
+              v = candidate;
+              break;
             }
           }
-          evict(*v, item, false);
         }
+        evict(*v, item, false);
       }
       run.events.push_back(
           {BeladyEvent::Kind::kLoad, c, item.global, item.step, fresh[c] != 0, false, 0});
       fresh[c] = 0;
       is_resident[c] = 1;
-      ++count;
+      resident_bytes += r.footprint[c];
     }
     for (size_t i = 0; i < item.chunks.size(); ++i) {
       const uint32_t c = item.chunks[i];

@@ -2,8 +2,8 @@
 // operations booked on simgpu's engine timelines in virtual time. Streams are timelines (an
 // operation starts when the stream's earlier work and the events it waits for are done, and books
 // the compute engine or a copy engine); events carry the time of the work before their recording;
-// residency is simgpu's (2 MiB chunks, evicted oldest-resident first when the device is full,
-// contents copied only for chunks that hold data). Operations change residency in the order they
+// residency is simgpu's (2 MiB chunks, each taking the device bytes that back it, evicted
+// oldest-resident first when the device is full, contents copied only for chunks that hold data). Operations change residency in the order they
 // are issued; a chunk that leaves while a kernel issued before still uses it (a write-back or a
 // discard ordered too early) is counted in SimResult::early_moves, as a GPU would fault it back.
 #ifndef SPILLWAY_POLICY_SIMULATOR_TIMELINE_DEVICE_H_
@@ -28,14 +28,17 @@ constexpr uint64_t kTimelineAddressBase = uint64_t{1} << 40;
 // A Device whose operations are booked on simgpu's engine timelines; it also runs the kernels.
 class TimelineDevice final : public Device {
  public:
-  TimelineDevice(uint64_t total_chunks, const CostModel& cost, uint64_t capacity_chunks)
+  // `footprint`: the device bytes of each chunk (Replay::footprint), which must outlive the device.
+  TimelineDevice(const std::vector<uint32_t>& footprint, const CostModel& cost,
+                 uint64_t capacity_bytes)
       : cost_(cost),
-        cap_(capacity_chunks),
-        state_(static_cast<uint32_t>(total_chunks)),
-        populated_(total_chunks),
-        on_host_(total_chunks),
-        used_until_(total_chunks, 0.0),
-        free_slots_(capacity_chunks) {
+        footprint_(footprint),
+        cap_(capacity_bytes),
+        state_(footprint),
+        populated_(footprint.size()),
+        on_host_(footprint.size()),
+        used_until_(footprint.size(), 0.0),
+        room_(capacity_bytes) {
     t_.engines = cost.copy_engines;
   }
 
@@ -49,21 +52,22 @@ class TimelineDevice final : public Device {
   // A kernel of `compute` seconds touching `chunks` on `stream`: what is not resident faults in
   // (simgpu's HandleFault and FaultStallSeconds). Returns when it ends.
   double Launch(Stream stream, const std::vector<uint32_t>& chunks, double compute) {
-    uint64_t faults = 0, copied = 0, evicted = 0, remote = 0;
+    uint64_t faults = 0, faulted = 0, copied = 0, evicted = 0, remote = 0;  // but faults: bytes
     double room = 0;
     for (const uint32_t c : chunks) {
       if (state_.resident(c)) continue;
       if (on_host_[c]) {  // mapped over the link: no fault, no migration
-        ++remote;
+        remote += footprint_[c];
         continue;
       }
-      room = std::max(room, TakeSlot(&evicted));
+      room = std::max(room, TakeRoom(c, &evicted));
       copied += MakeResident(c);
       ++faults;
+      faulted += footprint_[c];
     }
-    const double stall = FaultStallSeconds(cost_, copied * kChunkBytes, evicted * kChunkBytes) +
-                         static_cast<double>(FaultBatches(cost_, faults * kChunkBytes) -
-                                             FaultBatches(cost_, copied * kChunkBytes)) *
+    const double stall = FaultStallSeconds(cost_, copied, evicted) +
+                         static_cast<double>(FaultBatches(cost_, faulted) -
+                                             FaultBatches(cost_, copied)) *
                              cost_.fault_batch_seconds;
     double& tail = Tail(stream);
     const double start = std::max({tail, t_.compute, room});
@@ -72,11 +76,11 @@ class TimelineDevice final : public Device {
     for (const uint32_t c : chunks) used_until_[c] = std::max(used_until_[c], t_.compute);
     if (result_ != nullptr) {
       result_->demand_faults += faults;
-      result_->fault_batches += FaultBatches(cost_, faults * kChunkBytes);
-      result_->h2d_bytes += copied * kChunkBytes;
-      result_->d2h_bytes += evicted * kChunkBytes;
+      result_->fault_batches += FaultBatches(cost_, faulted);
+      result_->h2d_bytes += copied;
+      result_->d2h_bytes += evicted;
       result_->compute_seconds += compute;
-      result_->remote_bytes += 2 * remote * kChunkBytes;
+      result_->remote_bytes += 2 * remote;
     }
     return t_.compute;
   }
@@ -97,7 +101,7 @@ class TimelineDevice final : public Device {
     double room = 0;
     for (uint32_t c = First(address); c < End(address, bytes); ++c) {
       if (state_.resident(c)) continue;
-      room = std::max(room, TakeSlot(&out));
+      room = std::max(room, TakeRoom(c, &out));
       in += MakeResident(c);
     }
     Move(stream, in, out, room);
@@ -105,14 +109,15 @@ class TimelineDevice final : public Device {
   }
   DeviceResult PrefetchToHost(uint64_t address, uint64_t bytes, Stream stream) override {
     const std::vector<uint32_t>& out = ResidentIn(address, bytes);
-    const double end = Move(stream, 0, out.size(), 0);
-    NoteEarly(out, end - D2HSeconds(cost_, out.size() * kChunkBytes));
+    const uint64_t out_bytes = BytesOf(out);
+    const double end = Move(stream, 0, out_bytes, 0);
+    NoteEarly(out, end - D2HSeconds(cost_, out_bytes));
     for (const uint32_t c : out) Leave(c, end);
     return kDeviceOk;
   }
   DeviceResult Discard(uint64_t address, uint64_t bytes, Stream stream) override {
     const std::vector<uint32_t>& out = ResidentIn(address, bytes);
-    if (result_ != nullptr) result_->discarded_bytes += out.size() * kChunkBytes;
+    if (result_ != nullptr) result_->discarded_bytes += BytesOf(out);
     NoteEarly(out, Tail(stream));
     for (const uint32_t c : out) Leave(c, Tail(stream));
     for (uint32_t c = First(address); c < End(address, bytes); ++c) populated_[c] = 0;
@@ -124,8 +129,8 @@ class TimelineDevice final : public Device {
     return kDeviceOk;
   }
   DeviceResult MemoryInfo(uint64_t* free, uint64_t* total) override {
-    *total = cap_ * kChunkBytes;
-    *free = (cap_ - std::min(cap_, state_.count())) * kChunkBytes;
+    *total = cap_;
+    *free = cap_ - std::min(cap_, state_.bytes());
     return kDeviceOk;
   }
   DeviceResult CreateSideStream(Stream* stream) override {
@@ -167,19 +172,24 @@ class TimelineDevice final : public Device {
     return static_cast<uint32_t>((address - kTimelineAddressBase + bytes + kChunkBytes - 1) /
                                  kChunkBytes);
   }
-  // A device slot for a chunk coming in: the oldest free one, or (simgpu's MakeRoomLocked when the
-  // device is full) the slot of the oldest-resident chunk, evicted now (counted in `evicted`).
-  // Returns when the slot is free.
-  double TakeSlot(uint64_t* evicted) {
-    if (free_slots_.empty()) {
-      const uint64_t out = state_.EvictOldestFor(cap_);
-      if (out == 0 && result_ != nullptr) ++result_->overcommit_chunks;
-      *evicted += out;
-      return 0;
-    }
-    const double when = free_slots_.top();
-    free_slots_.pop();
+  // Room for chunk `c` coming in: the oldest free room, and (simgpu's MakeRoomLocked when the
+  // device is full) the room of the oldest-resident chunks, evicted now (their bytes counted in
+  // `evicted`). Returns when the room is free.
+  double TakeRoom(uint32_t c, uint64_t* evicted) {
+    const uint64_t need = footprint_[c];
+    if (room_.bytes() >= need) return room_.Take(need);
+    const double when = room_.Take(room_.bytes());
+    const uint64_t out = state_.EvictOldestFor(cap_, need);
+    if (state_.bytes() + need > cap_ && result_ != nullptr) ++result_->overcommit_chunks;
+    *evicted += out;
+    // What the evictions freed beyond this chunk's need is free now.
+    if (state_.bytes() + need < cap_) room_.Give(when, cap_ - state_.bytes() - need);
     return when;
+  }
+  uint64_t BytesOf(const std::vector<uint32_t>& chunks) const {
+    uint64_t bytes = 0;
+    for (const uint32_t c : chunks) bytes += footprint_[c];
+    return bytes;
   }
   // The resident chunks of [address, address + bytes) (scratch_).
   const std::vector<uint32_t>& ResidentIn(uint64_t address, uint64_t bytes) {
@@ -197,44 +207,47 @@ class TimelineDevice final : public Device {
       if (used_until_[c] > when + 1e-12) ++result_->early_moves;
     }
   }
-  // Chunk `c` leaves the device (if resident); its slot is free from `when`.
+  // Chunk `c` leaves the device (if resident); its room is free from `when` (as far as the
+  // device is not over its capacity).
   void Leave(uint32_t c, double when) {
     if (!state_.resident(c)) return;
     state_.Remove(c);
-    if (state_.count() + free_slots_.size() < cap_) free_slots_.push(when);
+    const uint64_t accounted = state_.bytes() + room_.bytes();
+    if (accounted < cap_) room_.Give(when, std::min<uint64_t>(footprint_[c], cap_ - accounted));
   }
-  // Returns 1 when the chunk held data (copied in), 0 when it is zero-filled.
+  // Returns the chunk's bytes when it held data (copied in), 0 when it is zero-filled.
   uint64_t MakeResident(uint32_t c) {
     state_.Add(c);
-    const uint64_t copied = populated_[c];
+    const uint64_t copied = populated_[c] ? footprint_[c] : 0;
     populated_[c] = 1;
     return copied;
   }
-  // simgpu's MoveTime: the copies in and out start with the stream's turn (and once the room
-  // they take is free), each on its engine. Returns when they end.
+  // simgpu's MoveTime: the copies in and out (bytes) start with the stream's turn (and once the
+  // room they take is free), each on its engine. Returns when they end.
   double Move(Stream stream, uint64_t in, uint64_t out, double room) {
     double& tail = Tail(stream);
     const double start = std::max(tail, room);
     double end = start;
-    if (in > 0) end = std::max(end, t_.Book(true, start, H2DSeconds(cost_, in * kChunkBytes)));
-    if (out > 0) end = std::max(end, t_.Book(false, start, D2HSeconds(cost_, out * kChunkBytes)));
+    if (in > 0) end = std::max(end, t_.Book(true, start, H2DSeconds(cost_, in)));
+    if (out > 0) end = std::max(end, t_.Book(false, start, D2HSeconds(cost_, out)));
     tail = end;
     if (result_ != nullptr) {
-      result_->h2d_bytes += in * kChunkBytes;
-      result_->d2h_bytes += out * kChunkBytes;
+      result_->h2d_bytes += in;
+      result_->d2h_bytes += out;
     }
     return end;
   }
 
   const CostModel cost_;
+  const std::vector<uint32_t>& footprint_;
   const uint64_t cap_;
   ChunkResidency state_;
   std::vector<char> populated_;     // per chunk: holds data (written since made or discarded)
   std::vector<char> on_host_;       // per chunk: placed on the host (PlaceOnHost)
   std::vector<double> used_until_;  // per chunk: the end of the last kernel issued that uses it
   Timelines t_;
-  // Free device slots by the time each became free, earliest first (cap_ - resident chunks).
-  FreeSlots<double> free_slots_;
+  // Free device memory by the time each piece became free, earliest first (cap_ - resident bytes).
+  FreeRoom<double> room_;
   std::vector<uint32_t> scratch_;
   double job_ = 0;
   std::deque<double> streams_;  // side streams' tails (stable addresses)

@@ -50,7 +50,7 @@ double Workload::compute_seconds() const {
 uint64_t Workload::persistent_bytes() const {
   uint64_t total = 0;
   for (const WorkloadAllocation& a : allocations) {
-    if (a.persistent) total += uint64_t{ChunksOf(a.bytes)} * kChunkBytes;
+    if (a.persistent) total += FootprintOf(a.bytes);
   }
   return total;
 }
@@ -60,7 +60,7 @@ uint64_t Workload::peak_live_bytes() const {
   uint64_t peak = live;
   for (const StepEvent& e : step) {
     if (e.kind == StepEvent::Kind::kLaunch) continue;
-    const uint64_t bytes = uint64_t{ChunksOf(allocation(e.alloc_id).bytes)} * kChunkBytes;
+    const uint64_t bytes = FootprintOf(allocation(e.alloc_id).bytes);
     if (e.kind == StepEvent::Kind::kAlloc) {
       live += bytes;
       peak = std::max(peak, live);

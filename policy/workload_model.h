@@ -1,7 +1,9 @@
 // An in-memory model of a training workload, as the planner and the simulator see it: the
 // allocations that live across steps (weights, gradients, optimizer state) and one training step
 // as an ordered list of events (allocate, free, launch). A launch has a compute time and an access
-// set: which 2 MiB chunks of which allocations it touches. Steps repeat identically.
+// set: which 2 MiB chunks of which allocations it touches. Steps repeat identically. A chunk takes
+// the device bytes nvidia-uvm backs it with: 2 MiB when the allocation fills it, its bytes rounded
+// up to 4 KiB when it is an allocation's last, partial chunk (ChunkFootprint).
 #ifndef SPILLWAY_POLICY_WORKLOAD_MODEL_H_
 #define SPILLWAY_POLICY_WORKLOAD_MODEL_H_
 
@@ -24,6 +26,19 @@ inline constexpr uint64_t kMaxWorkloadChunks = uint64_t{1} << 23;
 // REQUIRES: bytes <= kMaxAllocationBytes (so the count fits with room to spare).
 inline uint32_t ChunksOf(uint64_t bytes) {
   return static_cast<uint32_t>((bytes + kChunkBytes - 1) / kChunkBytes);
+}
+
+// The device bytes chunk `k` of an allocation of `bytes` takes when resident: a whole chunk, or
+// for the last, partial one its bytes rounded up to 4 KiB (BackedBytes, simgpu's Chunk.backed).
+// REQUIRES: k < ChunksOf(bytes).
+inline uint32_t ChunkFootprint(uint64_t bytes, uint32_t k) {
+  const uint64_t from = uint64_t{k} * kChunkBytes;
+  return static_cast<uint32_t>(BackedBytes(bytes - from < kChunkBytes ? bytes - from : kChunkBytes));
+}
+
+// The device bytes an allocation of `bytes` takes when all of it is resident.
+inline uint64_t FootprintOf(uint64_t bytes) {
+  return bytes / kChunkBytes * kChunkBytes + BackedBytes(bytes % kChunkBytes);
 }
 
 struct WorkloadAllocation {
@@ -66,7 +81,8 @@ struct Workload {
   size_t num_launches() const;
   double compute_seconds() const;  // sum over one step
   uint64_t persistent_bytes() const;
-  // Most bytes live at once (persistent + step-local allocations), in whole chunks.
+  // Most bytes live at once (persistent + step-local allocations), as the device backs them
+  // (FootprintOf).
   uint64_t peak_live_bytes() const;
 };
 

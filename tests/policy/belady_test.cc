@@ -1,6 +1,7 @@
 // RunBelady (policy/simulator_replay.h) against a plain reference: the same replacement written
 // with a scan over every resident chunk at each choice, on random steps (persistent and step-local
-// allocations, launches touching random chunk ranges), with Belady's victims, time-aware victims
+// allocations, some ending in a partial chunk that takes only its 4 KiB pages, launches touching
+// random chunk ranges), with Belady's victims, time-aware victims
 // and held room. RunBelady keeps its candidates in a heap with stale entries; any difference in a
 // victim, a load or a free shows up as a different event.
 #include <cstdint>
@@ -25,6 +26,7 @@ Workload RandomStep(std::mt19937& rng, int persistent, int local, int launches) 
     WorkloadAllocation a;
     a.id = static_cast<uint64_t>(i + 1);
     a.bytes = (1 + rng() % 4) * kChunkBytes;
+    if (rng() % 2 == 0) a.bytes -= 1 + rng() % (kChunkBytes - 1);  // a partial last chunk
     a.persistent = i < persistent;
     w.allocations.push_back(a);
   }
@@ -67,12 +69,12 @@ Workload RandomStep(std::mt19937& rng, int persistent, int local, int launches) 
 
 // The replacement RunBelady makes, with a scan for every victim.
 BeladyRun ReferenceBelady(const Replay& r, uint64_t capacity, uint64_t idle_horizon,
-                          const std::vector<uint32_t>& reserve) {
+                          const std::vector<uint64_t>& reserve) {
   BeladyRun run;
   const uint32_t n = r.total_chunks;
   std::vector<uint64_t> key(n, kNoNextUse), last_use(n, 0);
   std::vector<char> resident(n, 0), own(n, 0), fresh(n, 1);
-  uint64_t count = 0;
+  uint64_t bytes = 0;  // resident
   // Resident, not the launch's: the largest (next use, chunk), or with a horizon the smallest
   // (last use, chunk) of those needed at or beyond it when the largest is.
   auto victim = [&](uint64_t now, bool horizon) -> std::optional<uint32_t> {
@@ -96,7 +98,7 @@ BeladyRun ReferenceBelady(const Replay& r, uint64_t capacity, uint64_t idle_hori
   };
   auto evict = [&](uint32_t v, const ReplayItem& item, bool held) {
     resident[v] = 0;
-    --count;
+    bytes -= r.footprint[v];
     run.events.push_back({BeladyEvent::Kind::kEvict, v, item.global, item.step, false,
                           key[v] == kNoNextUse, last_use[v], held});
   };
@@ -106,7 +108,7 @@ BeladyRun ReferenceBelady(const Replay& r, uint64_t capacity, uint64_t idle_hori
       for (uint32_t c = r.base[item.alloc_id]; c < end; ++c) {
         if (resident[c]) {
           resident[c] = 0;
-          --count;
+          bytes -= r.footprint[c];
           run.events.push_back(
               {BeladyEvent::Kind::kFree, c, item.global, item.step, false, false, last_use[c]});
         }
@@ -116,27 +118,27 @@ BeladyRun ReferenceBelady(const Replay& r, uint64_t capacity, uint64_t idle_hori
     }
     for (uint32_t c : item.chunks) own[c] = 1;
     const uint64_t held = item.position < reserve.size() ? reserve[item.position] : 0;
-    const uint64_t cap = capacity > held ? capacity - held : 1;
-    while (held > 0 && count > cap) {
+    const uint64_t cap = capacity > held + kChunkBytes ? capacity - held : kChunkBytes;
+    while (held > 0 && bytes > cap) {
       const std::optional<uint32_t> v = victim(item.global, false);
       if (!v) break;
       evict(*v, item, true);
     }
     for (uint32_t c : item.chunks) {
       if (resident[c]) continue;
-      if (count >= cap) {
+      while (bytes + r.footprint[c] > cap) {
         const std::optional<uint32_t> v = victim(item.global, true);
-        if (v) {
-          evict(*v, item, false);
-        } else {
+        if (!v) {
           ++run.overcommit_chunks;
+          break;
         }
+        evict(*v, item, false);
       }
       run.events.push_back(
           {BeladyEvent::Kind::kLoad, c, item.global, item.step, fresh[c] != 0, false, 0});
       fresh[c] = 0;
       resident[c] = 1;
-      ++count;
+      bytes += r.footprint[c];
     }
     for (size_t i = 0; i < item.chunks.size(); ++i) {
       own[item.chunks[i]] = 0;
@@ -159,13 +161,13 @@ TEST(Belady, MatchesAScanOfEveryResidentChunkOnRandomSteps) {
     const Workload w = RandomStep(rng, 2 + rng() % 6, rng() % 5, 4 + rng() % 20);
     ASSERT_TRUE(ValidateWorkload(w).ok()) << ValidateWorkload(w);
     const Replay r = BuildReplay(w);
-    const uint64_t capacity = 1 + rng() % 8;
+    const uint64_t capacity = (1 + rng() % 8) * kChunkBytes + rng() % 512 * kPieceBytes;
     const uint64_t horizon = trial % 3 == 0 ? 0 : rng() % (2 * r.launches_per_step);
-    std::vector<uint32_t> reserve;
+    std::vector<uint64_t> reserve;
     if (trial % 4 == 1) {
       reserve.assign(r.launches_per_step, 0);
       for (uint32_t p = rng() % r.launches_per_step; p < r.launches_per_step; ++p) {
-        reserve[p] = 1 + rng() % 2;
+        reserve[p] = (1 + rng() % 2) * kChunkBytes;
       }
     }
     const BeladyRun got = RunBelady(r, capacity, horizon, reserve);

@@ -1125,7 +1125,7 @@ TEST(OnlinePlan, PlansTheRecordedStepAndFollowsItWithTheSimulatorsBytes) {
       EXPECT_NEAR(e.launch.compute_seconds, 1e-4, 1e-6);
     }
   }
-  EXPECT_EQ(plans[0].budget_bytes, budget / kChunkBytes * kChunkBytes);
+  EXPECT_EQ(plans[0].budget_bytes, budget / kPieceBytes * kPieceBytes);
   ASSERT_FALSE(online.log.news.empty());
   EXPECT_NE(online.log.news[0].find("online plan: planned the job's step ("), std::string::npos)
       << online.log.news[0];

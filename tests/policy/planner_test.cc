@@ -118,7 +118,7 @@ TEST(Planner, ScheduleDiscardsDeadDataAndPinsConstantlyUsedData) {
   EXPECT_GT(evict, 0u);
   EXPECT_GT(prefetch, 0u);
   EXPECT_GT(populate, 0u);
-  EXPECT_EQ(plan->budget_bytes, options.sim.device_memory / kChunkBytes * kChunkBytes);
+  EXPECT_EQ(plan->budget_bytes, options.sim.device_memory / kPieceBytes * kPieceBytes);
   EXPECT_EQ(plan->fingerprint, WorkloadFingerprint(*w));
   // The residual stream gradient (used by every backward kernel) is pinned.
   bool pinned = false;
@@ -258,7 +258,7 @@ TEST(Planner, TimeAwareVictimIsTheLongestUnusedBeyondTheHorizon) {
   ASSERT_TRUE(ValidateWorkload(w).ok());
   const Replay r = BuildReplay(w);
   auto first_victim = [&r](uint64_t horizon) -> uint64_t {
-    for (const BeladyEvent& e : RunBelady(r, 2, horizon).events) {
+    for (const BeladyEvent& e : RunBelady(r, 2 * kChunkBytes, horizon).events) {
       if (e.kind == BeladyEvent::Kind::kEvict) return r.owner[e.chunk];
     }
     return 0;
@@ -283,8 +283,9 @@ TEST(Planner, HeldRoomSendsOutTheFarthestUseWhenItStarts) {
     }
     return out;
   };
-  EXPECT_TRUE(evictions(RunBelady(r, 3)).empty());
-  const BeladyRun held = RunBelady(r, 3, 0, {0, 0, 0, 1, 1});
+  EXPECT_TRUE(evictions(RunBelady(r, 3 * kChunkBytes)).empty());
+  const BeladyRun held =
+      RunBelady(r, 3 * kChunkBytes, 0, {0, 0, 0, kChunkBytes, kChunkBytes});
   const std::vector<const BeladyEvent*> out = evictions(held);
   ASSERT_EQ(out.size(), static_cast<size_t>(kReplaySteps));  // once a step
   for (uint32_t s = 0; s < out.size(); ++s) {
@@ -294,13 +295,13 @@ TEST(Planner, HeldRoomSendsOutTheFarthestUseWhenItStarts) {
   }
 }
 
-// On the CNN step at 2x, the time-aware victims make the planned step faster, in the schedule's
+// On the CNN step at 3x, the time-aware victims make the planned step faster, in the schedule's
 // model and with the residency engine itself following the plan, for at most 10% more bytes.
 TEST(Planner, TimeAwareVictimsMakeTheStepFasterWhereTheEngineAgrees) {
   absl::StatusOr<Workload> w = MakeSyntheticWorkload("cnn");
   ASSERT_TRUE(w.ok());
   PlanOptions options;
-  options.sim.device_memory = w->peak_live_bytes() / 2;
+  options.sim.device_memory = w->peak_live_bytes() / 3;
   options.place_on_host = false;
   options.time_aware_victims = false;
   absl::StatusOr<PolicyFile> belady = PlanPolicy(*w, options);

@@ -356,7 +356,8 @@ TEST(SimulateEngine, FollowingAPlanPlacesHostRuleAllocationsOnTheHost) {
 // still uses it: not a write-back ordered behind the kernel by an event, but one issued on another
 // stream with no wait, and a discard there.
 TEST(TimelineDevice, CountsAChunkThatLeavesWhileAKernelIssuedBeforeStillUsesIt) {
-  TimelineDevice device(2, CostModel{}, 2);
+  const std::vector<uint32_t> footprint(2, kChunkBytes);
+  TimelineDevice device(footprint, CostModel{}, 2 * kChunkBytes);
   SimResult result;
   device.set_result(&result);
   Stream side = nullptr;

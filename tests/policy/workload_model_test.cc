@@ -26,8 +26,12 @@ TEST(WorkloadModel, ValidTinyWorkload) {
   EXPECT_TRUE(ValidateWorkload(w).ok()) << ValidateWorkload(w);
   EXPECT_EQ(w.num_launches(), 1u);
   EXPECT_DOUBLE_EQ(w.compute_seconds(), 1e-3);
-  EXPECT_EQ(w.persistent_bytes(), 2 * kChunkBytes);
-  EXPECT_EQ(w.peak_live_bytes(), 3 * kChunkBytes);
+  // As the device backs them: 3 MiB and 1 MiB are whole 4 KiB pages.
+  EXPECT_EQ(w.persistent_bytes(), 3 * kMiB);
+  EXPECT_EQ(w.peak_live_bytes(), 4 * kMiB);
+  EXPECT_EQ(FootprintOf(kChunkBytes + 1), kChunkBytes + kPieceBytes);
+  EXPECT_EQ(ChunkFootprint(kChunkBytes + 1, 0), kChunkBytes);
+  EXPECT_EQ(ChunkFootprint(kChunkBytes + 1, 1), kPieceBytes);
   EXPECT_EQ(ChunksOf(1), 1u);
   EXPECT_EQ(ChunksOf(kChunkBytes), 1u);
   EXPECT_EQ(ChunksOf(kChunkBytes + 1), 2u);
