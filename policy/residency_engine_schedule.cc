@@ -9,8 +9,8 @@
 //   memory), one chunk per call, each followed by an event;
 // - room is the engine's RoomLedger (policy/room_ledger.h), in the order it was made: the frees'
 //   discards (a resident allocation's footprint, after an event on the free's stream) and the
-//   evictions (a 2 MiB slot each); each chunk brought in takes the oldest 2 MiB and waits for the
-//   events that made it (when the ledger is empty, for the newest eviction), and for any eviction
+//   evictions (each chunk's footprint: the granules it spans); each chunk brought in takes the
+//   oldest room for its footprint and waits for the events that made it (when the ledger is empty, for the newest eviction), and for any eviction
 //   of its own allocation still queued;
 // - prefetches go on the side stream, an event after each allocation's chunks; a populate (a
 //   fresh chunk, no copy) of an allocation this launch uses goes on the launch stream, so the
@@ -28,6 +28,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/cost_model.h"
 #include "policy/residency_engine.h"
 
 namespace spillway::policy {
@@ -54,8 +55,6 @@ struct ScheduleOp {
   Stream other = nullptr;  // On::kOther: the stream
 };
 
-constexpr uint64_t kPieceBytes = uint64_t{2} << 20;  // simgpu's and nvidia-uvm's chunk
-
 // Moves that bring data to the device; the others (evict, discard) send it away.
 bool IsIncoming(ScheduledMove::Kind kind) {
   return kind == ScheduledMove::Kind::kPrefetch || kind == ScheduledMove::Kind::kPopulate;
@@ -66,7 +65,7 @@ template <typename F>
 void ForEachPiece(uint64_t address, uint64_t bytes, F f) {
   const uint64_t end = address + bytes;
   while (address < end) {
-    const uint64_t piece_end = std::min(end, (address / kPieceBytes + 1) * kPieceBytes);
+    const uint64_t piece_end = std::min(end, (address / kChunkBytes + 1) * kChunkBytes);
     f(address, piece_end - address);
     address = piece_end;
   }
@@ -275,7 +274,7 @@ bool ResidencyEngine::PlanScheduled(const std::vector<uint64_t>& ids, bool side,
       ops.push_back(ScheduleOp{Type::kRecord, On::kEvict, seq});
       evict_seqs.push_back(seq);
       for_state(move, address, bytes, [seq](ScheduleState& state) { state.evict_seq = seq; });
-      room_.Add(seq, evict_stream, kPieceBytes);
+      room_.Add(seq, evict_stream, Footprint(address, bytes));
     });
   }
   if (!evict_seqs.empty()) schedule_last_evict_seq_ = evict_seqs.back();
@@ -307,7 +306,7 @@ bool ResidencyEngine::PlanScheduled(const std::vector<uint64_t>& ids, bool side,
         });
         std::vector<RoomLedger::Room>& slot = t_slot;
         slot.clear();
-        room_.Take(kPieceBytes, 0, &slot);
+        room_.Take(Footprint(address, bytes), 0, &slot);
         if (slot.empty()) {
           slot.push_back({evict_seqs.empty() ? earlier_evictions : evict_seqs.back(), nullptr, 0});
         }

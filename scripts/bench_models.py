@@ -15,10 +15,14 @@ spillway-replay (docs/workloads.md) in each of these ways, as one table per mode
 The device of a run at factor F has peak / F bytes (SIMGPU_MEMORY; peak = the trace's peak live
 bytes). Each run replays --steps steps and reports the mean step time (simgpu's virtual clock)
 over those after --warmup (--touch 64KiB by default: 8 bytes checked every 64 KiB of each access,
-simgpu's virtual times the same as with page, docs/workloads.md). Two bounds per factor: `simulate`, the `bound` row of
-`spillway simulate TRACE --device-memory` (Belady over 2 MiB chunks, simgpu's cost model), and
-`fnu`, workloads/bound.py's farthest-next-use eviction at allocation granularity at
---bandwidth GB/s each way (the real networks issue's bound). `x fnu` = step / max(ideal, fnu).
+simgpu's virtual times the same as with page, docs/workloads.md). Three bounds per factor:
+`simulate`, the `bound` row of `spillway simulate TRACE --device-memory` (Belady over 2 MiB
+chunks, each taking its backed bytes, simgpu's cost model, perfect overlap); `fnu`,
+workloads/bound.py's farthest-next-use eviction at allocation granularity at --bandwidth GB/s
+each way (the real networks issue's bound); and `cap`, the `cap-bound` row of the same
+simulate: a lower bound on the step time of any schedule on simgpu's model, from the device's
+capacity (docs/simulate.md, "The capacity bound"). Where a goal's multiple of `fnu` is below
+`cap`, no policy can meet it. `x fnu` = step / max(ideal, fnu).
 Every run's digest must equal the ideal run's with the same steps (the replayer verifies every
 byte it touched); a run whose digest differs, that fails, or whose summary lists errors is
 marked and makes the script exit 1.
@@ -83,15 +87,19 @@ def replay(out, trace, memory, way, args, policy=None, tmp=None):
     return json.loads(lines[-1]), summary, None
 
 
-def simulate_bound(out, trace, memory):
-    """The `bound` row's step time of spillway-simulate, in ms (None if it could not run)."""
+def simulate_bounds(out, trace, memory):
+    """The step times of spillway-simulate's `bound` and `cap-bound` rows, in ms (each None if
+    it could not run)."""
     proc = subprocess.run([os.path.join(out, "spillway-simulate"), trace, "--device-memory",
                            str(memory)], capture_output=True, text=True, check=False)
+    found = {}
     for line in proc.stdout.splitlines():
         fields = line.split()
-        if fields and fields[0] == "bound":
-            return float(fields[5])
-    return None
+        if len(fields) > 5 and fields[0] == "bound":
+            found["bound"] = float(fields[5])
+        if len(fields) > 4 and fields[0] == "cap-bound":
+            found["cap"] = float(fields[4])
+    return found.get("bound"), found.get("cap")
 
 
 def profile(out, trace, peak, args, path):
@@ -174,19 +182,19 @@ def main():
                 fail("%s: the ideal run failed: %s" % (name, err))
             print("\n%s: peak %.0f MiB, ideal step %.3f ms" %
                   (name, peak / 2**20, ideal["mean_step_ms"]))
-            header = "%-7s %9s %9s" % ("factor", "simulate", "fnu")
+            header = "%-7s %9s %9s %9s" % ("factor", "simulate", "fnu", "cap")
             header += "".join(" %9s" % w for w in ways if w != "ideal")
             header += "  x fnu (learned, planned)  online plan"
             print(header)
             for factor in factors:
                 memory = int(peak / factor)
-                sim = simulate_bound(args.out, trace, memory)
+                sim, cap = simulate_bounds(args.out, trace, memory)
                 fnu = fnu_bound.bound(trace, memory, args.bandwidth * 1e9)["bound_s"] * 1e3
                 ref = max(ideal["mean_step_ms"], fnu)
                 budget = None  # the engine's, from the first run under spillway
                 cells, row = [], {"model": name, "factor": factor, "device_bytes": memory,
                                   "ideal_ms": ideal["mean_step_ms"], "simulate_bound_ms": sim,
-                                  "fnu_bound_ms": fnu}
+                                  "fnu_bound_ms": fnu, "capacity_bound_ms": cap}
                 for way in ways:
                     if way == "ideal":
                         continue
@@ -238,8 +246,9 @@ def main():
                 # trial at the end, or none made (the summary's reason).
                 online = (row.get("learned") or {}).get("plan") or {}
                 verdict = online.get("trial") or ("none" if online.get("fallback_reason") else "-")
-                print("%-7s %9s %9.2f%s  %-11s %s" % (
-                    "%.2fx" % factor, "%.2f" % sim if sim is not None else "-", fnu, "".join(cells),
+                print("%-7s %9s %9.2f %9s%s  %-11s %s" % (
+                    "%.2fx" % factor, "%.2f" % sim if sim is not None else "-", fnu,
+                    "%.2f" % cap if cap is not None else "-", "".join(cells),
                     ", ".join(ratios), verdict))
                 sys.stdout.flush()
                 rows.append(row)

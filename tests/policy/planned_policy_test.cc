@@ -351,6 +351,50 @@ TEST(PlannedPolicy, IncomingChunksWaitOnlyForTheEvictionThatMakesTheirRoom) {
   EXPECT_GT(launch_waits, 0);  // and launches that wait for a prefetch
 }
 
+// A position that sends out two 2 MiB chunks and brings in three allocations of 64 KiB: the room
+// ledger counts bytes, so the three take their 192 KiB of the room the first eviction made and
+// none waits for the second (with a 2 MiB slot each, the second and third waited for it).
+TEST(PlannedPolicy, SmallIncomingAllocationsTakeOnlyTheirBytesOfTheRoom) {
+  StepBuilder s;
+  s.w.name = "small-in";
+  const uint64_t a = s.Add(2 * kMiB, true), b = s.Add(2 * kMiB, true);
+  std::vector<uint64_t> small;
+  for (int i = 0; i < 3; ++i) small.push_back(s.Add(64 * 1024, true));
+  s.Launch({{a, 0, 1}, {b, 0, 1}});
+  s.Launch({{small[0], 0, 1}, {small[1], 0, 1}, {small[2], 0, 1}});
+  s.Launch({{a, 0, 1}, {b, 0, 1}});
+  const uint64_t budget = 64 * kMiB;
+  PolicyFile plan = Plan(s.w, budget);
+  plan.schedule = {ScheduleEntry{1, {{a, 0, 1}, {b, 0, 1}}, {}, {}, {}},
+                   ScheduleEntry{2, {}, {}, {{a, 0, 1}, {b, 0, 1}}, {}}};
+  plan.schedule[0].prefetch = {{small[0], 0, 1}, {small[1], 0, 1}, {small[2], 0, 1}};
+  Replay replay(s.w, MakePlannedPolicy(plan, "small-in.toml", budget, nullptr), budget);
+  const size_t from = replay.ThirdStepFollowed();
+  const std::vector<DeviceCall> streams = replay.device_.Calls("stream");
+  ASSERT_EQ(streams.size(), 2u);
+  const Stream side = streams[0].stream, evict = streams[1].stream;
+  const std::vector<DeviceCall>& calls = replay.device_.calls;
+  std::vector<Event> after_evictions;  // the events recorded after A's and B's write-backs
+  std::vector<Event> waited;           // what the side stream waited for before each small one
+  Event last_side_wait = nullptr;
+  for (size_t i = from; i < calls.size(); ++i) {
+    const DeviceCall& c = calls[i];
+    if (c.what == "record" && c.stream == evict && calls[i - 1].what == "to_host") {
+      after_evictions.push_back(c.event);
+    }
+    if (c.what == "wait" && c.stream == side) last_side_wait = c.event;
+    if (c.what == "to_device" && c.stream == side && c.bytes == 64 * 1024) {
+      waited.push_back(last_side_wait);
+    }
+  }
+  ASSERT_EQ(after_evictions.size(), 2u);
+  ASSERT_EQ(waited.size(), 3u);
+  for (const Event e : waited) {
+    EXPECT_EQ(e, after_evictions[0]);
+    EXPECT_NE(e, after_evictions[1]);
+  }
+}
+
 // Room the learned policy made before the schedule is followed may have been taken since by what
 // the engine does not see (demand faults): when following begins with the device full, a chunk
 // the schedule brings in never waits for a room event from before, only for room the schedule
