@@ -25,7 +25,10 @@ capacity (docs/simulate.md, "The capacity bound"). Where a goal's multiple of `f
 `cap`, no policy can meet it. `x fnu` = step / max(ideal, fnu).
 Every run's digest must equal the ideal run's with the same steps (the replayer verifies every
 byte it touched); a run whose digest differs, that fails, or whose summary lists errors is
-marked and makes the script exit 1.
+marked and makes the script exit 1. A line under a factor's row names the ways (`learned`,
+`planned`) under which simgpu's driver evicted on its own because the device was full
+(`capacity_evicted_bytes`, over the whole run, warm-up included): a policy that keeps the device
+within its budget leaves it at zero.
 
 Usage: scripts/bench_models.py [--out DIR] [--models a,b] [--factors 1.25,1.5,2,4]
                                [--ways ideal,managed,...] [--steps N] [--warmup K]
@@ -61,8 +64,11 @@ def replay(out, trace, memory, way, args, policy=None, tmp=None):
     cmd = [os.path.join(out, "spillway-replay"), trace, "--steps", str(args.steps),
            "--warmup", str(args.warmup), "--touch", args.touch, "--json"]
     summary_path = os.path.join(tmp, "summary.json")
-    if os.path.exists(summary_path):
-        os.unlink(summary_path)
+    stats_path = os.path.join(tmp, "simgpu-stats.json")
+    for path in (summary_path, stats_path):
+        if os.path.exists(path):
+            os.unlink(path)
+    env["SIMGPU_STATS"] = stats_path
     if way == "managed":
         cmd += ["--alloc", "managed"]
     elif way != "ideal":
@@ -84,7 +90,13 @@ def replay(out, trace, memory, way, args, policy=None, tmp=None):
     lines = [l for l in proc.stdout.splitlines() if l.startswith("{")]
     if not lines:
         return None, summary, "no JSON line from spillway-replay"
-    return json.loads(lines[-1]), summary, None
+    result = json.loads(lines[-1])
+    # What simgpu's driver evicted on its own because the device was full (over the whole run):
+    # zero when the policy keeps the device within its budget.
+    if os.path.exists(stats_path):
+        with open(stats_path) as f:
+            result["capacity_evicted_bytes"] = json.load(f).get("capacity_evicted_bytes")
+    return result, summary, None
 
 
 def simulate_bounds(out, trace, memory):
@@ -192,6 +204,7 @@ def main():
                 fnu = fnu_bound.bound(trace, memory, args.bandwidth * 1e9)["bound_s"] * 1e3
                 ref = max(ideal["mean_step_ms"], fnu)
                 budget = None  # the engine's, from the first run under spillway
+                full = []  # ways under which the device evicted on its own
                 cells, row = [], {"model": name, "factor": factor, "device_bytes": memory,
                                   "ideal_ms": ideal["mean_step_ms"], "simulate_bound_ms": sim,
                                   "fnu_bound_ms": fnu, "capacity_bound_ms": cap}
@@ -232,7 +245,10 @@ def main():
                         budget = (summary.get("engine") or {}).get("budget_bytes")
                     ms = result["mean_step_ms"]
                     cells.append(" %9.2f" % ms)
-                    row[way] = {"step_ms": ms}
+                    row[way] = {"step_ms": ms,
+                                "capacity_evicted_bytes": result.get("capacity_evicted_bytes")}
+                    if way in ("learned", "planned") and result.get("capacity_evicted_bytes"):
+                        full.append("%s %.0f MiB" % (way, result["capacity_evicted_bytes"] / 2**20))
                     if summary and "engine" in summary:
                         eng = summary["engine"]
                         row[way].update({k: eng.get(k) for k in
@@ -250,6 +266,9 @@ def main():
                     "%.2fx" % factor, "%.2f" % sim if sim is not None else "-", fnu,
                     "%.2f" % cap if cap is not None else "-", "".join(cells),
                     ", ".join(ratios), verdict))
+                if full:
+                    print("        the device evicted on its own (simgpu's capacity_evicted_bytes, "
+                          "whole run): %s" % ", ".join(full))
                 sys.stdout.flush()
                 rows.append(row)
     if args.json:
