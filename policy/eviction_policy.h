@@ -55,6 +55,10 @@ struct ScheduledMove {
   uint64_t id = 0;      // the allocation
   uint64_t offset = 0;  // bytes from its base
   uint64_t bytes = 0;
+  // An eviction whose range may not be on the device (the plan sends out what it has off the
+  // device when following begins): the room it makes is not counted in the room ledger, so no
+  // chunk coming in takes room that may not be there.
+  bool maybe_absent = false;
 };
 
 // How closely a run followed a policy file: the exit summary's engine.policy_file.

@@ -575,6 +575,8 @@ class PlannedPolicy final : public EvictionPolicy {
     }
     aligned_ = true;
     adherence_.aligned = true;
+    off_at_start_ = OffDeviceAtStepStart(file_);
+    reconcile_ = true;
     unmatched_events_ = 0;
     adherence_.fallback_reason.clear();
     ++adherence_.alignments;
@@ -600,7 +602,11 @@ class PlannedPolicy final : public EvictionPolicy {
   // the learned policy decides from now on.
   void TrialStep() {
     pending_mark_ = trial_.StepStarts();
+    const bool was_paused = paused_;
     paused_ = trial_.state() == PlanTrial::State::kLearning;
+    // The plan takes over again from the learned policy's step: what that left on the device is
+    // sent where the plan has it (PlanPosition).
+    if (was_paused && !paused_) reconcile_ = true;
     adherence_.aligned = !paused_;
     adherence_.trial_plan_step_seconds = trial_.plan_seconds();
     adherence_.trial_learned_step_seconds = trial_.learned_seconds();
@@ -679,6 +685,15 @@ class PlannedPolicy final : public EvictionPolicy {
       ++next_entry_;
     }
     ++adherence_.positions_followed;
+    // Following begins (again) at the step's start: the device holds what the learned policy left
+    // there, which may not be what the plan has there. What the plan has off the device is sent
+    // out first (a no-op for what is not resident), so that the plan's moves find the room they
+    // expect and the device does not fill past its budget and evict on its own.
+    if (position_ == 0 && reconcile_) {
+      reconcile_ = false;
+      Add(off_at_start_, ScheduledMove::Kind::kEvict, &adherence_.evict_bytes,
+          /*maybe_absent=*/true);
+    }
     if (next_entry_ < schedule.size() && schedule[next_entry_].position == position_) {
       const ScheduleEntry& e = schedule[next_entry_];
       Add(e.evict, ScheduledMove::Kind::kEvict, &adherence_.evict_bytes);
@@ -689,7 +704,8 @@ class PlannedPolicy final : public EvictionPolicy {
     ++position_;
   }
 
-  void Add(const std::vector<ChunkRange>& ranges, ScheduledMove::Kind kind, uint64_t* bytes) {
+  void Add(const std::vector<ChunkRange>& ranges, ScheduledMove::Kind kind, uint64_t* bytes,
+           bool maybe_absent = false) {
     for (const ChunkRange& r : ranges) {
       ++adherence_.moves_planned;
       const uint64_t id = r.alloc_id < binding_.size() ? binding_[r.alloc_id] : 0;
@@ -699,7 +715,7 @@ class PlannedPolicy final : public EvictionPolicy {
       // Host and never allocations are not the schedule's to move (as the simulator has it).
       if (!MayPrefetch(id)) continue;
       const uint64_t length = std::min(uint64_t{r.num_chunks} * kChunkBytes, size->second - offset);
-      moves_.push_back(ScheduledMove{kind, id, offset, length});
+      moves_.push_back(ScheduledMove{kind, id, offset, length, maybe_absent});
       ++adherence_.moves_issued;
       // The device bytes of the range's chunks the allocation has (as the simulator counts them).
       const uint32_t end = std::min<uint32_t>(r.first_chunk + r.num_chunks, ChunksOf(size->second));
@@ -816,6 +832,10 @@ class PlannedPolicy final : public EvictionPolicy {
   uint64_t next_local_ = 0;
   bool have_moves_ = false;
   std::vector<ScheduledMove> moves_;
+  // The persistent chunks the plan has off the device when its step begins (set at Align), sent
+  // out at the first position followed after the learned policy decided (reconcile_).
+  std::vector<ChunkRange> off_at_start_;
+  bool reconcile_ = false;
   ScheduleAdherence adherence_;
 };
 

@@ -9,7 +9,9 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -588,6 +590,41 @@ absl::Status CheckPolicyMatches(const PolicyFile& p, std::string_view file_name,
     }
   }
   return absl::OkStatus();
+}
+
+std::vector<ChunkRange> OffDeviceAtStepStart(const PolicyFile& policy) {
+  // Per persistent chunk, whether its first move brings it in (the order the engine executes a
+  // position's moves in: evictions and discards before prefetches and populates).
+  absl::flat_hash_map<std::pair<uint64_t, uint32_t>, bool> first_in;
+  const auto note = [&](const std::vector<ChunkRange>& ranges, bool in) {
+    for (const ChunkRange& r : ranges) {
+      if (r.alloc_id == 0 || r.alloc_id > policy.persistent) continue;
+      for (uint32_t k = r.first_chunk; k < r.first_chunk + r.num_chunks; ++k) {
+        first_in.try_emplace({r.alloc_id, k}, in);
+      }
+    }
+  };
+  for (const ScheduleEntry& e : policy.schedule) {
+    note(e.evict, false);
+    note(e.discard, false);
+    note(e.prefetch, true);
+    note(e.populate, true);
+  }
+  std::vector<std::pair<uint64_t, uint32_t>> off;
+  for (const auto& [chunk, in] : first_in) {
+    if (in) off.push_back(chunk);
+  }
+  std::sort(off.begin(), off.end());
+  std::vector<ChunkRange> ranges;
+  for (const auto& [id, k] : off) {
+    if (!ranges.empty() && ranges.back().alloc_id == id &&
+        ranges.back().first_chunk + ranges.back().num_chunks == k) {
+      ++ranges.back().num_chunks;
+    } else {
+      ranges.push_back(ChunkRange{id, k, 1});
+    }
+  }
+  return ranges;
 }
 
 bool operator==(const ChunkRange& a, const ChunkRange& b) {

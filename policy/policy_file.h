@@ -110,6 +110,12 @@ absl::Status CheckPolicyMatches(const PolicyFile& policy, std::string_view file_
 absl::Status CheckPolicyMatches(const PolicyFile& policy, std::string_view file_name,
                                 const Workload& w);
 
+// The chunks of the persistent allocations (numbers 1 to `persistent`) whose first move in the
+// schedule's step brings them in (a prefetch or a populate before any eviction or discard of
+// theirs): the plan has them off the device when its step begins. Sorted, contiguous chunks of an
+// allocation merged into one range.
+std::vector<ChunkRange> OffDeviceAtStepStart(const PolicyFile& policy);
+
 bool operator==(const ChunkRange& a, const ChunkRange& b);
 bool operator==(const PolicyRule& a, const PolicyRule& b);
 bool operator==(const ScheduleEntry& a, const ScheduleEntry& b);

@@ -40,6 +40,7 @@ struct ResolvedMove {
   uint64_t base;  // the allocation's
   uint64_t address;
   uint64_t bytes;
+  bool maybe_absent;  // makes no room in the ledger (ScheduledMove::maybe_absent)
 };
 
 // One device call of a position's execution, planned under the engine's lock.
@@ -209,7 +210,8 @@ bool ResidencyEngine::PlanScheduled(const std::vector<uint64_t>& ids, bool side,
     Tracked& tracked = it->second;
     const uint64_t bytes = std::min(move.bytes, tracked.size - move.offset);
     resolved.push_back(
-        ResolvedMove{move.kind, move.id, tracked.base, tracked.base + move.offset, bytes});
+        ResolvedMove{move.kind, move.id, tracked.base, tracked.base + move.offset, bytes,
+                     move.maybe_absent});
     // Residency is tracked per allocation: any part gone counts as gone, any part in as in.
     const bool in = IsIncoming(move.kind);
     if (!in && tracked.resident) {
@@ -274,7 +276,7 @@ bool ResidencyEngine::PlanScheduled(const std::vector<uint64_t>& ids, bool side,
       ops.push_back(ScheduleOp{Type::kRecord, On::kEvict, seq});
       evict_seqs.push_back(seq);
       for_state(move, address, bytes, [seq](ScheduleState& state) { state.evict_seq = seq; });
-      room_.Add(seq, evict_stream, Footprint(address, bytes));
+      if (!move.maybe_absent) room_.Add(seq, evict_stream, Footprint(address, bytes));
     });
   }
   if (!evict_seqs.empty()) schedule_last_evict_seq_ = evict_seqs.back();

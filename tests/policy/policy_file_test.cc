@@ -111,6 +111,29 @@ TEST(PolicyFile, PlannerOutputRoundTrips) {
   EXPECT_TRUE(CheckPolicyMatches(*again, "again.toml", *w).ok());
 }
 
+// What the plan has off the device when its step begins: the persistent chunks whose first move
+// in the step brings them in; a chunk first sent out is on the device then, and step-local
+// allocations do not exist yet.
+TEST(PolicyFile, OffDeviceAtStepStartIsWhatTheStepFirstBringsIn) {
+  PolicyFile p;
+  p.persistent = 2;
+  ScheduleEntry at1;
+  at1.position = 1;
+  at1.evict = {{1, 0, 1}};
+  at1.prefetch = {{2, 0, 2}, {1, 1, 1}};
+  ScheduleEntry at3;
+  at3.position = 3;
+  at3.prefetch = {{1, 0, 1}, {3, 0, 1}};
+  at3.evict = {{2, 0, 1}};
+  at3.populate = {{2, 3, 1}};
+  p.schedule = {at1, at3};
+  const std::vector<ChunkRange> off = OffDeviceAtStepStart(p);
+  const std::vector<ChunkRange> want = {{1, 1, 1}, {2, 0, 2}, {2, 3, 1}};
+  EXPECT_EQ(off, want);
+  p.schedule.clear();
+  EXPECT_TRUE(OffDeviceAtStepStart(p).empty());
+}
+
 TEST(PolicyFile, RulesMatchFirstWins) {
   absl::StatusOr<PolicyFile> p = ParsePolicyFile(kExample, "ex.toml");
   ASSERT_TRUE(p.ok());
