@@ -52,6 +52,7 @@ constinit UnhookedFunction g_event_create{"cuEventCreate", 2000};
 constinit UnhookedFunction g_event_record{"cuEventRecord", 2000};
 constinit UnhookedFunction g_stream_wait_event{"cuStreamWaitEvent", 3020};
 constinit UnhookedFunction g_event_query{"cuEventQuery", 2000};
+constinit UnhookedFunction g_event_sync{"cuEventSynchronize", 2000};
 // The same signature at 2000: what a driver before 12.8 has (a request for 12080 fails there).
 constinit UnhookedFunction g_event_elapsed{"cuEventElapsedTime", 12080, 2000};
 constinit UnhookedFunction g_advise{"cuMemAdvise", 12020};
@@ -373,6 +374,12 @@ policy::DeviceResult DriverDevice::QueryEvent(policy::Event event) {
   const auto query = Lookup<EventQueryFn>(g_event_query);
   if (query == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
   return query(static_cast<CUevent>(event));
+}
+
+policy::DeviceResult DriverDevice::SynchronizeEvent(policy::Event event) {
+  const auto sync = Lookup<EventQueryFn>(g_event_sync);  // the same signature
+  if (sync == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  return sync(static_cast<CUevent>(event));
 }
 
 policy::DeviceResult DriverDevice::ElapsedMilliseconds(policy::Event start, policy::Event end,

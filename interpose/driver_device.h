@@ -31,6 +31,7 @@ class DriverDevice final : public policy::Device {
   policy::DeviceResult CreateEvent(policy::Event* event) override;
   policy::DeviceResult CreateTimingEvent(policy::Event* event) override;
   policy::DeviceResult QueryEvent(policy::Event event) override;
+  policy::DeviceResult SynchronizeEvent(policy::Event event) override;
   policy::DeviceResult ElapsedMilliseconds(policy::Event start, policy::Event end,
                                            float* ms) override;
   policy::DeviceResult RecordEvent(policy::Event event, policy::Stream stream) override;

@@ -59,6 +59,9 @@ class Device {
   // @brief Whether the work before `event`'s last recording has completed: kDeviceOk when it has,
   // kDeviceNotReady when not yet, another result on error. Never blocks.
   virtual DeviceResult QueryEvent(Event /*event*/) { return 801; }
+  // @brief Blocks the calling thread until the work before `event`'s last recording has completed
+  // (kDeviceOk), or returns another result on error.
+  virtual DeviceResult SynchronizeEvent(Event /*event*/) { return 801; }
   // @brief The milliseconds between the recordings of two completed timing events (`end` minus
   // `start`; may be negative when they were recorded on different streams). Never blocks: an
   // incomplete event gives kDeviceNotReady.

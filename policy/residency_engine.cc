@@ -179,7 +179,7 @@ int ResidencyEngine::OnFree(const Allocation& allocation, Stream stream) {
   // A failure only loses an ordering hint: the room is then made by the device's own eviction.
   // (Another thread may take the room between the lock and this record: its wait then finds the
   // event's previous recording, long complete, and orders nothing.)
-  if (seq != 0) device_->RecordEvent(OrderEvent(seq), stream);
+  if (seq != 0) RecordOrderEvent(seq, stream);
   return failures;
 }
 
@@ -191,6 +191,14 @@ bool ResidencyEngine::OrderEventsReady() {
     order_ready_.store(true, std::memory_order_release);
   });
   return order_ready_.load(std::memory_order_acquire);
+}
+
+DeviceResult ResidencyEngine::RecordOrderEvent(uint64_t seq, Stream stream) {
+  if (seq > kOrderEvents / 2) {
+    const Event older = OrderEvent(seq - kOrderEvents / 2);
+    if (device_->QueryEvent(older) == kDeviceNotReady) device_->SynchronizeEvent(older);
+  }
+  return device_->RecordEvent(OrderEvent(seq), stream);
 }
 
 uint64_t ResidencyEngine::NextOrderEvent() {
@@ -436,7 +444,7 @@ int ResidencyEngine::Issue(const std::vector<PlannedMove>& moves, Stream stream,
                            const std::vector<OrderWait>& waits) {
   int failures = 0;
   for (const LastUse& last_use : last_uses) {
-    if (device_->RecordEvent(OrderEvent(last_use.seq), last_use.stream) != kDeviceOk ||
+    if (RecordOrderEvent(last_use.seq, last_use.stream) != kDeviceOk ||
         device_->StreamWaitEvent(stream, OrderEvent(last_use.seq)) != kDeviceOk) {
       ++failures;
     }
@@ -462,7 +470,7 @@ int ResidencyEngine::Issue(const std::vector<PlannedMove>& moves, Stream stream,
       evict_bytes_.fetch_add(move.size, std::memory_order_relaxed);
     }
     // The room is free (and the data on the host) once the stream gets here.
-    if (move.seq != 0 && device_->RecordEvent(OrderEvent(move.seq), stream) != kDeviceOk) {
+    if (move.seq != 0 && RecordOrderEvent(move.seq, stream) != kDeviceOk) {
       ++failures;
     }
   }

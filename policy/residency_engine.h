@@ -277,6 +277,12 @@ class ResidencyEngine {
   bool OrderEventsReady();
   static constexpr size_t kOrderEvents = 2048;
   Event OrderEvent(uint64_t seq) const { return order_events_[seq % kOrderEvents]; }
+  // Records order event `seq` on `stream`. The room ledger and the schedule take an order event
+  // half the ring older than the newest as complete (RoomLedger::Trim, and a launch's wait for a
+  // prefetch); that holds only while the host is not further ahead of the device, so the host
+  // first waits for that event where it has not completed (as the driver makes a host wait when a
+  // stream's queue is full). No lock held.
+  DeviceResult RecordOrderEvent(uint64_t seq, Stream stream);
   // Per allocation (per chunk for arenas) while a schedule is followed: the event after its
   // newest side-stream prefetch (0: none to wait for) and after its newest eviction.
   struct ScheduleState {

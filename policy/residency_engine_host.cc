@@ -74,7 +74,7 @@ void ResidencyEngine::IssueHostPlacements(Stream stream) {
     }
     // Its room is free once this has run (recorded even after a failure: the wait then orders
     // nothing more than the device's own eviction would need).
-    if (p.seq != 0) device_->RecordEvent(OrderEvent(p.seq), stream);
+    if (p.seq != 0) RecordOrderEvent(p.seq, stream);
   }
   t_host_placements.clear();
 }

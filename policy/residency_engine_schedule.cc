@@ -368,7 +368,7 @@ int ResidencyEngine::IssueScheduled(Stream stream) {
     DeviceResult result = kDeviceOk;
     switch (op.type) {
       case ScheduleOp::Type::kRecord:
-        if (device_->RecordEvent(OrderEvent(op.seq), on) != kDeviceOk) ++failures;
+        if (RecordOrderEvent(op.seq, on) != kDeviceOk) ++failures;
         continue;
       case ScheduleOp::Type::kWait:
         if (device_->StreamWaitEvent(on, OrderEvent(op.seq)) != kDeviceOk) ++failures;

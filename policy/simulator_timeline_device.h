@@ -145,6 +145,11 @@ class TimelineDevice final : public Device {
   DeviceResult QueryEvent(Event event) override {
     return *static_cast<double*>(event) <= host_now_ ? kDeviceOk : kDeviceNotReady;
   }
+  // The host waits for the event: its clock reaches the event's time.
+  DeviceResult SynchronizeEvent(Event event) override {
+    host_now_ = std::max(host_now_, *static_cast<double*>(event));
+    return kDeviceOk;
+  }
   DeviceResult ElapsedMilliseconds(Event start, Event end, float* ms) override {
     if (QueryEvent(start) != kDeviceOk || QueryEvent(end) != kDeviceOk) return kDeviceNotReady;
     *ms = static_cast<float>((*static_cast<double*>(end) - *static_cast<double*>(start)) * 1e3);

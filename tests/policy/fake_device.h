@@ -20,7 +20,8 @@ namespace spillway::policy::testing {
 struct DeviceCall {
   // "managed", "device", "free", "to_device", "to_host", "discard", "stream", "event",
   // "record" (event recorded on stream), "wait" (stream waits for event), "populate"
-  // (discard and prefetch to the device), "host" (placed on the host, mapped remotely)
+  // (discard and prefetch to the device), "host" (placed on the host, mapped remotely), "sync"
+  // (the host waited for event)
   std::string what;
   uint64_t address = 0;
   uint64_t bytes = 0;
@@ -78,6 +79,11 @@ class FakeDevice final : public Device {
   DeviceResult QueryEvent(Event /*event*/) override {
     ++queries;
     return events_complete ? kDeviceOk : kDeviceNotReady;
+  }
+  DeviceResult SynchronizeEvent(Event event) override {
+    calls.push_back(DeviceCall{"sync", 0, 0, nullptr});
+    calls.back().event = event;
+    return kDeviceOk;
   }
   DeviceResult ElapsedMilliseconds(Event start, Event end, float* ms) override {
     ++elapsed_reads;

@@ -396,6 +396,42 @@ TEST(PlannedPolicy, FollowingBeginsBySendingOutWhatThePlanHasOffTheDevice) {
   EXPECT_EQ(replay.Adherence().steps_followed, 2u);
 }
 
+// The room ledger and the schedule take an order event half the ring (1024 events) older than the
+// newest as complete. While the device has not completed it, the host waits for it before
+// recording a newer one (a device far behind the host would otherwise take room that is not free
+// yet, and fill past its budget); once it has completed, the host never waits.
+TEST(PlannedPolicy, TheHostWaitsForAnOrderEventHalfTheRingOlderThatHasNotCompleted) {
+  const Workload w = SmallStep();
+  const uint64_t budget = 6 * kMiB;
+  for (const bool complete : {false, true}) {
+    SCOPED_TRACE(complete ? "events complete" : "events pending");
+    Replay replay(w, MakePlannedPolicy(Plan(w, budget), "small.toml", budget, nullptr), budget);
+    replay.device_.events_complete = complete;
+    replay.Init();
+    std::set<Event> recorded;
+    int syncs = 0, records = 0;
+    for (int step = 0; step < 300; ++step) replay.Step();
+    const std::vector<DeviceCall>& calls = replay.device_.calls;
+    for (size_t i = 0; i < calls.size(); ++i) {
+      if (calls[i].what == "record") {
+        recorded.insert(calls[i].event);
+        ++records;
+      }
+      if (calls[i].what != "sync") continue;
+      ++syncs;
+      EXPECT_TRUE(recorded.contains(calls[i].event)) << "call " << i;  // one recorded before
+      ASSERT_LT(i + 1, calls.size());
+      EXPECT_EQ(calls[i + 1].what, "record") << "call " << i;  // then the newer one
+    }
+    ASSERT_GT(records, 2048);  // the ring has come round
+    if (complete) {
+      EXPECT_EQ(syncs, 0);
+    } else {
+      EXPECT_GT(syncs, 0);
+    }
+  }
+}
+
 // A position that sends out two 2 MiB chunks and brings in three allocations of 64 KiB: the room
 // ledger counts bytes, so the three take their 192 KiB of the room the first eviction made and
 // none waits for the second (with a 2 MiB slot each, the second and third waited for it).
