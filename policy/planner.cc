@@ -90,9 +90,10 @@ std::optional<size_t> EarlyFrom(uint32_t position, uint32_t launches, size_t n) 
 }
 
 // Room held free at the step's end: from launch position `from` to the end of the step the
-// budget is `chunks` 2 MiB chunks smaller, so Belady sends out more of what the next step needs late, while the
-// copy engine back to the host has time for it, and the next step's first launches find that room
-// free for what they allocate instead of waiting for copies back. Off when `chunks` is 0.
+// budget is `chunks` 2 MiB chunks smaller, so Belady sends out more of what the next step needs
+// late, while the copy engine back to the host has time for it, and the next step's first launches
+// find that room free for what they allocate instead of waiting for copies back. Off when `chunks`
+// is 0.
 struct HeldRoom {
   uint32_t from = 0;
   uint32_t chunks = 0;
@@ -182,7 +183,7 @@ absl::StatusOr<PolicyFile> PlanSchedule(const Workload& w, const PlanOptions& op
   policy.budget_bytes = cap;
   policy.rules = options.rules;
 
-  // Host-placed and untouched allocations take no device slots: leave them out of the replay by
+  // Host-placed and untouched allocations take no device room: leave them out of the replay by
   // giving the planner a workload without their accesses.
   Workload managed = w;
   for (StepEvent& e : managed.step) {

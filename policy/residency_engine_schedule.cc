@@ -10,8 +10,8 @@
 // - room is the engine's RoomLedger (policy/room_ledger.h), in the order it was made: the frees'
 //   discards (a resident allocation's footprint, after an event on the free's stream) and the
 //   evictions (each chunk's footprint: the granules it spans); each chunk brought in takes the
-//   oldest room for its footprint and waits for the events that made it (when the ledger is empty, for the newest eviction), and for any eviction
-//   of its own allocation still queued;
+//   oldest room for its footprint and waits for the events that made it (when the ledger is empty,
+//   for the newest eviction), and for any eviction of its own allocation still queued;
 // - prefetches go on the side stream, an event after each allocation's chunks; a populate (a
 //   fresh chunk, no copy) of an allocation this launch uses goes on the launch stream, so the
 //   kernel does not wait behind unrelated copies;
@@ -209,9 +209,8 @@ bool ResidencyEngine::PlanScheduled(const std::vector<uint64_t>& ids, bool side,
     if (it == tracked_.end() || move.offset >= it->second.size) continue;
     Tracked& tracked = it->second;
     const uint64_t bytes = std::min(move.bytes, tracked.size - move.offset);
-    resolved.push_back(
-        ResolvedMove{move.kind, move.id, tracked.base, tracked.base + move.offset, bytes,
-                     move.maybe_absent});
+    resolved.push_back(ResolvedMove{move.kind, move.id, tracked.base, tracked.base + move.offset,
+                                    bytes, move.maybe_absent});
     // Residency is tracked per allocation: any part gone counts as gone, any part in as in.
     const bool in = IsIncoming(move.kind);
     if (!in && tracked.resident) {

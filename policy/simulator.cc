@@ -105,10 +105,10 @@ SimResult SimulateDemandPaging(const Workload& w, const SimOptions& o) {
       populated[c] = 1;
     }
     // simgpu's FaultStallSeconds: every batch costs its latency, only chunks with data copy in.
-    const double stall = FaultStallSeconds(o.cost, copied, evicted) +
-                         static_cast<double>(FaultBatches(o.cost, faulted) -
-                                             FaultBatches(o.cost, copied)) *
-                             o.cost.fault_batch_seconds;
+    const double stall =
+        FaultStallSeconds(o.cost, copied, evicted) +
+        static_cast<double>(FaultBatches(o.cost, faulted) - FaultBatches(o.cost, copied)) *
+            o.cost.fault_batch_seconds;
     t.compute += ComputeOf(item, o) + stall;
     if (meter.On(item.step)) {
       res.demand_faults += faults;
@@ -277,8 +277,7 @@ SimResult SimulatePlanned(const Workload& w, const PolicyFile& p, const SimOptio
   // Room for chunk `c` about to become resident, evicting the oldest unpinned chunks while there
   // is too little. Returns when the room is free, or -1 when nothing can go; counts the emergency
   // evictions' bytes in `evicted`.
-  auto take_room = [&](uint32_t incoming, const std::vector<uint32_t>* protect,
-                       uint64_t* evicted) {
+  auto take_room = [&](uint32_t incoming, const std::vector<uint32_t>* protect, uint64_t* evicted) {
     while (room.bytes() < r.footprint[incoming]) {
       const int64_t v = state.Oldest([&](uint32_t c) {
         return action[r.owner[c]] != RuleAction::kKeep &&
@@ -335,10 +334,11 @@ SimResult SimulatePlanned(const Workload& w, const PolicyFile& p, const SimOptio
           for (uint32_t k = 0; k < cr.num_chunks; ++k) {
             const uint32_t c = r.base[cr.alloc_id] + cr.first_chunk + k;
             if (state.resident(c)) continue;
-            const double slot = take_room(c, nullptr, &emergency);
-            if (slot < 0) break;
+            const double free_at = take_room(c, nullptr, &emergency);
+            if (free_at < 0) break;
             state.Add(c);
-            ready[c] = pass == 0 ? t.Book(true, slot, H2DSeconds(o.cost, r.footprint[c])) : slot;
+            ready[c] =
+                pass == 0 ? t.Book(true, free_at, H2DSeconds(o.cost, r.footprint[c])) : free_at;
             if (on && pass == 0) res.h2d_bytes += r.footprint[c];
           }
         }
@@ -356,9 +356,9 @@ SimResult SimulatePlanned(const Workload& w, const PolicyFile& p, const SimOptio
         start = std::max(start, ready[c]);
         continue;
       }
-      const double slot = take_room(c, &item.chunks, &emergency);
-      if (slot < 0 && on) ++res.overcommit_chunks;
-      start = std::max(start, slot);
+      const double free_at = take_room(c, &item.chunks, &emergency);
+      if (free_at < 0 && on) ++res.overcommit_chunks;
+      start = std::max(start, free_at);
       state.Add(c);
       ++faults;
       faulted += r.footprint[c];
@@ -459,8 +459,8 @@ SimResult CapacityLowerBound(const Workload& w, const SimOptions& o, bool shared
   // fault (its share of a batch's latency + h) or a remote access (h + d); going out, an eviction
   // inside a fault (d + the fault that made it, h + latency) or remote production (h + d). With a
   // shared link those copies take the copy engines' time as well, so nothing bypasses them.
-  const double latency =
-      o.cost.fault_batch_seconds / static_cast<double>(std::max<uint64_t>(o.cost.fault_batch_bytes, 1));
+  const double latency = o.cost.fault_batch_seconds /
+                         static_cast<double>(std::max<uint64_t>(o.cost.fault_batch_bytes, 1));
   const double in_by_kernel = h + std::min(latency, d), out_by_kernel = h + d;
   // A window with `compute` seconds of kernels that moves `bytes`, each byte on the copy engine
   // (`engine` seconds) or inside the kernels (`by_kernel` seconds): the best split of the bytes.
@@ -505,14 +505,14 @@ SimResult CapacityLowerBound(const Workload& w, const SimOptions& o, bool shared
   // Kernel to kernel (in bytes). While the kernel at Q runs, its chunks S_Q occupy |S_Q| bytes, so
   // when it ends at most C − |S_Q| bytes of the chunks holding data then that a later kernel P
   // touches and Q does not (A_QP: persistent, or the step's own touched before Q) are on the
-  // device or on their way; the rest, at least A_QP − C + |S_Q|, come in between the end of Q and the end
-  // of P: each at least h there, on the one host-to-device engine before P starts (alongside the
-  // kernels between Q and P) or inside P's kernel (a fault; a remote access, h + d). A chunk of
-  // Q's read remotely takes no slot but cost Q's kernel h + d: h of it counted as its own arrival,
-  // d left, so each arrival is counted at min(h, d). So the end of P is at least the end of Q
-  // plus c_P plus the larger of the kernels' time between them and those arrivals', and the best
-  // chain of such spans over the step (from the step before's last kernel, Q = −1, to its last,
-  // each span at most kSpan launches) is a bound.
+  // device or on their way; the rest, at least A_QP − C + |S_Q|, come in between the end of Q and
+  // the end of P: each at least h there, on the one host-to-device engine before P starts
+  // (alongside the kernels between Q and P) or inside P's kernel (a fault; a remote access, h + d).
+  // A chunk of Q's read remotely takes no slot but cost Q's kernel h + d: h of it counted as its
+  // own arrival, d left, so each arrival is counted at min(h, d). So the end of P is at least the
+  // end of Q plus c_P plus the larger of the kernels' time between them and those arrivals', and
+  // the best chain of such spans over the step (from the step before's last kernel, Q = −1, to its
+  // last, each span at most kSpan launches) is a bound.
   constexpr uint64_t kSpan = 8;
   std::vector<std::vector<uint32_t>> touched(n + 1);  // touched[q + 1]: the chunks of launch q
   for (const ReplayItem& item : r.items) {

@@ -1,8 +1,8 @@
 // SimulateEngine (see simulator.h): the residency engine's own code, replayed against a device
-// that books simgpu's engines in virtual time (policy/simulator_timeline_device.h). A device slot
-// that a chunk leaves becomes usable when its leaving completes (a write-back's end, a discard's
-// turn on its stream), and a chunk coming in waits for the slot it takes (the oldest free one), as
-// the engine orders its prefetches after the evictions and frees that made their room.
+// that books simgpu's engines in virtual time (policy/simulator_timeline_device.h). The device
+// room a chunk leaves becomes usable when its leaving completes (a write-back's end, a discard's
+// turn on its stream), and a chunk coming in waits for the room it takes (the oldest free, its
+// bytes' worth), as the engine orders its prefetches after the evictions and frees that made it.
 #include <algorithm>
 #include <functional>
 #include <memory>

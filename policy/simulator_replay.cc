@@ -16,7 +16,8 @@ Replay BuildReplay(const Workload& w, int steps) {
     r.base[a.id] = r.total_chunks;
     r.total_chunks += ChunksOf(a.bytes);
     r.owner.resize(r.total_chunks, a.id);
-    for (uint32_t k = 0; k < ChunksOf(a.bytes); ++k) r.footprint.push_back(ChunkFootprint(a.bytes, k));
+    for (uint32_t k = 0; k < ChunksOf(a.bytes); ++k)
+      r.footprint.push_back(ChunkFootprint(a.bytes, k));
   }
   r.launches_per_step = static_cast<uint32_t>(w.num_launches());
   uint64_t global = 0;

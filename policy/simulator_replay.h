@@ -1,7 +1,7 @@
 // What the simulator and the planner share: a workload's step repeated into one flat sequence of
 // events over 2 MiB chunks (with each access's next use and the device bytes each chunk takes),
-// and Belady's farthest-next-use replacement over that sequence (and a time-aware variant of it), as a log of the loads and
-// evictions it makes.
+// and Belady's farthest-next-use replacement over that sequence (and a time-aware variant of it),
+// as a log of the loads and evictions it makes.
 #ifndef SPILLWAY_POLICY_SIMULATOR_REPLAY_H_
 #define SPILLWAY_POLICY_SIMULATOR_REPLAY_H_
 
@@ -29,8 +29,8 @@ struct ReplayItem {
 };
 
 struct Replay {
-  std::vector<uint32_t> base;   // first chunk of each allocation, by id (base[0] unused)
-  std::vector<uint64_t> owner;  // allocation id of each chunk
+  std::vector<uint32_t> base;       // first chunk of each allocation, by id (base[0] unused)
+  std::vector<uint64_t> owner;      // allocation id of each chunk
   std::vector<uint32_t> footprint;  // device bytes of each chunk when resident (ChunkFootprint)
   uint32_t total_chunks = 0;
   uint32_t launches_per_step = 0;
@@ -60,12 +60,12 @@ struct BeladyRun {
 
 // Belady's replacement over `capacity_bytes` of device memory, each chunk taking its footprint:
 // the victim is the resident chunk used farthest in the future (dead ones first), as many as the
-// chunk coming in needs room for. With `idle_horizon` > 0, a time-aware variant: among the chunks not needed within
-// `idle_horizon` launches, the one unused longest is the victim, so that its copy back can be
-// issued early, while the copy engine is idle, instead of right after a chunk the kernels just
-// used; it may move more bytes than Belady's (docs/results/planner-simulate.md, "Time-aware
-// victims"). With `reserve` (bytes by launch position in the step; empty: none), the budget at
-// each position is that many bytes smaller: what is over it goes out before the launch,
+// chunk coming in needs room for. With `idle_horizon` > 0, a time-aware variant: among the chunks
+// not needed within `idle_horizon` launches, the one unused longest is the victim, so that its copy
+// back can be issued early, while the copy engine is idle, instead of right after a chunk the
+// kernels just used; it may move more bytes than Belady's (docs/results/planner-simulate.md,
+// "Time-aware victims"). With `reserve` (bytes by launch position in the step; empty: none), the
+// budget at each position is that many bytes smaller: what is over it goes out before the launch,
 // farthest next use first, as evictions marked `held` (the planner's held room, planner.cc).
 // REQUIRES: `capacity_bytes` >= kChunkBytes.
 BeladyRun RunBelady(const Replay& r, uint64_t capacity_bytes, uint64_t idle_horizon = 0,

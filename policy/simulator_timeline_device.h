@@ -3,9 +3,10 @@
 // operation starts when the stream's earlier work and the events it waits for are done, and books
 // the compute engine or a copy engine); events carry the time of the work before their recording;
 // residency is simgpu's (2 MiB chunks, each taking the device bytes that back it, evicted
-// oldest-resident first when the device is full, contents copied only for chunks that hold data). Operations change residency in the order they
-// are issued; a chunk that leaves while a kernel issued before still uses it (a write-back or a
-// discard ordered too early) is counted in SimResult::early_moves, as a GPU would fault it back.
+// oldest-resident first when the device is full, contents copied only for chunks that hold data).
+// Operations change residency in the order they are issued; a chunk that leaves while a kernel
+// issued before still uses it (a write-back or a discard ordered too early) is counted in
+// SimResult::early_moves, as a GPU would fault it back.
 #ifndef SPILLWAY_POLICY_SIMULATOR_TIMELINE_DEVICE_H_
 #define SPILLWAY_POLICY_SIMULATOR_TIMELINE_DEVICE_H_
 
@@ -65,10 +66,10 @@ class TimelineDevice final : public Device {
       ++faults;
       faulted += footprint_[c];
     }
-    const double stall = FaultStallSeconds(cost_, copied, evicted) +
-                         static_cast<double>(FaultBatches(cost_, faulted) -
-                                             FaultBatches(cost_, copied)) *
-                             cost_.fault_batch_seconds;
+    const double stall =
+        FaultStallSeconds(cost_, copied, evicted) +
+        static_cast<double>(FaultBatches(cost_, faulted) - FaultBatches(cost_, copied)) *
+            cost_.fault_batch_seconds;
     double& tail = Tail(stream);
     const double start = std::max({tail, t_.compute, room});
     t_.compute = start + compute + stall + RemoteAccessSeconds(cost_, remote);

@@ -33,7 +33,8 @@ inline uint32_t ChunksOf(uint64_t bytes) {
 // REQUIRES: k < ChunksOf(bytes).
 inline uint32_t ChunkFootprint(uint64_t bytes, uint32_t k) {
   const uint64_t from = uint64_t{k} * kChunkBytes;
-  return static_cast<uint32_t>(BackedBytes(bytes - from < kChunkBytes ? bytes - from : kChunkBytes));
+  return static_cast<uint32_t>(
+      BackedBytes(bytes - from < kChunkBytes ? bytes - from : kChunkBytes));
 }
 
 // The device bytes an allocation of `bytes` takes when all of it is resident.

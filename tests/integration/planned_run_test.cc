@@ -472,7 +472,8 @@ TEST(PlannedRun, EarlyLoadsAndHeldRoomShortenTheRecordedTrainLikeStep) {
   EXPECT_LT(engine(*early), 0.99 * engine(*plain));
   EXPECT_LT(engine(*with), 0.99 * engine(*early));
   std::printf(
-      "train_like 8 layers at 124 MiB: planned %.3f ms -> %.3f ms with early loads -> %.3f ms with held "
+      "train_like 8 layers at 124 MiB: planned %.3f ms -> %.3f ms with early loads -> %.3f ms with "
+      "held "
       "room too (%llu -> %llu -> %llu bytes; bound %.3f ms, %llu bytes)\n",
       before.step_seconds * 1e3, middle.step_seconds * 1e3, after.step_seconds * 1e3,
       static_cast<unsigned long long>(before.bytes_moved()),

@@ -388,7 +388,8 @@ TEST(PlannedPolicy, FollowingBeginsBySendingOutWhatThePlanHasOffTheDevice) {
   const std::set<uint64_t> first = sent_out(1), next = sent_out(2);
   for (const ChunkRange& r : off) {
     const uint64_t address = replay.Address(r.alloc_id, r.first_chunk);
-    EXPECT_TRUE(first.contains(address)) << "allocation " << r.alloc_id << " chunk " << r.first_chunk;
+    EXPECT_TRUE(first.contains(address))
+        << "allocation " << r.alloc_id << " chunk " << r.first_chunk;
     if (!scheduled.contains(address)) {
       EXPECT_FALSE(next.contains(address)) << "allocation " << r.alloc_id;
     }

@@ -284,8 +284,7 @@ TEST(Planner, HeldRoomSendsOutTheFarthestUseWhenItStarts) {
     return out;
   };
   EXPECT_TRUE(evictions(RunBelady(r, 3 * kChunkBytes)).empty());
-  const BeladyRun held =
-      RunBelady(r, 3 * kChunkBytes, 0, {0, 0, 0, kChunkBytes, kChunkBytes});
+  const BeladyRun held = RunBelady(r, 3 * kChunkBytes, 0, {0, 0, 0, kChunkBytes, kChunkBytes});
   const std::vector<const BeladyEvent*> out = evictions(held);
   ASSERT_EQ(out.size(), static_cast<size_t>(kReplaySteps));  // once a step
   for (uint32_t s = 0; s < out.size(); ++s) {
