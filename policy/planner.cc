@@ -165,12 +165,11 @@ Workload WithEarlyLoads(const Workload& w, const EarlyLoads& early) {
 absl::StatusOr<PolicyFile> PlanSchedule(const Workload& w, const PlanOptions& options,
                                         const Knobs& knobs, uint64_t* guard_cuts = nullptr) {
   const EarlyLoads& early = knobs.early;
-  // The budget in whole 4 KiB pages: what the device backs managed memory with.
-  const uint64_t cap = options.sim.device_memory / kPieceBytes * kPieceBytes;
-  if (cap < kChunkBytes) {
+  if (options.sim.device_memory < kChunkBytes) {
     return absl::InvalidArgumentError(
         absl::StrCat("device memory ", options.sim.device_memory, " is less than one 2 MiB chunk"));
   }
+  const uint64_t cap = options.sim.capacity_bytes();  // whole 4 KiB pages
   PolicyFile policy;
   policy.model = w.name;
   policy.fingerprint = WorkloadFingerprint(w);

@@ -24,12 +24,6 @@ using Kind = StepEvent::Kind;
 // online; lru and demand paging are steady after one).
 constexpr uint32_t kPolicyWarmupSteps = 3;
 
-// The device memory the simulated device has, in whole 4 KiB pages (what managed memory is backed
-// with) and at least one 2 MiB chunk.
-uint64_t CapacityBytes(const SimOptions& o) {
-  return std::max<uint64_t>(o.device_memory / kPieceBytes * kPieceBytes, kChunkBytes);
-}
-
 // Counts into the result only during the measured step; measures its compute-timeline span.
 class StepMeter {
  public:
@@ -84,7 +78,7 @@ SimResult SimulateDemandPaging(const Workload& w, const SimOptions& o) {
   }
   Timelines t;
   StepMeter meter(&res);
-  const uint64_t cap = CapacityBytes(o);
+  const uint64_t cap = o.capacity_bytes();
   ForEachItem(r, t, meter, [&](const ReplayItem& item) {
     if (item.kind != Kind::kLaunch) {
       for (uint32_t c = r.base[item.alloc_id]; c < ChunkEnd(r, item.alloc_id); ++c) {
@@ -132,8 +126,7 @@ SimResult SimulateEvictionPolicy(const Workload& w, const SimOptions& o,
   Timelines t;
   t.engines = o.cost.copy_engines;
   StepMeter meter(&res, kPolicyWarmupSteps);
-  const uint64_t cap = CapacityBytes(o);
-  const uint64_t budget = cap;
+  const uint64_t cap = o.capacity_bytes();
   std::unique_ptr<EvictionPolicy> policy = make();
   // What ResidencyEngine tracks per managed allocation.
   struct Tracked {
@@ -196,7 +189,7 @@ SimResult SimulateEvictionPolicy(const Workload& w, const SimOptions& o,
     }
     const Context ctx{&tracked, stamp, period};
     uint64_t out = 0, in = 0, in_evicted = 0;
-    while (resident_bytes + needed > budget) {
+    while (resident_bytes + needed > cap) {
       const uint64_t pv = policy->PickVictim(evictable, &ctx);
       if (pv == 0) break;
       const uint64_t v = pv % period;
@@ -209,7 +202,7 @@ SimResult SimulateEvictionPolicy(const Workload& w, const SimOptions& o,
     }
     std::vector<char> in_launch_guard;  // simgpu's FIFO evicts any chunk but the one moving
     for (uint64_t id : ids) {
-      if (tracked[id].resident || resident_bytes + size_of(id) > budget) continue;
+      if (tracked[id].resident || resident_bytes + size_of(id) > cap) continue;
       tracked[id].resident = true;
       resident_bytes += size_of(id);
       for (uint32_t c = r.base[id]; c < ChunkEnd(r, id); ++c) {
@@ -258,7 +251,7 @@ SimResult SimulatePlanned(const Workload& w, const PolicyFile& p, const SimOptio
   Timelines t;
   t.engines = o.cost.copy_engines;
   StepMeter meter(&res);
-  const uint64_t cap = CapacityBytes(o);
+  const uint64_t cap = o.capacity_bytes();
   std::vector<RuleAction> action(w.allocations.size() + 1, RuleAction::kSwap);
   for (const WorkloadAllocation& a : w.allocations) action[a.id] = p.ActionFor(a);
   std::vector<char> live(w.allocations.size() + 1, 0);
@@ -385,7 +378,7 @@ SimResult ChunkLowerBound(const Workload& w, const SimOptions& o) {
   // replay runs kBoundSteps steps and the bound is its cheapest step between the first and last.
   constexpr uint32_t kBoundSteps = 5;
   const Replay r = BuildReplay(w, kBoundSteps);
-  const BeladyRun run = RunBelady(r, CapacityBytes(o));
+  const BeladyRun run = RunBelady(r, o.capacity_bytes());
   std::vector<SimResult> steps(kBoundSteps);
   for (const BeladyEvent& e : run.events) {
     SimResult& res = steps[e.step];
@@ -452,7 +445,7 @@ SimResult CapacityLowerBound(const Workload& w, const SimOptions& o, bool shared
   }
   // In bytes: the capacity, the largest chunk (one copy already running), and a byte's time each
   // way.
-  const double cap = static_cast<double>(CapacityBytes(o));
+  const double cap = static_cast<double>(o.capacity_bytes());
   const double chunk = static_cast<double>(kChunkBytes);
   const double h = H2DSeconds(o.cost, 1), d = D2HSeconds(o.cost, 1);
   // What a chunk moved outside the copy engines costs the kernels at least: coming in, a demand

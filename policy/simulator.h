@@ -27,8 +27,14 @@
 namespace spillway::policy {
 
 struct SimOptions {
-  uint64_t device_memory = 0;  // the budget, bytes (whole chunks are used)
+  uint64_t device_memory = 0;  // the budget, bytes (whole 4 KiB pages are used)
   CostModel cost;
+  // The simulated device's memory: `device_memory` in whole 4 KiB pages (what managed memory is
+  // backed with), and at least one 2 MiB chunk.
+  uint64_t capacity_bytes() const {
+    const uint64_t pages = device_memory / kPieceBytes * kPieceBytes;
+    return pages > kChunkBytes ? pages : kChunkBytes;
+  }
 };
 
 struct SimResult {

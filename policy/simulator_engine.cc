@@ -73,8 +73,7 @@ SimResult SimulateEngine(const Workload& w, const SimOptions& o,
   const Replay r = BuildReplay(w, static_cast<int>(kEngineWarmupSteps) + 2);
   SimResult res;
   res.policy = name;
-  // The device's memory in whole 4 KiB pages, at least one 2 MiB chunk (as SimulatePlanned's).
-  const uint64_t cap = std::max<uint64_t>(o.device_memory / kPieceBytes * kPieceBytes, kChunkBytes);
+  const uint64_t cap = o.capacity_bytes();
   TimelineDevice device(r.footprint, o.cost, cap);
   EngineOptions options;
   options.lookahead_launches = engine_options.lookahead_launches;

@@ -53,7 +53,8 @@ class TimelineDevice final : public Device {
   // A kernel of `compute` seconds touching `chunks` on `stream`: what is not resident faults in
   // (simgpu's HandleFault and FaultStallSeconds). Returns when it ends.
   double Launch(Stream stream, const std::vector<uint32_t>& chunks, double compute) {
-    uint64_t faults = 0, faulted = 0, copied = 0, evicted = 0, remote = 0;  // but faults: bytes
+    uint64_t faults = 0;  // chunks; the others are bytes
+    uint64_t faulted = 0, copied = 0, evicted = 0, remote = 0;
     double room = 0;
     for (const uint32_t c : chunks) {
       if (state_.resident(c)) continue;
