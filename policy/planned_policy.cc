@@ -576,6 +576,9 @@ class PlannedPolicy final : public EvictionPolicy {
     aligned_ = true;
     adherence_.aligned = true;
     off_at_start_ = OffDeviceAtStepStart(file_);
+    std::vector<uint64_t> persistent_bytes;
+    for (const uint64_t id : live) persistent_bytes.push_back(sizes_.at(id));
+    on_at_start_ = OnDeviceAtStepStart(file_, persistent_bytes);
     reconcile_ = true;
     unmatched_events_ = 0;
     adherence_.fallback_reason.clear();
@@ -688,11 +691,16 @@ class PlannedPolicy final : public EvictionPolicy {
     // Following begins (again) at the step's start: the device holds what the learned policy left
     // there, which may not be what the plan has there. What the plan has off the device is sent
     // out first (a no-op for what is not resident), so that the plan's moves find the room they
-    // expect and the device does not fill past its budget and evict on its own.
+    // expect and the device does not fill past its budget and evict on its own. What the plan has
+    // on the device is then brought in (a no-op for what is resident): the plan never prefetches
+    // it before its use, and a demand fault for it would take room the ledger does not know of.
+    // These prefetches take the ledger's room as any other (if they bring nothing, later moves
+    // only wait longer for theirs).
     if (position_ == 0 && reconcile_) {
       reconcile_ = false;
       Add(off_at_start_, ScheduledMove::Kind::kEvict, &adherence_.evict_bytes,
           /*maybe_absent=*/true);
+      Add(on_at_start_, ScheduledMove::Kind::kPrefetch, &adherence_.prefetch_bytes);
     }
     if (next_entry_ < schedule.size() && schedule[next_entry_].position == position_) {
       const ScheduleEntry& e = schedule[next_entry_];
@@ -835,6 +843,7 @@ class PlannedPolicy final : public EvictionPolicy {
   // The persistent chunks the plan has off the device when its step begins (set at Align), sent
   // out at the first position followed after the learned policy decided (reconcile_).
   std::vector<ChunkRange> off_at_start_;
+  std::vector<ChunkRange> on_at_start_;  // and brought in then (OnDeviceAtStepStart)
   bool reconcile_ = false;
   ScheduleAdherence adherence_;
 };

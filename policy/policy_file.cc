@@ -592,9 +592,11 @@ absl::Status CheckPolicyMatches(const PolicyFile& p, std::string_view file_name,
   return absl::OkStatus();
 }
 
-std::vector<ChunkRange> OffDeviceAtStepStart(const PolicyFile& policy) {
-  // Per persistent chunk, whether its first move brings it in (the order the engine executes a
-  // position's moves in: evictions and discards before prefetches and populates).
+namespace {
+
+// Per persistent chunk the schedule moves, whether its first move brings it in (the order the
+// engine executes a position's moves in: evictions and discards before prefetches and populates).
+absl::flat_hash_map<std::pair<uint64_t, uint32_t>, bool> FirstMoveIn(const PolicyFile& policy) {
   absl::flat_hash_map<std::pair<uint64_t, uint32_t>, bool> first_in;
   const auto note = [&](const std::vector<ChunkRange>& ranges, bool in) {
     for (const ChunkRange& r : ranges) {
@@ -610,13 +612,14 @@ std::vector<ChunkRange> OffDeviceAtStepStart(const PolicyFile& policy) {
     note(e.prefetch, true);
     note(e.populate, true);
   }
-  std::vector<std::pair<uint64_t, uint32_t>> off;
-  for (const auto& [chunk, in] : first_in) {
-    if (in) off.push_back(chunk);
-  }
-  std::sort(off.begin(), off.end());
+  return first_in;
+}
+
+// Sorted (allocation, chunk) pairs as ranges, contiguous chunks of an allocation merged.
+std::vector<ChunkRange> MergeChunks(std::vector<std::pair<uint64_t, uint32_t>> chunks) {
+  std::sort(chunks.begin(), chunks.end());
   std::vector<ChunkRange> ranges;
-  for (const auto& [id, k] : off) {
+  for (const auto& [id, k] : chunks) {
     if (!ranges.empty() && ranges.back().alloc_id == id &&
         ranges.back().first_chunk + ranges.back().num_chunks == k) {
       ++ranges.back().num_chunks;
@@ -625,6 +628,30 @@ std::vector<ChunkRange> OffDeviceAtStepStart(const PolicyFile& policy) {
     }
   }
   return ranges;
+}
+
+}  // namespace
+
+std::vector<ChunkRange> OffDeviceAtStepStart(const PolicyFile& policy) {
+  std::vector<std::pair<uint64_t, uint32_t>> off;
+  for (const auto& [chunk, in] : FirstMoveIn(policy)) {
+    if (in) off.push_back(chunk);
+  }
+  return MergeChunks(std::move(off));
+}
+
+std::vector<ChunkRange> OnDeviceAtStepStart(const PolicyFile& policy,
+                                            const std::vector<uint64_t>& persistent_bytes) {
+  const absl::flat_hash_map<std::pair<uint64_t, uint32_t>, bool> first_in = FirstMoveIn(policy);
+  std::vector<std::pair<uint64_t, uint32_t>> on;
+  const uint64_t n = std::min<uint64_t>(policy.persistent, persistent_bytes.size());
+  for (uint64_t id = 1; id <= n; ++id) {
+    for (uint32_t k = 0; k < ChunksOf(persistent_bytes[id - 1]); ++k) {
+      const auto it = first_in.find({id, k});
+      if (it == first_in.end() || !it->second) on.emplace_back(id, k);
+    }
+  }
+  return MergeChunks(std::move(on));
 }
 
 bool operator==(const ChunkRange& a, const ChunkRange& b) {

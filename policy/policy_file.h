@@ -115,6 +115,11 @@ absl::Status CheckPolicyMatches(const PolicyFile& policy, std::string_view file_
 // theirs): the plan has them off the device when its step begins. Sorted, contiguous chunks of an
 // allocation merged into one range.
 std::vector<ChunkRange> OffDeviceAtStepStart(const PolicyFile& policy);
+// The other chunks of the persistent allocations, `persistent_bytes[w - 1]` being allocation w's
+// size: those the schedule never moves or first sends out. The plan has them on the device when its
+// step begins. Sorted and merged like OffDeviceAtStepStart's.
+std::vector<ChunkRange> OnDeviceAtStepStart(const PolicyFile& policy,
+                                            const std::vector<uint64_t>& persistent_bytes);
 
 bool operator==(const ChunkRange& a, const ChunkRange& b);
 bool operator==(const PolicyRule& a, const PolicyRule& b);

@@ -351,6 +351,56 @@ TEST(PlannedPolicy, IncomingChunksWaitOnlyForTheEvictionThatMakesTheirRoom) {
   EXPECT_GT(launch_waits, 0);  // and launches that wait for a prefetch
 }
 
+// Runs three steps (the step is recognised at the end of the first and followed from the second's
+// start) and returns, per step, the device calls of its first launch.
+std::vector<std::vector<DeviceCall>> FirstLaunchCalls(Replay& replay, const Workload& w) {
+  std::vector<size_t> launch_calls;  // the device call index at each launch
+  replay.before_launch_ = [&] { launch_calls.push_back(replay.device_.calls.size()); };
+  replay.Init();
+  for (int s = 0; s < 3; ++s) replay.Step();
+  replay.before_launch_ = nullptr;
+  const size_t n = w.num_launches();
+  std::vector<std::vector<DeviceCall>> first(3);
+  EXPECT_EQ(launch_calls.size(), 3 * n);
+  if (launch_calls.size() != 3 * n) return first;
+  launch_calls.push_back(replay.device_.calls.size());
+  for (size_t s = 0; s < 3; ++s) {
+    first[s].assign(
+        replay.device_.calls.begin() + static_cast<std::ptrdiff_t>(launch_calls[s * n]),
+        replay.device_.calls.begin() + static_cast<std::ptrdiff_t>(launch_calls[s * n + 1]));
+  }
+  return first;
+}
+
+// The addresses of the calls `what` among `calls`.
+std::set<uint64_t> AddressesOf(const std::vector<DeviceCall>& calls, std::string_view what) {
+  std::set<uint64_t> out;
+  for (const DeviceCall& c : calls) {
+    if (c.what == what) out.insert(c.address);
+  }
+  return out;
+}
+
+// The addresses of the persistent chunks the schedule itself sends out (or, `incoming`, brings
+// in) at position 0.
+std::set<uint64_t> MovedAtPositionZero(const PolicyFile& plan, const Replay& replay,
+                                       bool incoming) {
+  std::set<uint64_t> moved;
+  for (const ScheduleEntry& e : plan.schedule) {
+    if (e.position != 0) continue;
+    for (const auto* ranges :
+         incoming ? std::vector{&e.prefetch, &e.populate} : std::vector{&e.evict}) {
+      for (const ChunkRange& r : *ranges) {
+        if (r.alloc_id > plan.persistent) continue;  // step-local: freed by now
+        for (uint32_t k = r.first_chunk; k < r.first_chunk + r.num_chunks; ++k) {
+          moved.insert(replay.Address(r.alloc_id, k));
+        }
+      }
+    }
+  }
+  return moved;
+}
+
 // When following begins, the device holds what the learned policy left there: the first position
 // followed sends out the persistent chunks the plan has off the device at its step's start
 // (OffDeviceAtStepStart), so that the plan's moves find the room they expect; a step followed
@@ -362,30 +412,10 @@ TEST(PlannedPolicy, FollowingBeginsBySendingOutWhatThePlanHasOffTheDevice) {
   const std::vector<ChunkRange> off = OffDeviceAtStepStart(plan);
   ASSERT_FALSE(off.empty());
   Replay replay(w, MakePlannedPolicy(plan, "small.toml", budget, nullptr), budget);
-  std::vector<size_t> launch_calls;  // the device call index at each launch
-  replay.before_launch_ = [&] { launch_calls.push_back(replay.device_.calls.size()); };
-  replay.Init();
-  replay.Step();  // the step is recognised at its end
-  replay.Step();  // followed from its start
-  replay.Step();
-  const size_t n = w.num_launches();
-  ASSERT_EQ(launch_calls.size(), 3 * n);
-  launch_calls.push_back(replay.device_.calls.size());
-  // The addresses sent to the host by the first launch of step `s` (0-based).
-  const auto sent_out = [&](size_t s) {
-    std::set<uint64_t> out;
-    for (size_t i = launch_calls[s * n]; i < launch_calls[s * n + 1]; ++i) {
-      const DeviceCall& c = replay.device_.calls[i];
-      if (c.what == "to_host") out.insert(c.address);
-    }
-    return out;
-  };
-  std::set<uint64_t> scheduled;  // what the schedule itself sends out at position 0
-  for (const ScheduleEntry& e : plan.schedule) {
-    if (e.position != 0) continue;
-    for (const ChunkRange& r : e.evict) scheduled.insert(replay.Address(r.alloc_id, r.first_chunk));
-  }
-  const std::set<uint64_t> first = sent_out(1), next = sent_out(2);
+  const std::vector<std::vector<DeviceCall>> first_calls = FirstLaunchCalls(replay, w);
+  const std::set<uint64_t> scheduled = MovedAtPositionZero(plan, replay, /*incoming=*/false);
+  const std::set<uint64_t> first = AddressesOf(first_calls[1], "to_host"),
+                           next = AddressesOf(first_calls[2], "to_host");
   for (const ChunkRange& r : off) {
     const uint64_t address = replay.Address(r.alloc_id, r.first_chunk);
     EXPECT_TRUE(first.contains(address))
@@ -395,6 +425,53 @@ TEST(PlannedPolicy, FollowingBeginsBySendingOutWhatThePlanHasOffTheDevice) {
     }
   }
   EXPECT_EQ(replay.Adherence().steps_followed, 2u);
+}
+
+// ...and then brings in the persistent chunks the plan has on the device at its step's start
+// (OnDeviceAtStepStart): the schedule never prefetches them before their use, so one the learned
+// policy left off the device would come back by a demand fault, into room the ledger does not know
+// of (the device then evicts on its own, every step). A step followed after that brings in only
+// what the schedule says. The position's evictions come first, and each chunk coming in waits for
+// the room it takes (here, the newest eviction: the learned policy's room is not the plan's).
+TEST(PlannedPolicy, FollowingBeginsByBringingInWhatThePlanHasOnTheDevice) {
+  const Workload w = SmallStep();
+  const uint64_t budget = 6 * kMiB;
+  const PolicyFile plan = Plan(w, budget);
+  std::vector<uint64_t> persistent_bytes;
+  for (uint64_t id = 1; id <= plan.persistent; ++id) {
+    persistent_bytes.push_back(w.allocations[id - 1].bytes);
+  }
+  const std::vector<ChunkRange> on = OnDeviceAtStepStart(plan, persistent_bytes);
+  ASSERT_FALSE(on.empty());
+  Replay replay(w, MakePlannedPolicy(plan, "small.toml", budget, nullptr), budget);
+  const std::vector<std::vector<DeviceCall>> first_calls = FirstLaunchCalls(replay, w);
+  const std::set<uint64_t> scheduled = MovedAtPositionZero(plan, replay, /*incoming=*/true);
+  const std::vector<DeviceCall>& first = first_calls[1];
+  const std::set<uint64_t> in_first = AddressesOf(first, "to_device"),
+                           in_next = AddressesOf(first_calls[2], "to_device");
+  for (const ChunkRange& r : on) {
+    for (uint32_t k = r.first_chunk; k < r.first_chunk + r.num_chunks; ++k) {
+      const uint64_t address = replay.Address(r.alloc_id, k);
+      EXPECT_TRUE(in_first.contains(address)) << "allocation " << r.alloc_id << " chunk " << k;
+      if (!scheduled.contains(address)) {
+        EXPECT_FALSE(in_next.contains(address)) << "allocation " << r.alloc_id << " chunk " << k;
+      }
+    }
+  }
+  // Every chunk brought in there comes after the position's last eviction has been recorded, and
+  // its stream waits for an event first.
+  size_t last_out = 0, first_in = first.size();
+  for (size_t i = 0; i < first.size(); ++i) {
+    if (first[i].what == "to_host") last_out = i;
+    if (first[i].what == "to_device") first_in = std::min(first_in, i);
+  }
+  ASSERT_LT(first_in, first.size());
+  EXPECT_LT(last_out, first_in);
+  EXPECT_TRUE(std::any_of(
+      first.begin(), first.begin() + static_cast<std::ptrdiff_t>(first_in),
+      [&](const DeviceCall& c) { return c.what == "wait" && c.stream == first[first_in].stream; }));
+  EXPECT_EQ(replay.Adherence().steps_followed, 2u);
+  EXPECT_LE(replay.engine_.resident_estimate(), budget);
 }
 
 // The room ledger and the schedule take an order event half the ring (1024 events) older than the

@@ -111,10 +111,8 @@ TEST(PolicyFile, PlannerOutputRoundTrips) {
   EXPECT_TRUE(CheckPolicyMatches(*again, "again.toml", *w).ok());
 }
 
-// What the plan has off the device when its step begins: the persistent chunks whose first move
-// in the step brings them in; a chunk first sent out is on the device then, and step-local
-// allocations do not exist yet.
-TEST(PolicyFile, OffDeviceAtStepStartIsWhatTheStepFirstBringsIn) {
+// Two persistent allocations (1: chunks 0 and 1; 2: chunks 0 to 4) and a step-local one (3).
+PolicyFile StartTestSchedule() {
   PolicyFile p;
   p.persistent = 2;
   ScheduleEntry at1;
@@ -127,11 +125,33 @@ TEST(PolicyFile, OffDeviceAtStepStartIsWhatTheStepFirstBringsIn) {
   at3.evict = {{2, 0, 1}};
   at3.populate = {{2, 3, 1}};
   p.schedule = {at1, at3};
-  const std::vector<ChunkRange> off = OffDeviceAtStepStart(p);
+  return p;
+}
+
+// What the plan has off the device when its step begins: the persistent chunks whose first move
+// in the step brings them in; a chunk first sent out is on the device then, and step-local
+// allocations do not exist yet.
+TEST(PolicyFile, OffDeviceAtStepStartIsWhatTheStepFirstBringsIn) {
+  PolicyFile p = StartTestSchedule();
   const std::vector<ChunkRange> want = {{1, 1, 1}, {2, 0, 2}, {2, 3, 1}};
-  EXPECT_EQ(off, want);
+  EXPECT_EQ(OffDeviceAtStepStart(p), want);
   p.schedule.clear();
   EXPECT_TRUE(OffDeviceAtStepStart(p).empty());
+}
+
+// The complement within the persistent allocations' chunks: what the schedule never moves or first
+// sends out. Allocations past `persistent`, or past the sizes given, have none.
+TEST(PolicyFile, OnDeviceAtStepStartIsEveryOtherPersistentChunk) {
+  PolicyFile p = StartTestSchedule();
+  constexpr uint64_t kMiB = 1 << 20;
+  // Allocation 2's last chunk is partial.
+  const std::vector<ChunkRange> want = {{1, 0, 1}, {2, 2, 1}, {2, 4, 1}};
+  EXPECT_EQ(OnDeviceAtStepStart(p, {4 * kMiB, 8 * kMiB + 1024, 2 * kMiB}), want);
+  const std::vector<ChunkRange> first_only = {{1, 0, 1}};
+  EXPECT_EQ(OnDeviceAtStepStart(p, {4 * kMiB}), first_only);
+  p.schedule.clear();
+  const std::vector<ChunkRange> all = {{1, 0, 2}, {2, 0, 5}};
+  EXPECT_EQ(OnDeviceAtStepStart(p, {4 * kMiB, 8 * kMiB + 1024}), all);
 }
 
 TEST(PolicyFile, RulesMatchFirstWins) {
