@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "policy/plan_trial.h"
@@ -110,6 +111,9 @@ class PlannedPolicy final : public EvictionPolicy {
       PlanPosition();
     } else if (aligned_) {
       ++position_;  // the trial lets the learned policy decide this step
+    } else {
+      ++unaligned_launches_;
+      for (size_t i = 0; i < launch.count; ++i) used_at_[launch.ids[i]] = unaligned_launches_;
     }
     Event(WholeLaunchToken(launch), kShapeLaunch);
   }
@@ -160,6 +164,7 @@ class PlannedPolicy final : public EvictionPolicy {
       learned_->Forget(id);
     }
     if (recording_) recorded_.Freed(id);
+    used_at_.erase(id);
     const auto it = sizes_.find(id);
     const uint64_t bytes = it == sizes_.end() ? 0 : it->second;
     if (it != sizes_.end()) sizes_.erase(it);
@@ -576,8 +581,16 @@ class PlannedPolicy final : public EvictionPolicy {
     aligned_ = true;
     adherence_.aligned = true;
     off_at_start_ = OffDeviceAtStepStart(file_);
+    // Of the persistent allocations the step just seen did not use, the plan has on the device only
+    // what it sends out (the simulator's device holds what a launch or a move put there).
     std::vector<uint64_t> persistent_bytes;
-    for (const uint64_t id : live) persistent_bytes.push_back(sizes_.at(id));
+    for (const uint64_t id : live) {
+      const auto used = used_at_.find(id);
+      const bool in_step =
+          used != used_at_.end() && used->second + file_.launches > unaligned_launches_;
+      persistent_bytes.push_back(in_step ? sizes_.at(id) : 0);
+    }
+    used_at_.clear();
     on_at_start_ = OnDeviceAtStepStart(file_, persistent_bytes);
     reconcile_ = true;
     unmatched_events_ = 0;
@@ -844,6 +857,10 @@ class PlannedPolicy final : public EvictionPolicy {
   // out at the first position followed after the learned policy decided (reconcile_).
   std::vector<ChunkRange> off_at_start_;
   std::vector<ChunkRange> on_at_start_;  // and brought in then (OnDeviceAtStepStart)
+  // Until aligned: the launches seen, and the newest launch that used each live allocation (which
+  // persistent allocations the step uses).
+  uint64_t unaligned_launches_ = 0;
+  absl::flat_hash_map<uint64_t, uint64_t> used_at_;
   bool reconcile_ = false;
   ScheduleAdherence adherence_;
 };

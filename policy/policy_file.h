@@ -116,8 +116,9 @@ absl::Status CheckPolicyMatches(const PolicyFile& policy, std::string_view file_
 // allocation merged into one range.
 std::vector<ChunkRange> OffDeviceAtStepStart(const PolicyFile& policy);
 // The other chunks of the persistent allocations, `persistent_bytes[w - 1]` being allocation w's
-// size: those the schedule never moves or first sends out. The plan has them on the device when its
-// step begins. Sorted and merged like OffDeviceAtStepStart's.
+// size (0 for one the step does not use: never moved, it is never on the simulated device): those
+// the schedule never moves or first sends out. The plan has them on the device when its step
+// begins. Sorted and merged like OffDeviceAtStepStart's.
 std::vector<ChunkRange> OnDeviceAtStepStart(const PolicyFile& policy,
                                             const std::vector<uint64_t>& persistent_bytes);
 

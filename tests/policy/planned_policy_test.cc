@@ -72,11 +72,13 @@ struct StepBuilder {
 
 // A small training step: three persistent allocations (one of two chunks), two activations (the
 // second freed before the last launch, or with `free_y_last` used by the launch before and freed
-// after it).
-Workload SmallStep(uint64_t activation_bytes = 2 * kMiB, bool free_y_last = false) {
+// after it). With `idle_weight`, a fourth persistent allocation that no launch uses.
+Workload SmallStep(uint64_t activation_bytes = 2 * kMiB, bool free_y_last = false,
+                   bool idle_weight = false) {
   StepBuilder s;
   s.w.name = "small";
   const uint64_t wa = s.Add(4 * kMiB, true), wb = s.Add(2 * kMiB, true), wc = s.Add(2 * kMiB, true);
+  if (idle_weight) s.Add(2 * kMiB, true);
   const uint64_t x = s.Add(activation_bytes, false), y = s.Add(2 * kMiB, false);
   s.Event(x, StepEvent::Kind::kAlloc);
   s.Launch({{wa, 0, 2}, {x, 0, ChunksOf(activation_bytes)}});
@@ -434,44 +436,57 @@ TEST(PlannedPolicy, FollowingBeginsBySendingOutWhatThePlanHasOffTheDevice) {
 // what the schedule says. The position's evictions come first, and each chunk coming in waits for
 // the room it takes (here, the newest eviction: the learned policy's room is not the plan's).
 TEST(PlannedPolicy, FollowingBeginsByBringingInWhatThePlanHasOnTheDevice) {
-  const Workload w = SmallStep();
-  const uint64_t budget = 6 * kMiB;
-  const PolicyFile plan = Plan(w, budget);
-  std::vector<uint64_t> persistent_bytes;
-  for (uint64_t id = 1; id <= plan.persistent; ++id) {
-    persistent_bytes.push_back(w.allocations[id - 1].bytes);
-  }
-  const std::vector<ChunkRange> on = OnDeviceAtStepStart(plan, persistent_bytes);
-  ASSERT_FALSE(on.empty());
-  Replay replay(w, MakePlannedPolicy(plan, "small.toml", budget, nullptr), budget);
-  const std::vector<std::vector<DeviceCall>> first_calls = FirstLaunchCalls(replay, w);
-  const std::set<uint64_t> scheduled = MovedAtPositionZero(plan, replay, /*incoming=*/true);
-  const std::vector<DeviceCall>& first = first_calls[1];
-  const std::set<uint64_t> in_first = AddressesOf(first, "to_device"),
-                           in_next = AddressesOf(first_calls[2], "to_device");
-  for (const ChunkRange& r : on) {
-    for (uint32_t k = r.first_chunk; k < r.first_chunk + r.num_chunks; ++k) {
-      const uint64_t address = replay.Address(r.alloc_id, k);
-      EXPECT_TRUE(in_first.contains(address)) << "allocation " << r.alloc_id << " chunk " << k;
-      if (!scheduled.contains(address)) {
-        EXPECT_FALSE(in_next.contains(address)) << "allocation " << r.alloc_id << " chunk " << k;
+  for (const bool idle : {false, true}) {
+    SCOPED_TRACE(idle ? "with a persistent allocation the step does not use" : "all used");
+    const Workload w = SmallStep(2 * kMiB, false, idle);
+    const uint64_t budget = 6 * kMiB;
+    const PolicyFile plan = Plan(w, budget);
+    std::set<uint64_t> used;
+    for (const StepEvent& e : w.step) {
+      for (const ChunkRange& r : e.launch.accesses) used.insert(r.alloc_id);
+    }
+    std::vector<uint64_t> persistent_bytes;
+    for (uint64_t id = 1; id <= plan.persistent; ++id) {
+      persistent_bytes.push_back(used.contains(id) ? w.allocations[id - 1].bytes : 0);
+    }
+    const std::vector<ChunkRange> on = OnDeviceAtStepStart(plan, persistent_bytes);
+    ASSERT_FALSE(on.empty());
+    Replay replay(w, MakePlannedPolicy(plan, "small.toml", budget, nullptr), budget);
+    const std::vector<std::vector<DeviceCall>> first_calls = FirstLaunchCalls(replay, w);
+    const std::set<uint64_t> scheduled = MovedAtPositionZero(plan, replay, /*incoming=*/true);
+    const std::vector<DeviceCall>& first = first_calls[1];
+    const std::set<uint64_t> in_first = AddressesOf(first, "to_device"),
+                             in_next = AddressesOf(first_calls[2], "to_device");
+    for (const ChunkRange& r : on) {
+      for (uint32_t k = r.first_chunk; k < r.first_chunk + r.num_chunks; ++k) {
+        const uint64_t address = replay.Address(r.alloc_id, k);
+        EXPECT_TRUE(in_first.contains(address)) << "allocation " << r.alloc_id << " chunk " << k;
+        if (!scheduled.contains(address)) {
+          EXPECT_FALSE(in_next.contains(address)) << "allocation " << r.alloc_id << " chunk " << k;
+        }
       }
     }
+    // The unused one is on no device the plan models: bringing it in would fill the room the
+    // plan's own moves take.
+    if (idle) {
+      EXPECT_FALSE(in_first.contains(replay.Address(4, 0)));
+    }
+    // Every chunk brought in there comes after the position's last eviction has been recorded, and
+    // its stream waits for an event first.
+    size_t last_out = 0, first_in = first.size();
+    for (size_t i = 0; i < first.size(); ++i) {
+      if (first[i].what == "to_host") last_out = i;
+      if (first[i].what == "to_device") first_in = std::min(first_in, i);
+    }
+    ASSERT_LT(first_in, first.size());
+    EXPECT_LT(last_out, first_in);
+    EXPECT_TRUE(std::any_of(first.begin(), first.begin() + static_cast<std::ptrdiff_t>(first_in),
+                            [&](const DeviceCall& c) {
+                              return c.what == "wait" && c.stream == first[first_in].stream;
+                            }));
+    EXPECT_EQ(replay.Adherence().steps_followed, 2u);
+    EXPECT_LE(replay.engine_.resident_estimate(), budget);
   }
-  // Every chunk brought in there comes after the position's last eviction has been recorded, and
-  // its stream waits for an event first.
-  size_t last_out = 0, first_in = first.size();
-  for (size_t i = 0; i < first.size(); ++i) {
-    if (first[i].what == "to_host") last_out = i;
-    if (first[i].what == "to_device") first_in = std::min(first_in, i);
-  }
-  ASSERT_LT(first_in, first.size());
-  EXPECT_LT(last_out, first_in);
-  EXPECT_TRUE(std::any_of(
-      first.begin(), first.begin() + static_cast<std::ptrdiff_t>(first_in),
-      [&](const DeviceCall& c) { return c.what == "wait" && c.stream == first[first_in].stream; }));
-  EXPECT_EQ(replay.Adherence().steps_followed, 2u);
-  EXPECT_LE(replay.engine_.resident_estimate(), budget);
 }
 
 // The room ledger and the schedule take an order event half the ring (1024 events) older than the
