@@ -22,7 +22,9 @@ workloads/bound.py's farthest-next-use eviction at allocation granularity at --b
 each way (the real networks issue's bound); and `cap`, the `cap-bound` row of the same
 simulate: a lower bound on the step time of any schedule on simgpu's model, from the device's
 capacity (docs/simulate.md, "The capacity bound"). Where a goal's multiple of `fnu` is below
-`cap`, no policy can meet it. `x fnu` = step / max(ideal, fnu).
+`cap`, no policy can meet it. `link`, the `link-bound` row: the same bound where demand faults
+share the copy engines with prefetches, as on a GPU (simgpu's faults bypass them, so `link` is a
+bound for hardware, not for these runs). `x fnu` = step / max(ideal, fnu).
 Every run's digest must equal the ideal run's with the same steps (the replayer verifies every
 byte it touched); a run whose digest differs, that fails, or whose summary lists errors is
 marked and makes the script exit 1. A line under a factor's row names the ways (`learned`,
@@ -100,8 +102,8 @@ def replay(out, trace, memory, way, args, policy=None, tmp=None):
 
 
 def simulate_bounds(out, trace, memory):
-    """The step times of spillway-simulate's `bound` and `cap-bound` rows, in ms (each None if
-    it could not run)."""
+    """The step times of spillway-simulate's `bound`, `cap-bound` and `link-bound` rows, in ms
+    (each None if it could not run)."""
     proc = subprocess.run([os.path.join(out, "spillway-simulate"), trace, "--device-memory",
                            str(memory)], capture_output=True, text=True, check=False)
     found = {}
@@ -111,7 +113,9 @@ def simulate_bounds(out, trace, memory):
             found["bound"] = float(fields[5])
         if len(fields) > 4 and fields[0] == "cap-bound":
             found["cap"] = float(fields[4])
-    return found.get("bound"), found.get("cap")
+        if len(fields) > 4 and fields[0] == "link-bound":
+            found["link"] = float(fields[4])
+    return found.get("bound"), found.get("cap"), found.get("link")
 
 
 def profile(out, trace, peak, args, path):
@@ -194,20 +198,21 @@ def main():
                 fail("%s: the ideal run failed: %s" % (name, err))
             print("\n%s: peak %.0f MiB, ideal step %.3f ms" %
                   (name, peak / 2**20, ideal["mean_step_ms"]))
-            header = "%-7s %9s %9s %9s" % ("factor", "simulate", "fnu", "cap")
+            header = "%-7s %9s %9s %9s %9s" % ("factor", "simulate", "fnu", "cap", "link")
             header += "".join(" %9s" % w for w in ways if w != "ideal")
             header += "  x fnu (learned, planned)  online plan"
             print(header)
             for factor in factors:
                 memory = int(peak / factor)
-                sim, cap = simulate_bounds(args.out, trace, memory)
+                sim, cap, link = simulate_bounds(args.out, trace, memory)
                 fnu = fnu_bound.bound(trace, memory, args.bandwidth * 1e9)["bound_s"] * 1e3
                 ref = max(ideal["mean_step_ms"], fnu)
                 budget = None  # the engine's, from the first run under spillway
                 full = []  # ways under which the device evicted on its own
                 cells, row = [], {"model": name, "factor": factor, "device_bytes": memory,
                                   "ideal_ms": ideal["mean_step_ms"], "simulate_bound_ms": sim,
-                                  "fnu_bound_ms": fnu, "capacity_bound_ms": cap}
+                                  "fnu_bound_ms": fnu, "capacity_bound_ms": cap,
+                                  "link_bound_ms": link}
                 for way in ways:
                     if way == "ideal":
                         continue
@@ -262,9 +267,10 @@ def main():
                 # trial at the end, or none made (the summary's reason).
                 online = (row.get("learned") or {}).get("plan") or {}
                 verdict = online.get("trial") or ("none" if online.get("fallback_reason") else "-")
-                print("%-7s %9s %9.2f %9s%s  %-11s %s" % (
+                print("%-7s %9s %9.2f %9s %9s%s  %-11s %s" % (
                     "%.2fx" % factor, "%.2f" % sim if sim is not None else "-", fnu,
-                    "%.2f" % cap if cap is not None else "-", "".join(cells),
+                    "%.2f" % cap if cap is not None else "-",
+                    "%.2f" % link if link is not None else "-", "".join(cells),
                     ", ".join(ratios), verdict))
                 if full:
                     print("        the device evicted on its own (simgpu's capacity_evicted_bytes, "
