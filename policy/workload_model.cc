@@ -2,6 +2,8 @@
 #include "policy/workload_model.h"
 
 #include <algorithm>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -69,6 +71,28 @@ uint64_t Workload::peak_live_bytes() const {
     }
   }
   return peak;
+}
+
+Workload::LargestLaunch Workload::largest_launch() const {
+  LargestLaunch largest;
+  size_t position = 0;
+  std::vector<std::pair<uint64_t, uint32_t>> chunks;
+  for (const StepEvent& e : step) {
+    if (e.kind != StepEvent::Kind::kLaunch) continue;
+    chunks.clear();
+    for (const ChunkRange& r : e.launch.accesses) {
+      for (uint32_t k = r.first_chunk; k < r.first_chunk + r.num_chunks; ++k) {
+        chunks.emplace_back(r.alloc_id, k);
+      }
+    }
+    std::sort(chunks.begin(), chunks.end());
+    chunks.erase(std::unique(chunks.begin(), chunks.end()), chunks.end());
+    uint64_t bytes = 0;
+    for (const auto& [id, k] : chunks) bytes += ChunkFootprint(allocation(id).bytes, k);
+    if (bytes > largest.bytes) largest = LargestLaunch{position, e.launch.kernel, bytes};
+    ++position;
+  }
+  return largest;
 }
 
 absl::Status CheckWorkloadSizes(const Workload& w) {

@@ -85,6 +85,14 @@ struct Workload {
   // Most bytes live at once (persistent + step-local allocations), as the device backs them
   // (FootprintOf).
   uint64_t peak_live_bytes() const;
+  // The launch whose chunks take the most device bytes (each distinct chunk its ChunkFootprint):
+  // `position` its index among the step's launches; all zero for a step without launches.
+  struct LargestLaunch {
+    size_t position = 0;
+    std::string kernel;
+    uint64_t bytes = 0;
+  };
+  LargestLaunch largest_launch() const;
 };
 
 // Checks ids, chunk ranges within their allocations, alloc/free pairing within the step (every

@@ -63,6 +63,10 @@ int Main(int argc, char** argv) {
   options.time_aware_victims = !args->fewest_bytes;
   options.early_loads = !args->fewest_bytes;
   options.held_room = !args->fewest_bytes;
+  if (const std::string over = LargerThanDeviceWarning(*w, options.sim.capacity_bytes());
+      !over.empty()) {
+    std::fprintf(stderr, "spillway plan: warning: %s\n", over.c_str());
+  }
   if (!args->policy.empty()) {
     absl::StatusOr<PolicyFile> rules = ReadPolicyFile(args->policy);
     if (!rules.ok()) return Fail(rules.status());

@@ -114,6 +114,10 @@ int Main(int argc, char** argv) {
   SimOptions options;
   options.device_memory = *budget;
   options.cost = args->cost;
+  if (const std::string over = LargerThanDeviceWarning(*w, options.capacity_bytes());
+      !over.empty()) {
+    std::fprintf(stderr, "spillway simulate: warning: %s\n", over.c_str());
+  }
   PolicyFile file;
   if (!args->policy.empty()) {
     absl::StatusOr<PolicyFile> read = ReadPolicyFile(args->policy);

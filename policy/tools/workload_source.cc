@@ -133,4 +133,16 @@ absl::StatusOr<uint64_t> DeviceMemoryFor(const ToolArgs& args, const Workload& w
   return *size;
 }
 
+std::string LargerThanDeviceWarning(const Workload& w, uint64_t capacity_bytes) {
+  const Workload::LargestLaunch largest = w.largest_launch();
+  if (largest.bytes <= capacity_bytes) return "";
+  return absl::StrCat(
+      "launch ", largest.position, " of the step (", largest.kernel.empty() ? "?" : largest.kernel,
+      ") touches ", FormatSize(largest.bytes), ", more than the device's ",
+      FormatSize(capacity_bytes),
+      ": no schedule holds it there, the device pages it in while the kernel runs, and "
+      "the planned model prices it as if it fitted (a run following a plan can be much slower: "
+      "compare --eviction learned)");
+}
+
 }  // namespace spillway::policy

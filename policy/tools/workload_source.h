@@ -40,6 +40,10 @@ absl::StatusOr<Workload> LoadWorkload(const ToolArgs& args, std::string* warning
 // The budget in bytes for `w` (from --device-memory or --oversubscription).
 absl::StatusOr<uint64_t> DeviceMemoryFor(const ToolArgs& args, const Workload& w);
 
+// One line when a launch of `w` touches more than `capacity_bytes` (an op larger than the device:
+// it is paged in while its kernel runs, which the planned model does not price), else "".
+std::string LargerThanDeviceWarning(const Workload& w, uint64_t capacity_bytes);
+
 }  // namespace spillway::policy
 
 #endif  // SPILLWAY_POLICY_TOOLS_WORKLOAD_SOURCE_H_

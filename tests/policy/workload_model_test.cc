@@ -37,6 +37,25 @@ TEST(WorkloadModel, ValidTinyWorkload) {
   EXPECT_EQ(ChunksOf(kChunkBytes + 1), 2u);
 }
 
+// The launch taking the most device bytes: each distinct chunk once, at its footprint (a chunk
+// named twice, or by two ranges, counts once).
+TEST(WorkloadModel, LargestLaunchCountsEachChunkOnce) {
+  Workload w = Tiny();
+  StepEvent second{StepEvent::Kind::kLaunch, 0, {"big", 1e-3, {{1, 0, 2}, {1, 1, 1}, {2, 0, 1}}}};
+  w.step.insert(w.step.begin() + 2, second);  // after the first launch, before A's free
+  ASSERT_TRUE(ValidateWorkload(w).ok()) << ValidateWorkload(w);
+  const Workload::LargestLaunch largest = w.largest_launch();
+  EXPECT_EQ(largest.bytes, 4 * kMiB);  // W's 3 MiB (2 MiB + 1 MiB) and A's 1 MiB
+  EXPECT_EQ(largest.position, 0u);     // the first of two equal ones
+  EXPECT_EQ(largest.kernel, "k");
+  w.step[1].launch.accesses = {{1, 0, 2}};  // the first: W alone
+  EXPECT_EQ(w.largest_launch().position, 1u);
+  EXPECT_EQ(w.largest_launch().kernel, "big");
+  w.allocations[1].bytes = kMiB + 8192;  // A: whole 4 KiB pages
+  EXPECT_EQ(w.largest_launch().bytes, 4 * kMiB + 8192);
+  EXPECT_EQ(Workload{}.largest_launch().bytes, 0u);
+}
+
 TEST(WorkloadModel, ValidationNamesTheProblem) {
   Workload w = Tiny();
   w.step[1].launch.accesses[0].num_chunks = 3;

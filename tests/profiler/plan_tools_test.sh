@@ -2,8 +2,8 @@
 # spillway-plan, spillway-simulate and spillway-inspect on bad input, on a synthetic training trace
 # written through the TraceWriter (trace_synthetic_writer): a bad option value, a trace cut short,
 # a policy file that is no regular file or nests arrays deeply each give one line naming what is
-# wrong and a nonzero exit, at once; records the recorder dropped are one warning line; a budget
-# far beyond the workload is planned and simulated at once.
+# wrong and a nonzero exit, at once; records the recorder dropped are one warning line, and so is
+# an op larger than the device; a budget far beyond the workload is planned and simulated at once.
 # Usage: plan_tools_test.sh OUT_DIR TEST_BIN_DIR
 set -euo pipefail
 out=$1
@@ -71,6 +71,19 @@ for tool in plan simulate; do
   timeout 20 "${cmd[@]}" --device-memory 1PiB >/dev/null || fail "$tool at 1 PiB"
   timeout 20 "${cmd[@]}" --oversubscription 0.000001 >/dev/null ||
     fail "$tool at a millionth oversubscribed"
+done
+
+# An op larger than the device (the optimizer touches the 512 MiB allocation): planned and
+# simulated, with one warning line naming the launch; none where it fits (the runs above).
+for tool in plan simulate; do
+  tool_on $tool "$trace"
+  timeout 20 "${cmd[@]}" --device-memory 256MiB >/dev/null 2>"$tmp/err" ||
+    { cat "$tmp/err"; fail "$tool with an op larger than the device"; }
+  [[ $(wc -l <"$tmp/err") -eq 1 ]] &&
+    grep -qF "warning: launch 8 of the step (optimizer) touches 512.00 MiB, more than the device's 256.00 MiB" "$tmp/err" ||
+    { cat "$tmp/err"; fail "$tool: expected one warning line on the op larger than the device"; }
+  timeout 20 "${cmd[@]}" --device-memory 600MiB >/dev/null 2>"$tmp/err" || fail "$tool at 600 MiB"
+  [[ ! -s $tmp/err ]] || { cat "$tmp/err"; fail "$tool at 600 MiB: expected no warning"; }
 done
 
 # A trace without its end record (the last 32 bytes, docs/trace-format.md): one line, as in
