@@ -718,6 +718,8 @@ class PlannedPolicy final : public EvictionPolicy {
     if (next_entry_ < schedule.size() && schedule[next_entry_].position == position_) {
       const ScheduleEntry& e = schedule[next_entry_];
       Add(e.evict, ScheduledMove::Kind::kEvict, &adherence_.evict_bytes);
+      Add(e.evict_absent, ScheduledMove::Kind::kEvict, &adherence_.evict_bytes,
+          /*maybe_absent=*/true);
       Add(e.discard, ScheduledMove::Kind::kDiscard, &adherence_.discard_bytes);
       Add(e.prefetch, ScheduledMove::Kind::kPrefetch, &adherence_.prefetch_bytes);
       Add(e.populate, ScheduledMove::Kind::kPopulate, &adherence_.populate_bytes);

@@ -16,7 +16,7 @@
 namespace spillway::policy {
 namespace {
 
-enum class Move { kEvict, kDiscard, kPrefetch, kPopulate };
+enum class Move { kEvict, kEvictAbsent, kDiscard, kPrefetch, kPopulate };
 
 // Appends chunk `c` to `ranges`, extending the last range when contiguous.
 void AppendChunk(std::vector<ChunkRange>& ranges, const Replay& r, uint32_t c) {
@@ -224,6 +224,13 @@ absl::StatusOr<PolicyFile> PlanSchedule(const Workload& w, const PlanOptions& op
         room.Give(e.global, r.footprint[e.chunk]);
         break;
       case BeladyEvent::Kind::kEvict: {
+        if (e.overcommit) {
+          // After a launch larger than the device (right after it): the room it makes was never
+          // taken (the launch's loads past the budget are not scheduled), and it may not be there.
+          evicted_at[e.chunk] = e.global;
+          if (e.step == kMeasuredStep) moves[e.global].push_back({Move::kEvictAbsent, e.chunk});
+          break;
+        }
         // Not before the kRecentUseGuard launches after its last use have been issued, unless
         // its room is needed sooner.
         const uint64_t issue = std::min(e.last_use + 1 + kRecentUseGuard, e.global);
@@ -240,6 +247,9 @@ absl::StatusOr<PolicyFile> PlanSchedule(const Workload& w, const PlanOptions& op
         break;
       }
       case BeladyEvent::Kind::kLoad: {
+        // A load past the budget (a launch larger than the device) is not scheduled: the device
+        // pages the chunk in while the kernel runs.
+        if (e.overcommit) break;
         uint64_t issue = room.Take(r.footprint[e.chunk]);
         issue = std::max(issue, evicted_at[e.chunk] + 1);
         if (e.fresh) issue = std::max(issue, e.step * n + alloc_pos[r.owner[e.chunk]]);
@@ -263,6 +273,9 @@ absl::StatusOr<PolicyFile> PlanSchedule(const Workload& w, const PlanOptions& op
       switch (move) {
         case Move::kEvict:
           AppendChunk(entry.evict, r, chunk);
+          break;
+        case Move::kEvictAbsent:
+          AppendChunk(entry.evict_absent, r, chunk);
           break;
         case Move::kDiscard:
           AppendChunk(entry.discard, r, chunk);

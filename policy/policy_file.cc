@@ -269,7 +269,8 @@ absl::Status ReadRule(const TableReader& t, const TomlTable& table, PolicyFile* 
 
 absl::Status ReadStep(const TableReader& t, const TomlTable& table, PolicyFile* p,
                       uint64_t* schedule_moves) {
-  if (absl::Status s = t.OnlyKeys({"position", "evict", "discard", "prefetch", "populate"});
+  if (absl::Status s =
+          t.OnlyKeys({"position", "evict_absent", "evict", "discard", "prefetch", "populate"});
       !s.ok()) {
     return s;
   }
@@ -287,6 +288,7 @@ absl::Status ReadStep(const TableReader& t, const TomlTable& table, PolicyFile* 
                                 " is not after the previous step's ", p->schedule.back().position));
   }
   const std::pair<absl::string_view, std::vector<ChunkRange>*> lists[] = {
+      {"evict_absent", &e.evict_absent},
       {"evict", &e.evict},
       {"discard", &e.discard},
       {"prefetch", &e.prefetch},
@@ -303,7 +305,8 @@ absl::Status ReadStep(const TableReader& t, const TomlTable& table, PolicyFile* 
       out->push_back(*r);
     }
   }
-  const uint64_t moves = e.evict.size() + e.discard.size() + e.prefetch.size() + e.populate.size();
+  const uint64_t moves = e.evict_absent.size() + e.evict.size() + e.discard.size() +
+                         e.prefetch.size() + e.populate.size();
   if (moves > kMaxMovesPerPosition) {
     return t.Error(pos->line,
                    absl::StrCat("position ", e.position, " has ", moves, " moves, more than the ",
@@ -503,12 +506,14 @@ std::string FormatPolicyFile(const PolicyFile& p) {
   if (!p.schedule.empty()) {
     out +=
         "\n# The schedule: before the launch at `position` (0-based, in the step), evict (copy\n"
-        "# back), discard (dead: no copy), prefetch (copy in), populate (fresh: no copy).\n"
+        "# back), discard (dead: no copy), prefetch (copy in), populate (fresh: no copy);\n"
+        "# evict_absent: copy back what is resident after a launch larger than the device.\n"
         "# Entries are \"ALLOCATION:CHUNK\" or \"ALLOCATION:FIRST-LAST\" (2 MiB chunks).\n";
   }
   for (const ScheduleEntry& e : p.schedule) {
     absl::StrAppend(&out, "\n[[step]]\nposition = ", e.position, "\n");
     const std::pair<const char*, const std::vector<ChunkRange>*> lists[] = {
+        {"evict_absent", &e.evict_absent},
         {"evict", &e.evict},
         {"discard", &e.discard},
         {"prefetch", &e.prefetch},
@@ -560,7 +565,7 @@ absl::Status CheckPolicyMatches(const PolicyFile& p, std::string_view file_name,
       return fail(e.line, absl::StrCat("schedule position ", e.position, " is past the step's ",
                                        job.launches, " launches"));
     }
-    for (const auto* list : {&e.evict, &e.discard, &e.prefetch, &e.populate}) {
+    for (const auto* list : {&e.evict_absent, &e.evict, &e.discard, &e.prefetch, &e.populate}) {
       for (const ChunkRange& r : *list) {
         if (r.alloc_id == 0 || r.alloc_id > allocations ||
             uint64_t{r.first_chunk} + r.num_chunks >
@@ -594,25 +599,27 @@ absl::Status CheckPolicyMatches(const PolicyFile& p, std::string_view file_name,
 
 namespace {
 
-// Per persistent chunk the schedule moves, whether its first move brings it in (the order the
-// engine executes a position's moves in: evictions and discards before prefetches and populates).
-absl::flat_hash_map<std::pair<uint64_t, uint32_t>, bool> FirstMoveIn(const PolicyFile& policy) {
-  absl::flat_hash_map<std::pair<uint64_t, uint32_t>, bool> first_in;
-  const auto note = [&](const std::vector<ChunkRange>& ranges, bool in) {
+// Per persistent chunk the schedule moves, what its first move is (in the order the engine executes
+// a position's moves: evictions and discards before prefetches and populates).
+enum class FirstMove { kIn, kOut, kOutIfThere };
+absl::flat_hash_map<std::pair<uint64_t, uint32_t>, FirstMove> FirstMoves(const PolicyFile& policy) {
+  absl::flat_hash_map<std::pair<uint64_t, uint32_t>, FirstMove> first;
+  const auto note = [&](const std::vector<ChunkRange>& ranges, FirstMove move) {
     for (const ChunkRange& r : ranges) {
       if (r.alloc_id == 0 || r.alloc_id > policy.persistent) continue;
       for (uint32_t k = r.first_chunk; k < r.first_chunk + r.num_chunks; ++k) {
-        first_in.try_emplace({r.alloc_id, k}, in);
+        first.try_emplace({r.alloc_id, k}, move);
       }
     }
   };
   for (const ScheduleEntry& e : policy.schedule) {
-    note(e.evict, false);
-    note(e.discard, false);
-    note(e.prefetch, true);
-    note(e.populate, true);
+    note(e.evict_absent, FirstMove::kOutIfThere);
+    note(e.evict, FirstMove::kOut);
+    note(e.discard, FirstMove::kOut);
+    note(e.prefetch, FirstMove::kIn);
+    note(e.populate, FirstMove::kIn);
   }
-  return first_in;
+  return first;
 }
 
 // Sorted (allocation, chunk) pairs as ranges, contiguous chunks of an allocation merged.
@@ -634,21 +641,21 @@ std::vector<ChunkRange> MergeChunks(std::vector<std::pair<uint64_t, uint32_t>> c
 
 std::vector<ChunkRange> OffDeviceAtStepStart(const PolicyFile& policy) {
   std::vector<std::pair<uint64_t, uint32_t>> off;
-  for (const auto& [chunk, in] : FirstMoveIn(policy)) {
-    if (in) off.push_back(chunk);
+  for (const auto& [chunk, move] : FirstMoves(policy)) {
+    if (move == FirstMove::kIn) off.push_back(chunk);
   }
   return MergeChunks(std::move(off));
 }
 
 std::vector<ChunkRange> OnDeviceAtStepStart(const PolicyFile& policy,
                                             const std::vector<uint64_t>& persistent_bytes) {
-  const absl::flat_hash_map<std::pair<uint64_t, uint32_t>, bool> first_in = FirstMoveIn(policy);
+  const absl::flat_hash_map<std::pair<uint64_t, uint32_t>, FirstMove> first = FirstMoves(policy);
   std::vector<std::pair<uint64_t, uint32_t>> on;
   const uint64_t n = std::min<uint64_t>(policy.persistent, persistent_bytes.size());
   for (uint64_t id = 1; id <= n; ++id) {
     for (uint32_t k = 0; k < ChunksOf(persistent_bytes[id - 1]); ++k) {
-      const auto it = first_in.find({id, k});
-      if (it == first_in.end() || !it->second) on.emplace_back(id, k);
+      const auto it = first.find({id, k});
+      if (it == first.end() || it->second == FirstMove::kOut) on.emplace_back(id, k);
     }
   }
   return MergeChunks(std::move(on));
@@ -663,8 +670,8 @@ bool operator==(const PolicyRule& a, const PolicyRule& b) {
          a.last_order == b.last_order && a.action == b.action;
 }
 bool operator==(const ScheduleEntry& a, const ScheduleEntry& b) {
-  return a.position == b.position && a.evict == b.evict && a.discard == b.discard &&
-         a.prefetch == b.prefetch && a.populate == b.populate;
+  return a.position == b.position && a.evict_absent == b.evict_absent && a.evict == b.evict &&
+         a.discard == b.discard && a.prefetch == b.prefetch && a.populate == b.populate;
 }
 bool operator==(const PolicyFile& a, const PolicyFile& b) {
   return a.model == b.model && a.fingerprint == b.fingerprint && a.launches == b.launches &&

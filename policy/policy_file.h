@@ -48,6 +48,10 @@ struct ScheduleEntry {
   std::vector<ChunkRange> prefetch;  // migrated to the device
   std::vector<ChunkRange> populate;  // made resident without a copy (fresh, not yet written)
   int line = 0;                      // where its [[step]] was read from (0 when generated)
+  // Written back where resident, before the evictions: right after a launch larger than the
+  // device, which the device paged in and out while it ran. They make no room that later moves
+  // count on (the launch's loads past the budget are not in the schedule).
+  std::vector<ChunkRange> evict_absent = {};
 };
 
 // The most events a step may have (`step_events`): the engine keeps one 8-byte token per event of

@@ -300,16 +300,19 @@ SimResult SimulatePlanned(const Workload& w, const PolicyFile& p, const SimOptio
     }
     uint64_t emergency = 0;
     if (const ScheduleEntry* e = at[item.position]) {
-      for (const ChunkRange& cr : e->evict) {
-        if (!managed(cr.alloc_id)) continue;
-        for (uint32_t k = 0; k < cr.num_chunks; ++k) {
-          const uint32_t c = r.base[cr.alloc_id] + cr.first_chunk + k;
-          if (!state.resident(c)) continue;
-          // As the engine issues it: after the launch stream's work so far (the launches before
-          // this position), which includes the victim's last use.
-          release(c, t.Book(false, std::max(last_end[c], t.compute),
-                            D2HSeconds(o.cost, r.footprint[c])));
-          if (on) res.d2h_bytes += r.footprint[c];
+      // evict_absent: where resident (after a launch larger than the device it may not be).
+      for (const std::vector<ChunkRange>* list : {&e->evict_absent, &e->evict}) {
+        for (const ChunkRange& cr : *list) {
+          if (!managed(cr.alloc_id)) continue;
+          for (uint32_t k = 0; k < cr.num_chunks; ++k) {
+            const uint32_t c = r.base[cr.alloc_id] + cr.first_chunk + k;
+            if (!state.resident(c)) continue;
+            // As the engine issues it: after the launch stream's work so far (the launches
+            // before this position), which includes the victim's last use.
+            release(c, t.Book(false, std::max(last_end[c], t.compute),
+                              D2HSeconds(o.cost, r.footprint[c])));
+            if (on) res.d2h_bytes += r.footprint[c];
+          }
         }
       }
       for (const ChunkRange& cr : e->discard) {

@@ -91,18 +91,19 @@ BeladyRun RunBelady(const Replay& r, uint64_t capacity_bytes, uint64_t idle_hori
     return std::nullopt;
   };
   // Resident chunk `v` goes out for `item` (`held`: for room held free there).
-  auto evict = [&](uint32_t v, const ReplayItem& item, bool held) {
+  auto evict = [&](uint32_t v, const ReplayItem& item, bool held, bool overcommit = false) {
     if (aging) by_age.erase({last_use[v], v});
     is_resident[v] = 0;
     resident_bytes -= r.footprint[v];
     BeladyEvent e;
     e.kind = BeladyEvent::Kind::kEvict;
     e.chunk = v;
-    e.global = item.global;
+    e.global = item.global + (overcommit ? 1 : 0);
     e.step = item.step;
     e.dead = key[v] == kNoNextUse;
     e.last_use = last_use[v];
     e.held = held;
+    e.overcommit = overcommit;
     run.events.push_back(e);
   };
   for (const ReplayItem& item : r.items) {
@@ -136,12 +137,15 @@ BeladyRun RunBelady(const Replay& r, uint64_t capacity_bytes, uint64_t idle_hori
       if (!v) break;
       evict(*v, item, true);
     }
+    bool overcommitted = false;
     for (uint32_t c : item.chunks) {
       if (is_resident[c]) continue;
+      bool overcommit = false;
       while (resident_bytes + r.footprint[c] > cap) {
         std::optional<uint32_t> v = farthest();
         if (!v) {
           ++run.overcommit_chunks;
+          overcommit = overcommitted = true;
           break;
         }
         const uint64_t far = item.global + idle_horizon;
@@ -156,8 +160,9 @@ BeladyRun RunBelady(const Replay& r, uint64_t capacity_bytes, uint64_t idle_hori
         }
         evict(*v, item, false);
       }
-      run.events.push_back(
-          {BeladyEvent::Kind::kLoad, c, item.global, item.step, fresh[c] != 0, false, 0});
+      BeladyEvent load{BeladyEvent::Kind::kLoad, c, item.global, item.step, fresh[c] != 0};
+      load.overcommit = overcommit;
+      run.events.push_back(load);
       fresh[c] = 0;
       is_resident[c] = 1;
       resident_bytes += r.footprint[c];
@@ -169,6 +174,13 @@ BeladyRun RunBelady(const Replay& r, uint64_t capacity_bytes, uint64_t idle_hori
       last_use[c] = item.global;
       resident.push({key[c], c});
       if (aging) by_age.insert({last_use[c], c});
+    }
+    // A launch larger than the budget: back down to it before the next launch, farthest next use
+    // first, so that no later decision counts on room past the budget.
+    while (overcommitted && resident_bytes > cap) {
+      const std::optional<uint32_t> v = farthest();
+      if (!v) break;
+      evict(*v, item, false, /*overcommit=*/true);
     }
   }
   return run;

@@ -51,6 +51,10 @@ struct BeladyEvent {
   bool dead = false;      // kEvict: never used again before its free (no copy back)
   uint64_t last_use = 0;  // kEvict, kFree: global index of its last use
   bool held = false;      // kEvict: made for room held free at its position (RunBelady's reserve)
+  // kLoad: past the budget (the launch needs more than the device holds: nothing was left to
+  // evict). kEvict: right after such a launch, down to the budget; the device paged the launch's
+  // chunks in and out while it ran, so this one may not be resident.
+  bool overcommit = false;
 };
 
 struct BeladyRun {

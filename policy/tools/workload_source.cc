@@ -140,9 +140,8 @@ std::string LargerThanDeviceWarning(const Workload& w, uint64_t capacity_bytes) 
       "launch ", largest.position, " of the step (", largest.kernel.empty() ? "?" : largest.kernel,
       ") touches ", FormatSize(largest.bytes), ", more than the device's ",
       FormatSize(capacity_bytes),
-      ": no schedule holds it there, the device pages it in while the kernel runs, and "
-      "the planned model prices it as if it fitted (a run following a plan can be much slower: "
-      "compare --eviction learned)");
+      ": no schedule holds it there; a plan brings in what fits, the device pages in the rest "
+      "while the kernel runs, and what is over the budget is sent out right after it");
 }
 
 }  // namespace spillway::policy

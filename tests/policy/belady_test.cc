@@ -96,11 +96,11 @@ BeladyRun ReferenceBelady(const Replay& r, uint64_t capacity, uint64_t idle_hori
     }
     return oldest;
   };
-  auto evict = [&](uint32_t v, const ReplayItem& item, bool held) {
+  auto evict = [&](uint32_t v, const ReplayItem& item, bool held, bool overcommit = false) {
     resident[v] = 0;
     bytes -= r.footprint[v];
-    run.events.push_back({BeladyEvent::Kind::kEvict, v, item.global, item.step, false,
-                          key[v] == kNoNextUse, last_use[v], held});
+    run.events.push_back({BeladyEvent::Kind::kEvict, v, item.global + (overcommit ? 1 : 0),
+                          item.step, false, key[v] == kNoNextUse, last_use[v], held, overcommit});
   };
   for (const ReplayItem& item : r.items) {
     if (item.kind != StepEvent::Kind::kLaunch) {
@@ -124,18 +124,21 @@ BeladyRun ReferenceBelady(const Replay& r, uint64_t capacity, uint64_t idle_hori
       if (!v) break;
       evict(*v, item, true);
     }
+    bool overcommitted = false;
     for (uint32_t c : item.chunks) {
       if (resident[c]) continue;
+      bool overcommit = false;
       while (bytes + r.footprint[c] > cap) {
         const std::optional<uint32_t> v = victim(item.global, true);
         if (!v) {
           ++run.overcommit_chunks;
+          overcommit = overcommitted = true;
           break;
         }
         evict(*v, item, false);
       }
-      run.events.push_back(
-          {BeladyEvent::Kind::kLoad, c, item.global, item.step, fresh[c] != 0, false, 0});
+      run.events.push_back({BeladyEvent::Kind::kLoad, c, item.global, item.step, fresh[c] != 0,
+                            false, 0, false, overcommit});
       fresh[c] = 0;
       resident[c] = 1;
       bytes += r.footprint[c];
@@ -145,13 +148,20 @@ BeladyRun ReferenceBelady(const Replay& r, uint64_t capacity, uint64_t idle_hori
       key[item.chunks[i]] = item.next_use[i];
       last_use[item.chunks[i]] = item.global;
     }
+    // A launch that needed more than the capacity: back down to it, farthest next use first.
+    while (overcommitted && bytes > cap) {
+      const std::optional<uint32_t> v = victim(item.global, false);
+      if (!v) break;
+      evict(*v, item, false, /*overcommit=*/true);
+    }
   }
   return run;
 }
 
 bool SameEvent(const BeladyEvent& a, const BeladyEvent& b) {
   return a.kind == b.kind && a.chunk == b.chunk && a.global == b.global && a.step == b.step &&
-         a.fresh == b.fresh && a.dead == b.dead && a.last_use == b.last_use && a.held == b.held;
+         a.fresh == b.fresh && a.dead == b.dead && a.last_use == b.last_use && a.held == b.held &&
+         a.overcommit == b.overcommit;
 }
 
 TEST(Belady, MatchesAScanOfEveryResidentChunkOnRandomSteps) {

@@ -489,6 +489,48 @@ TEST(PlannedPolicy, FollowingBeginsByBringingInWhatThePlanHasOnTheDevice) {
   }
 }
 
+// A schedule's evict_absent entries (what is over the budget right after a launch larger than the
+// device) are sent out at their position like evictions, and followed as the plan says.
+TEST(PlannedPolicy, EvictAbsentEntriesAreSentOutAtTheirPosition) {
+  const Workload w = SmallStep();
+  const uint64_t budget = 6 * kMiB;
+  PolicyFile plan = Plan(w, budget);
+  ScheduleEntry* moved = nullptr;
+  for (ScheduleEntry& e : plan.schedule) {
+    if (e.position != 0 && !e.evict.empty()) {
+      moved = &e;
+      break;
+    }
+  }
+  ASSERT_NE(moved, nullptr) << FormatPolicyFile(plan);
+  moved->evict_absent = std::exchange(moved->evict, {});
+  const uint32_t position = moved->position;
+  const std::vector<ChunkRange> absent = moved->evict_absent;
+  Replay replay(w, MakePlannedPolicy(plan, "absent.toml", budget, nullptr), budget);
+  std::vector<size_t> launch_calls;
+  replay.before_launch_ = [&] { launch_calls.push_back(replay.device_.calls.size()); };
+  replay.Init();
+  for (int s = 0; s < 3; ++s) replay.Step();
+  const size_t n = w.num_launches();
+  ASSERT_EQ(launch_calls.size(), 3 * n);
+  // The calls made for the launch at `position` of the last step (followed).
+  const std::vector<DeviceCall> at(
+      replay.device_.calls.begin() + static_cast<std::ptrdiff_t>(launch_calls[2 * n + position]),
+      replay.device_.calls.begin() +
+          static_cast<std::ptrdiff_t>(position + 1 < n ? launch_calls[2 * n + position + 1]
+                                                       : replay.device_.calls.size()));
+  const std::set<uint64_t> out = AddressesOf(at, "to_host");
+  for (const ChunkRange& r : absent) {
+    if (r.alloc_id > plan.persistent) continue;  // step-local: its address is the step's
+    EXPECT_TRUE(out.contains(replay.Address(r.alloc_id, r.first_chunk))) << r.alloc_id;
+  }
+  EXPECT_FALSE(out.empty());
+  const ScheduleAdherence a = replay.Adherence();
+  EXPECT_EQ(a.steps_followed, 2u);
+  EXPECT_EQ(a.moves_issued, a.moves_planned);
+  EXPECT_LE(replay.engine_.resident_estimate(), budget);
+}
+
 // The room ledger and the schedule take an order event half the ring (1024 events) older than the
 // newest as complete. While the device has not completed it, the host waits for it before
 // recording a newer one (a device far behind the host would otherwise take room that is not free

@@ -1,7 +1,8 @@
-// The planner: its schedule is followed without demand faults, moves exactly the chunk-level
-// bound's bytes with Belady's victims (within 10% once time-aware victims, early loads and host
-// placement are tried), and is never worse than lru (or demand paging) on the synthetic transformer
-// and CNN training steps at several budgets.
+// The planner: its schedule is followed without demand faults (but for what a launch larger than
+// the device loads past the budget), moves exactly the chunk-level bound's bytes with Belady's
+// victims (within 10% once time-aware victims, early loads and host placement are tried), and is
+// never worse than lru (or demand paging) on the synthetic transformer and CNN training steps at
+// several budgets.
 #include "policy/planner.h"
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "policy/eviction_policy.h"
 #include "policy/planned_policy.h"
+#include "policy/policy_file.h"
 #include "policy/simulator_replay.h"
 #include "policy/synthetic_workloads.h"
 
@@ -47,18 +49,28 @@ TEST_P(PlannerOnSyntheticSteps, NeverWorseThanLruAndAtTheBoundInBytes) {
   const SimResult learned = SimulateEvictionPolicy(*w, options.sim, MakeLearnedPolicy, "learned");
   const SimResult demand = SimulateDemandPaging(*w, options.sim);
   const SimResult bound = ChunkLowerBound(*w, options.sim);
-  // Residency alone: Belady's chunks exactly, every one moved ahead of its kernel.
+  // Residency alone: Belady's chunks exactly, every one moved ahead of its kernel. Where a launch
+  // takes more than the device (the CNN at 8x), the chunks it loads past the budget are left to
+  // demand faults, and the bytes are within a tenth of the bound's.
+  const bool fits = w->largest_launch().bytes <= options.sim.capacity_bytes();
   const SimResult moved = SimulatePlanned(*w, *residency_only, options.sim);
-  EXPECT_EQ(moved.bytes_moved(), bound.bytes_moved());
-  EXPECT_EQ(moved.demand_faults, 0u);
-  EXPECT_EQ(moved.overcommit_chunks, 0u);
+  if (fits) {
+    EXPECT_EQ(moved.bytes_moved(), bound.bytes_moved());
+    EXPECT_EQ(moved.demand_faults, 0u);
+    EXPECT_EQ(moved.overcommit_chunks, 0u);
+  } else {
+    EXPECT_LE(static_cast<double>(moved.bytes_moved()), 1.1 * bound.bytes_moved());
+    EXPECT_GT(moved.demand_faults, 0u);
+  }
   EXPECT_GE(moved.step_seconds, bound.step_seconds * 0.999);  // the bound is a bound
   // With time-aware victims, early loads and host placement: never slower, at most 10% more
   // bytes.
   const SimResult planned = SimulatePlanned(*w, *plan, options.sim);
   EXPECT_LE(planned.step_seconds, moved.step_seconds);
   EXPECT_LE(static_cast<double>(planned.bytes_moved()), 1.1 * bound.bytes_moved());
-  EXPECT_EQ(planned.demand_faults, 0u);
+  if (fits) {
+    EXPECT_EQ(planned.demand_faults, 0u);
+  }
   for (const SimResult& other : {lru, learned, demand}) {
     EXPECT_LE(planned.bytes_moved(), other.bytes_moved()) << other.policy;
     EXPECT_LE(planned.step_seconds, other.step_seconds) << other.policy;
@@ -227,6 +239,70 @@ TEST(Planner, EvictionsWaitOneLaunchAfterTheLastUse) {
     }
   }
   EXPECT_EQ(a_evicted_at, (std::vector<uint32_t>{2})) << FormatPolicyFile(*plan);
+}
+
+// A launch larger than the device: A (2 chunks) and B (3 chunks) are used alone at launches 0 and 2
+// and together at launch 1, with room for 3 chunks. The plan brings in at launch 1 only what fits
+// (the device pages in the rest while the kernel runs), and right after it sends out what is over
+// the budget as evict_absent (the device may already have paged it out), which makes no room; the
+// model of the plan counts the chunks paged in as demand faults.
+TEST(Planner, ALaunchLargerThanTheDeviceIsPagedAndWhatIsOverTheBudgetSentOutAfterIt) {
+  Workload w;
+  w.name = "larger";
+  for (const uint64_t chunks : {2, 3}) {
+    WorkloadAllocation a;
+    a.id = w.allocations.size() + 1;
+    a.bytes = chunks * kChunkBytes;
+    a.persistent = true;
+    w.allocations.push_back(a);
+  }
+  for (const std::vector<ChunkRange>& accesses :
+       std::vector<std::vector<ChunkRange>>{{{1, 0, 2}}, {{1, 0, 2}, {2, 0, 3}}, {{2, 0, 3}}}) {
+    StepEvent e;
+    e.launch.kernel = accesses.size() == 2 ? "both" : "one";
+    e.launch.compute_seconds = 1e-3;
+    e.launch.accesses = accesses;
+    w.step.push_back(e);
+  }
+  ASSERT_TRUE(ValidateWorkload(w).ok());
+  ASSERT_EQ(w.largest_launch().bytes, 5 * kChunkBytes);
+  PlanOptions options;
+  options.sim.device_memory = 3 * kChunkBytes;
+  options.place_on_host = false;
+  options.time_aware_victims = false;
+  options.early_loads = false;
+  options.held_room = false;
+  absl::StatusOr<PolicyFile> plan = PlanPolicy(w, options);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  uint64_t absent = 0, incoming = 0;
+  for (const ScheduleEntry& e : plan->schedule) {
+    for (const ChunkRange& r : e.evict_absent) {
+      EXPECT_EQ(e.position, 2u) << FormatPolicyFile(*plan);  // right after launch 1
+      absent += r.num_chunks;
+    }
+    for (const auto* list : {&e.prefetch, &e.populate}) {
+      for (const ChunkRange& r : *list) incoming += r.num_chunks;
+    }
+  }
+  EXPECT_EQ(absent, 2u) << FormatPolicyFile(*plan);  // 5 chunks used, 3 fit
+  // Belady's loads in the step less the 2 past the budget.
+  const BeladyRun run = RunBelady(BuildReplay(w), options.sim.capacity_bytes());
+  uint64_t loads = 0, past = 0;
+  for (const BeladyEvent& e : run.events) {
+    if (e.kind != BeladyEvent::Kind::kLoad || e.step != kMeasuredStep) continue;
+    ++loads;
+    past += e.overcommit ? 1 : 0;
+  }
+  EXPECT_EQ(past, 2u);
+  EXPECT_EQ(incoming, loads - past) << FormatPolicyFile(*plan);
+  const SimResult planned = SimulatePlanned(w, *plan, options.sim);
+  EXPECT_EQ(planned.demand_faults, 2u);
+  // The file says so, and reads back the same.
+  const std::string text = FormatPolicyFile(*plan);
+  EXPECT_NE(text.find("evict_absent = ["), std::string::npos) << text;
+  absl::StatusOr<PolicyFile> back = ParsePolicyFile(text, "larger.toml");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(*back == *plan);
 }
 
 // `count` persistent one-chunk allocations (ids 1..count) and one launch per entry of `uses`,

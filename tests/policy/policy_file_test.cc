@@ -270,7 +270,8 @@ TEST(PolicyFile, EveryErrorNamesFileLineAndProblem) {
       {Head("[[step]]\nposition = 3\n[[step]]\nposition = 3\n"),
        "p.toml:7: 'step.position' 3 is not after the previous step's 3"},
       {Head("[[step]]\nposition = 0\nwhen = 1\n"),
-       "p.toml:6: unknown key 'step.when' (known: position, evict, discard, prefetch, populate)"},
+       "p.toml:6: unknown key 'step.when' (known: position, evict_absent, evict, discard, "
+       "prefetch, populate)"},
       {Head("[[step]]\nposition = 0\nevict = \"1:0\"\n"),
        "p.toml:6: 'step.evict' must be an array of strings"},
       {Head("[[step]]\nposition = 0\nevict = [1]\n"),
