@@ -41,7 +41,7 @@ absl::StatusOr<Workload> LoadWorkload(const ToolArgs& args, std::string* warning
 absl::StatusOr<uint64_t> DeviceMemoryFor(const ToolArgs& args, const Workload& w);
 
 // One line when a launch of `w` touches more than `capacity_bytes` (an op larger than the device:
-// it is paged in while its kernel runs, which the planned model does not price), else "".
+// what does not fit is paged in while its kernel runs), else "".
 std::string LargerThanDeviceWarning(const Workload& w, uint64_t capacity_bytes);
 
 }  // namespace spillway::policy

@@ -354,24 +354,28 @@ TEST(PlannedPolicy, IncomingChunksWaitOnlyForTheEvictionThatMakesTheirRoom) {
 }
 
 // Runs three steps (the step is recognised at the end of the first and followed from the second's
-// start) and returns, per step, the device calls of its first launch.
-std::vector<std::vector<DeviceCall>> FirstLaunchCalls(Replay& replay, const Workload& w) {
+// start) and returns, per step, the device calls of its launch at `position` (the calls made from
+// that launch to the next, or to the step's end).
+std::vector<std::vector<DeviceCall>> LaunchCalls(Replay& replay, const Workload& w,
+                                                 size_t position = 0) {
   std::vector<size_t> launch_calls;  // the device call index at each launch
   replay.before_launch_ = [&] { launch_calls.push_back(replay.device_.calls.size()); };
   replay.Init();
   for (int s = 0; s < 3; ++s) replay.Step();
   replay.before_launch_ = nullptr;
   const size_t n = w.num_launches();
-  std::vector<std::vector<DeviceCall>> first(3);
+  std::vector<std::vector<DeviceCall>> at(3);
   EXPECT_EQ(launch_calls.size(), 3 * n);
-  if (launch_calls.size() != 3 * n) return first;
+  EXPECT_LT(position, n);
+  if (launch_calls.size() != 3 * n || position >= n) return at;
   launch_calls.push_back(replay.device_.calls.size());
   for (size_t s = 0; s < 3; ++s) {
-    first[s].assign(
-        replay.device_.calls.begin() + static_cast<std::ptrdiff_t>(launch_calls[s * n]),
-        replay.device_.calls.begin() + static_cast<std::ptrdiff_t>(launch_calls[s * n + 1]));
+    at[s].assign(
+        replay.device_.calls.begin() + static_cast<std::ptrdiff_t>(launch_calls[s * n + position]),
+        replay.device_.calls.begin() +
+            static_cast<std::ptrdiff_t>(launch_calls[s * n + position + 1]));
   }
-  return first;
+  return at;
 }
 
 // The addresses of the calls `what` among `calls`.
@@ -414,7 +418,7 @@ TEST(PlannedPolicy, FollowingBeginsBySendingOutWhatThePlanHasOffTheDevice) {
   const std::vector<ChunkRange> off = OffDeviceAtStepStart(plan);
   ASSERT_FALSE(off.empty());
   Replay replay(w, MakePlannedPolicy(plan, "small.toml", budget, nullptr), budget);
-  const std::vector<std::vector<DeviceCall>> first_calls = FirstLaunchCalls(replay, w);
+  const std::vector<std::vector<DeviceCall>> first_calls = LaunchCalls(replay, w);
   const std::set<uint64_t> scheduled = MovedAtPositionZero(plan, replay, /*incoming=*/false);
   const std::set<uint64_t> first = AddressesOf(first_calls[1], "to_host"),
                            next = AddressesOf(first_calls[2], "to_host");
@@ -452,7 +456,7 @@ TEST(PlannedPolicy, FollowingBeginsByBringingInWhatThePlanHasOnTheDevice) {
     const std::vector<ChunkRange> on = OnDeviceAtStepStart(plan, persistent_bytes);
     ASSERT_FALSE(on.empty());
     Replay replay(w, MakePlannedPolicy(plan, "small.toml", budget, nullptr), budget);
-    const std::vector<std::vector<DeviceCall>> first_calls = FirstLaunchCalls(replay, w);
+    const std::vector<std::vector<DeviceCall>> first_calls = LaunchCalls(replay, w);
     const std::set<uint64_t> scheduled = MovedAtPositionZero(plan, replay, /*incoming=*/true);
     const std::vector<DeviceCall>& first = first_calls[1];
     const std::set<uint64_t> in_first = AddressesOf(first, "to_device"),
@@ -507,18 +511,8 @@ TEST(PlannedPolicy, EvictAbsentEntriesAreSentOutAtTheirPosition) {
   const uint32_t position = moved->position;
   const std::vector<ChunkRange> absent = moved->evict_absent;
   Replay replay(w, MakePlannedPolicy(plan, "absent.toml", budget, nullptr), budget);
-  std::vector<size_t> launch_calls;
-  replay.before_launch_ = [&] { launch_calls.push_back(replay.device_.calls.size()); };
-  replay.Init();
-  for (int s = 0; s < 3; ++s) replay.Step();
-  const size_t n = w.num_launches();
-  ASSERT_EQ(launch_calls.size(), 3 * n);
   // The calls made for the launch at `position` of the last step (followed).
-  const std::vector<DeviceCall> at(
-      replay.device_.calls.begin() + static_cast<std::ptrdiff_t>(launch_calls[2 * n + position]),
-      replay.device_.calls.begin() +
-          static_cast<std::ptrdiff_t>(position + 1 < n ? launch_calls[2 * n + position + 1]
-                                                       : replay.device_.calls.size()));
+  const std::vector<DeviceCall> at = LaunchCalls(replay, w, position)[2];
   const std::set<uint64_t> out = AddressesOf(at, "to_host");
   for (const ChunkRange& r : absent) {
     if (r.alloc_id > plan.persistent) continue;  // step-local: its address is the step's
