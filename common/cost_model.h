@@ -21,6 +21,34 @@ constexpr uint64_t BackedBytes(uint64_t bytes) {
   return (bytes + kPieceBytes - 1) / kPieceBytes * kPieceBytes;
 }
 
+// What one driver call costs the thread that makes it: the time it is blocked in the call, a fixed
+// part and a part per byte of the range it names. Zero until a calibration measured it
+// (common/calibration.h): no public figure for these exists (simgpu/README.md, "Calibration").
+struct CallCost {
+  double seconds = 0;
+  double seconds_per_byte = 0;
+
+  double Of(uint64_t bytes) const {
+    return seconds + seconds_per_byte * static_cast<double>(bytes);
+  }
+  bool operator==(const CallCost&) const = default;
+};
+
+// The calls simgpu charges to the calling thread's host clock. A pair measured together (an
+// allocation and its free) is charged at the allocation.
+struct HostCallCosts {
+  CallCost launch;              // cuLaunchKernel and its forms; a graph launch once
+  CallCost prefetch_to_device;  // cuMemPrefetchAsync (and a batch's each range) to a device
+  CallCost prefetch_to_host;    // the same to the host
+  CallCost discard;             // cuMemDiscardBatchAsync, each range
+  CallCost advise;              // cuMemAdvise
+  CallCost alloc_managed;       // cuMemAllocManaged with its cuMemFree
+  CallCost pool_alloc;          // cuMemAllocAsync / cuMemAllocFromPoolAsync with its cuMemFreeAsync
+  CallCost mem_get_info;        // cuMemGetInfo
+
+  bool operator==(const HostCallCosts&) const = default;
+};
+
 struct CostModel {
   double h2d_bytes_per_s = 45e9;       // host -> device (prefetch, fault migration, H2D copies)
   double d2h_bytes_per_s = 53e9;       // device -> host (eviction, D2H copies)
@@ -29,6 +57,9 @@ struct CostModel {
   uint64_t fault_batch_bytes = kChunkBytes;  // faulted bytes serviced per batch
   int copy_engines = 2;                      // 2: H2D and D2H overlap; 1: one shared engine
   double default_kernel_seconds = 10e-6;     // a kernel whose compute time is unknown
+  HostCallCosts calls;                       // what the driver calls cost the calling thread
+
+  bool operator==(const CostModel&) const = default;
 };
 
 // Number of fault batches needed to service `fault_bytes` of demand faults.

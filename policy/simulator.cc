@@ -570,6 +570,14 @@ std::string FormatResultTable(const std::vector<SimResult>& results, const SimRe
     out += time_row(*tight);
     for (const SimResult& t : more_bounds) out += time_row(t);
   }
+  // What the engine's driver calls cost the thread that launches (launches included).
+  std::string calls;
+  for (const SimResult& s : results) {
+    if (s.host_calls == 0) continue;
+    absl::StrAppendFormat(&calls, "%s %s %d (%.2f ms blocked)", calls.empty() ? "" : ",", s.policy,
+                          s.host_calls, s.host_call_seconds * 1e3);
+  }
+  if (!calls.empty()) out += "the engine's priced driver calls a step:" + calls + "\n";
   for (const SimResult& s : results) {
     if (s.early_moves == 0) continue;
     out += absl::StrFormat(

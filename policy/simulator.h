@@ -49,6 +49,11 @@ struct SimResult {
   // Chunks the engine moved off the device (written back or discarded) while a kernel issued
   // before them still used them: an order the engine must never produce (SimulateEngine only).
   uint64_t early_moves = 0;
+  // The engine's driver calls in the step that the cost model prices (moves, advice, memory
+  // queries; not the job's launches, nor event calls) and the time they blocked the launching
+  // thread (the cost model's CallCost: zero unless a calibration gives it) (SimulateEngine only).
+  uint64_t host_calls = 0;
+  double host_call_seconds = 0;
   double step_seconds = 0;
   double compute_seconds = 0;
   uint64_t bytes_moved() const { return h2d_bytes + d2h_bytes + remote_bytes; }

@@ -6,7 +6,10 @@
 // oldest-resident first when the device is full, contents copied only for chunks that hold data).
 // Operations change residency in the order they are issued; a chunk that leaves while a kernel
 // issued before still uses it (a write-back or a discard ordered too early) is counted in
-// SimResult::early_moves, as a GPU would fault it back.
+// SimResult::early_moves, as a GPU would fault it back. The host thread that makes the calls has a
+// clock of its own, as in simgpu: each call blocks it for the cost model's CallCost (a
+// calibration's; zero by default), a wait for an event takes it to the event's time, and work it
+// issues starts no earlier.
 #ifndef SPILLWAY_POLICY_SIMULATOR_TIMELINE_DEVICE_H_
 #define SPILLWAY_POLICY_SIMULATOR_TIMELINE_DEVICE_H_
 
@@ -53,6 +56,7 @@ class TimelineDevice final : public Device {
   // A kernel of `compute` seconds touching `chunks` on `stream`: what is not resident faults in
   // (simgpu's HandleFault and FaultStallSeconds). Returns when it ends.
   double Launch(Stream stream, const std::vector<uint32_t>& chunks, double compute) {
+    Charge(cost_.calls.launch, 0, /*engine_call=*/false);
     uint64_t faults = 0;  // chunks; the others are bytes
     uint64_t faulted = 0, copied = 0, evicted = 0, remote = 0;
     double room = 0;
@@ -72,7 +76,7 @@ class TimelineDevice final : public Device {
         static_cast<double>(FaultBatches(cost_, faulted) - FaultBatches(cost_, copied)) *
             cost_.fault_batch_seconds;
     double& tail = Tail(stream);
-    const double start = std::max({tail, t_.compute, room});
+    const double start = std::max({tail, t_.compute, room, host_busy_});
     t_.compute = start + compute + stall + RemoteAccessSeconds(cost_, remote);
     tail = t_.compute;
     for (const uint32_t c : chunks) used_until_[c] = std::max(used_until_[c], t_.compute);
@@ -99,6 +103,7 @@ class TimelineDevice final : public Device {
   DeviceResult AllocateDevice(uint64_t*, uint64_t) override { return kNotSupported; }
   DeviceResult Free(uint64_t) override { return kNotSupported; }
   DeviceResult PrefetchToDevice(uint64_t address, uint64_t bytes, Stream stream) override {
+    Charge(cost_.calls.prefetch_to_device, bytes);
     uint64_t in = 0, out = 0;
     double room = 0;
     for (uint32_t c = First(address); c < End(address, bytes); ++c) {
@@ -110,6 +115,7 @@ class TimelineDevice final : public Device {
     return kDeviceOk;
   }
   DeviceResult PrefetchToHost(uint64_t address, uint64_t bytes, Stream stream) override {
+    Charge(cost_.calls.prefetch_to_host, bytes);
     const std::vector<uint32_t>& out = ResidentIn(address, bytes);
     const uint64_t out_bytes = BytesOf(out);
     const double end = Move(stream, 0, out_bytes, 0);
@@ -118,19 +124,24 @@ class TimelineDevice final : public Device {
     return kDeviceOk;
   }
   DeviceResult Discard(uint64_t address, uint64_t bytes, Stream stream) override {
+    Charge(cost_.calls.discard, bytes);
     const std::vector<uint32_t>& out = ResidentIn(address, bytes);
     if (result_ != nullptr) result_->discarded_bytes += BytesOf(out);
-    NoteEarly(out, Tail(stream));
-    for (const uint32_t c : out) Leave(c, Tail(stream));
+    double& tail = Tail(stream);
+    tail = std::max(tail, host_busy_);
+    NoteEarly(out, tail);
+    for (const uint32_t c : out) Leave(c, tail);
     for (uint32_t c = First(address); c < End(address, bytes); ++c) populated_[c] = 0;
     return kDeviceOk;
   }
   // simgpu's preferred location = host: later accesses map it remotely while it is not resident.
   DeviceResult PlaceOnHost(uint64_t address, uint64_t bytes) override {
+    Charge(cost_.calls.advise, bytes);
     for (uint32_t c = First(address); c < End(address, bytes); ++c) on_host_[c] = 1;
     return kDeviceOk;
   }
   DeviceResult MemoryInfo(uint64_t* free, uint64_t* total) override {
+    Charge(cost_.calls.mem_get_info, 0);
     *total = cap_;
     *free = cap_ - std::min(cap_, state_.bytes());
     return kDeviceOk;
@@ -150,6 +161,7 @@ class TimelineDevice final : public Device {
   // The host waits for the event: its clock reaches the event's time.
   DeviceResult SynchronizeEvent(Event event) override {
     host_now_ = std::max(host_now_, *static_cast<double*>(event));
+    host_busy_ = std::max(host_busy_, *static_cast<double*>(event));
     return kDeviceOk;
   }
   DeviceResult ElapsedMilliseconds(Event start, Event end, float* ms) override {
@@ -158,7 +170,9 @@ class TimelineDevice final : public Device {
     return kDeviceOk;
   }
   DeviceResult RecordEvent(Event event, Stream stream) override {
-    *static_cast<double*>(event) = Tail(stream);
+    double& tail = Tail(stream);
+    tail = std::max(tail, host_busy_);
+    *static_cast<double*>(event) = tail;
     return kDeviceOk;
   }
   DeviceResult StreamWaitEvent(Stream stream, Event event) override {
@@ -192,6 +206,16 @@ class TimelineDevice final : public Device {
     // What the evictions freed beyond this chunk's need is free now.
     if (state_.bytes() + need < cap_) room_.Give(when, cap_ - state_.bytes() - need);
     return when;
+  }
+  // The host thread is blocked `cost` for a call naming `bytes`; counted in the result when it is
+  // the engine's (not the job's launch).
+  void Charge(const CallCost& cost, uint64_t bytes, bool engine_call = true) {
+    const double seconds = cost.Of(bytes);
+    host_busy_ += seconds;
+    if (result_ != nullptr && engine_call) {
+      ++result_->host_calls;
+      result_->host_call_seconds += seconds;
+    }
   }
   uint64_t BytesOf(const std::vector<uint32_t>& chunks) const {
     uint64_t bytes = 0;
@@ -233,7 +257,7 @@ class TimelineDevice final : public Device {
   // room they take is free), each on its engine. Returns when they end.
   double Move(Stream stream, uint64_t in, uint64_t out, double room) {
     double& tail = Tail(stream);
-    const double start = std::max(tail, room);
+    const double start = std::max({tail, room, host_busy_});
     double end = start;
     if (in > 0) end = std::max(end, t_.Book(true, start, H2DSeconds(cost_, in)));
     if (out > 0) end = std::max(end, t_.Book(false, start, D2HSeconds(cost_, out)));
@@ -260,6 +284,7 @@ class TimelineDevice final : public Device {
   std::deque<double> streams_;  // side streams' tails (stable addresses)
   std::deque<double> events_;   // events' recorded times
   double host_now_ = 0;
+  double host_busy_ = 0;  // the calling thread's clock: its calls' costs and its waits
   SimResult* result_ = nullptr;
 };
 

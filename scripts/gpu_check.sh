@@ -11,8 +11,8 @@ set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 prog=gpu_check.sh
 
-all_steps=(info bundle doctor gpu-tests bandwidth call-costs overhead oversubscription memsets
-           capacity attention)
+all_steps=(info bundle doctor gpu-tests bandwidth call-costs calibration overhead oversubscription
+           memsets capacity attention)
 
 usage() {
   cat <<EOF
@@ -29,7 +29,7 @@ usage: scripts/gpu_check.sh --prepare [--from OUT_DIR] [--bundle DIR] [--build-d
 --quick             fewer steps per run and smaller searches (about a third of the time)
 --only STEPS        run only these steps (comma-separated): ${all_steps[*]}
 --stage NAME        run one stage, for a short lease (docs/gpu-check.md): core (info, bundle,
-                    doctor, bandwidth, call-costs), frameworks (overhead, oversubscription,
+                    doctor, bandwidth, call-costs, calibration), frameworks (overhead, oversubscription,
                     memsets, capacity) or attention (gpu-tests, attention); a later stage takes
                     the link bandwidth an earlier one left in the results folder
 --time-limit S      stop starting commands S seconds after the start (each command's own limit is
@@ -73,7 +73,7 @@ done
 if [[ -n "$stage" ]]; then
   [[ -z "$only" ]] || die_usage "give --stage or --only, not both"
   case "$stage" in
-    core) only=info,bundle,doctor,bandwidth,call-costs ;;
+    core) only=info,bundle,doctor,bandwidth,call-costs,calibration ;;
     frameworks) only=overhead,oversubscription,memsets,capacity ;;
     attention) only=gpu-tests,attention ;;
     *) die_usage "--stage: unknown stage '$stage' (stages: core, frameworks, attention)" ;;
@@ -579,6 +579,28 @@ for line in open(sys.argv[1]):
   step_summary="$(wc -l <"$file") figures in $(basename "$file")"
 }
 
+# The calibration file (docs/calibration.md) from this run's link figures, call costs and
+# bandwidth results, for SIMGPU_CALIBRATION and `spillway simulate --calibration`.
+step_calibration() {
+  local file="$results_dir/calibration-$kind.json" costs args=()
+  costs="$results_dir/gpu-call-costs-$kind-$stamp.jsonl"
+  [[ -f "$costs" ]] || costs=$(ls -t "$results_dir"/gpu-call-costs-"$kind"-*.jsonl 2>/dev/null | head -n 1)
+  [[ -f "$results_dir/link-$kind.json" ]] && args+=(--link "$results_dir/link-$kind.json")
+  [[ -n "$costs" ]] && args+=(--call-costs "$costs")
+  [[ -s "$work/bandwidth.out" ]] && args+=(--bandwidth "$work/bandwidth.out")
+  if ((${#args[@]} == 0)) && [[ $dry -eq 0 ]]; then
+    note "calibration: neither link figures nor call costs in $results_dir (run bandwidth and call-costs first)"
+    return $SKIP
+  fi
+  [[ $simgpu -eq 1 ]] && note "simgpu: a calibration from simgpu's own figures, not a GPU's"
+  runc calibration "$python" "$root/scripts/gpu_calibration.py" "${args[@]}" \
+    --device "${device:-unknown}" --source "scripts/gpu_check.sh --stage core, $(date -u +%F)" \
+    --output "$file" || { note "calibration: gpu_calibration.py failed (see the log)"; return 1; }
+  [[ $dry -eq 1 ]] && return 0
+  md '```json'; md "$(cat "$file")"; md '```'
+  step_summary="$(basename "$file"): SIMGPU_CALIBRATION=$(basename "$file"), spillway simulate --calibration"
+}
+
 # Hook overhead on a job that fits: the same job without and with spillway, with the same
 # allocator (per-tensor cudaMallocAsync, and the framework's caching allocator).
 step_overhead() {
@@ -917,6 +939,7 @@ run_step doctor "feasibility: managed oversubscription, managed pools, discard, 
 run_step gpu-tests "the gpu-labelled tests"
 run_step bandwidth "host<->device bandwidth"
 run_step call-costs "what each driver call the engine makes costs, by size"
+run_step calibration "simgpu's and the simulator's calibration from the figures above"
 run_step overhead "hook overhead on a job that fits (goal < 1%)"
 run_step oversubscription "oversubscription at 1.25x, 1.5x, 2x the budget, per policy"
 run_step memsets "memsets and copies over evicted data: discarded first, nothing the job kept lost"

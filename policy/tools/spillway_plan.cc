@@ -36,8 +36,14 @@ int Main(int argc, char** argv) {
   if (args->help) {
     std::printf(
         "usage: spillway-plan TRACE|--synthetic NAME (--device-memory SIZE | "
-        "--oversubscription X) -o FILE [--policy RULES] [--fewest-bytes]\n");
+        "--oversubscription X) -o FILE [--policy RULES] [--fewest-bytes] [--calibration FILE]\n");
     return 0;
+  }
+  std::string cost_warning;
+  absl::StatusOr<CostModel> cost = CostModelFor(*args, &cost_warning);
+  if (!cost.ok()) return Fail(cost.status());
+  if (!cost_warning.empty()) {
+    std::fprintf(stderr, "spillway plan: warning: %s\n", cost_warning.c_str());
   }
   if (args->output.empty()) return FailUsage(absl::InvalidArgumentError("-o FILE is required"));
   if (!args->trace.empty()) {
@@ -59,7 +65,7 @@ int Main(int argc, char** argv) {
   if (!budget.ok()) return FailUsage(budget.status());
   PlanOptions options;
   options.sim.device_memory = *budget;
-  options.sim.cost = args->cost;
+  options.sim.cost = *cost;
   options.time_aware_victims = !args->fewest_bytes;
   options.early_loads = !args->fewest_bytes;
   options.held_room = !args->fewest_bytes;

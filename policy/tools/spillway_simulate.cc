@@ -1,5 +1,5 @@
 // spillway-simulate TRACE|--synthetic NAME (--device-memory SIZE | --oversubscription X)
-//                   [--policy FILE]
+//                   [--policy FILE] [--calibration FILE]
 // Predicts one steady-state training step under plain demand paging, the residency engine with
 // its eviction policies (lru; learned with its default lookahead and without: learned-nola), the
 // planned policy (FILE, or planned on the spot) and the chunk-level lower bound:
@@ -101,10 +101,17 @@ int Main(int argc, char** argv) {
   if (args->help) {
     std::printf(
         "usage: spillway-simulate TRACE|--synthetic NAME (--device-memory SIZE | "
-        "--oversubscription X) [--policy FILE]\n       spillway-simulate --benchmark\n");
+        "--oversubscription X) [--policy FILE] [--calibration FILE]\n"
+        "       spillway-simulate --benchmark\n");
     return 0;
   }
-  if (args->benchmark) return Benchmark(args->cost);
+  std::string cost_warning;
+  absl::StatusOr<CostModel> cost = CostModelFor(*args, &cost_warning);
+  if (!cost.ok()) return Fail(cost.status());
+  if (!cost_warning.empty()) {
+    std::fprintf(stderr, "spillway simulate: warning: %s\n", cost_warning.c_str());
+  }
+  if (args->benchmark) return Benchmark(*cost);
   std::string warning;
   absl::StatusOr<Workload> w = LoadWorkload(*args, &warning);
   if (!w.ok()) return Fail(w.status());
@@ -113,7 +120,7 @@ int Main(int argc, char** argv) {
   if (!budget.ok()) return FailUsage(budget.status());
   SimOptions options;
   options.device_memory = *budget;
-  options.cost = args->cost;
+  options.cost = *cost;
   if (const std::string over = LargerThanDeviceWarning(*w, options.capacity_bytes());
       !over.empty()) {
     std::fprintf(stderr, "spillway simulate: warning: %s\n", over.c_str());

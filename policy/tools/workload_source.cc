@@ -4,8 +4,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "common/calibration.h"
 #include "common/size.h"
 #include "policy/synthetic_workloads.h"
 #include "policy/trace_workload.h"
@@ -51,7 +53,8 @@ absl::StatusOr<ToolArgs> ParseToolArgs(int argc, char** argv,
     }
     const bool shared = arg == "--synthetic" || arg == "--device-memory" ||
                         arg == "--oversubscription" || arg == "--h2d-gbps" || arg == "--d2h-gbps" ||
-                        arg == "--fault-batch-us" || arg == "--copy-engines";
+                        arg == "--fault-batch-us" || arg == "--copy-engines" ||
+                        arg == "--calibration";
     if (!shared && !allowed(arg))
       return absl::InvalidArgumentError(absl::StrCat("unknown flag ", arg));
     std::string value;
@@ -75,15 +78,17 @@ absl::StatusOr<ToolArgs> ParseToolArgs(int argc, char** argv,
       // Link bandwidth from 1 MB/s to 1 PB/s; a fault batch from 1 ns to 1 s.
       absl::StatusOr<double> v = PositiveNumber(arg, value, 1e-3, 1e6, "0.001 to 1000000");
       if (!v.ok()) return v.status();
-      if (arg == "--h2d-gbps") a.cost.h2d_bytes_per_s = *v * 1e9;
-      if (arg == "--d2h-gbps") a.cost.d2h_bytes_per_s = *v * 1e9;
-      if (arg == "--fault-batch-us") a.cost.fault_batch_seconds = *v * 1e-6;
+      if (arg == "--h2d-gbps") a.h2d_bytes_per_s = *v * 1e9;
+      if (arg == "--d2h-gbps") a.d2h_bytes_per_s = *v * 1e9;
+      if (arg == "--fault-batch-us") a.fault_batch_seconds = *v * 1e-6;
     } else if (arg == "--copy-engines") {
       if (value != "1" && value != "2") {
         return absl::InvalidArgumentError(
             absl::StrCat("--copy-engines '", value, "' must be 1 or 2"));
       }
-      a.cost.copy_engines = value == "1" ? 1 : 2;
+      a.copy_engines = value == "1" ? 1 : 2;
+    } else if (arg == "--calibration") {
+      a.calibration = value;
     } else if (arg == "-o") {
       a.output = value;
     } else if (arg == "--policy") {
@@ -102,6 +107,22 @@ absl::StatusOr<ToolArgs> ParseToolArgs(int argc, char** argv,
         "give exactly one of --device-memory SIZE or --oversubscription X");
   }
   return a;
+}
+
+absl::StatusOr<CostModel> CostModelFor(const ToolArgs& args, std::string* warning) {
+  if (warning != nullptr) warning->clear();
+  CostModel cost;
+  if (!args.calibration.empty()) {
+    absl::StatusOr<Calibration> cal = ReadCalibration(args.calibration);
+    if (!cal.ok()) return cal.status();
+    cost = cal->cost;
+    if (warning != nullptr) *warning = GranuleWarning(*cal);
+  }
+  if (args.h2d_bytes_per_s) cost.h2d_bytes_per_s = *args.h2d_bytes_per_s;
+  if (args.d2h_bytes_per_s) cost.d2h_bytes_per_s = *args.d2h_bytes_per_s;
+  if (args.fault_batch_seconds) cost.fault_batch_seconds = *args.fault_batch_seconds;
+  if (args.copy_engines) cost.copy_engines = *args.copy_engines;
+  return cost;
 }
 
 absl::StatusOr<Workload> LoadWorkload(const ToolArgs& args, std::string* warning) {

@@ -1,9 +1,11 @@
 // What spillway-plan and spillway-simulate share: the command line's workload (a trace or
 // --synthetic NAME), the device budget (--device-memory SIZE or --oversubscription X) and the
-// cost-model flags, parsed with one clear line per bad argument.
+// cost-model flags (--calibration FILE, then --h2d-gbps and the others over it), parsed with one
+// clear line per bad argument.
 #ifndef SPILLWAY_POLICY_TOOLS_WORKLOAD_SOURCE_H_
 #define SPILLWAY_POLICY_TOOLS_WORKLOAD_SOURCE_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,12 +28,19 @@ struct ToolArgs {
   bool benchmark = false;       // --benchmark
   bool fewest_bytes = false;    // --fewest-bytes: Belady's victims only (spillway-plan)
   bool help = false;            // -h / --help: print the usage, nothing else
-  CostModel cost;
+  std::string calibration;      // --calibration FILE (common/calibration.h)
+  // The cost-model flags, over the calibration's figures (CostModelFor).
+  std::optional<double> h2d_bytes_per_s, d2h_bytes_per_s, fault_batch_seconds;
+  std::optional<int> copy_engines;
 };
 
 // Parses argv; `extra` lists the flags beyond the shared ones this tool accepts.
 absl::StatusOr<ToolArgs> ParseToolArgs(int argc, char** argv,
                                        const std::vector<std::string>& extra);
+
+// The cost model: the --calibration file's figures (the defaults without one), then the cost-model
+// flags'. `warning`, when given, gets GranuleWarning's line, or "".
+absl::StatusOr<CostModel> CostModelFor(const ToolArgs& args, std::string* warning = nullptr);
 
 // The trace's or the synthetic workload. `warning`, when given, gets one line about the trace
 // (records the recorder dropped), or "".

@@ -321,6 +321,7 @@ CUresult Launch(CUfunction f, const LaunchDims& dims, CUstream h, void** params,
   if (s->capture_mode.load(std::memory_order_relaxed) >= 0) {
     return CaptureKernel(s, fn, dims, std::move(*buffer));
   }
+  ChargeHost(config().calls.launch.Of(0));
   EnqueueKernel(s, k, dims, std::move(buffer));
   return CUDA_SUCCESS;
 }

@@ -239,6 +239,18 @@ enum class RangeKind { kPrefetch, kDiscard, kDiscardAndPrefetch };
 CUresult EnqueueRanges(std::vector<RangeOp> ranges, RangeKind kind, CUstream h, bool ptsz) {
   Stream* s = nullptr;
   if (CUresult r = ResolveStream(h, ptsz, &s)) return r;
+  // What the call blocks its thread for, range by range (a batch call's each range).
+  const spillway::HostCallCosts& calls = config().calls;
+  double blocked = 0;
+  for (const RangeOp& op : ranges) {
+    const bool to_device = op.where == Where::kDevice;
+    const spillway::CallCost& cost =
+        kind == RangeKind::kDiscard || (kind == RangeKind::kDiscardAndPrefetch && !to_device)
+            ? calls.discard
+            : (to_device ? calls.prefetch_to_device : calls.prefetch_to_host);
+    blocked += cost.Of(op.bytes);
+  }
+  ChargeHost(blocked);
   Enqueue(s, [ranges = std::move(ranges), kind](double start) {
     MoveResult total;
     for (const RangeOp& op : ranges) {
@@ -349,6 +361,7 @@ CUresult AdviseImpl(CUdeviceptr ptr, size_t bytes, CUmem_advise advice, CUmemLoc
     default:
       return CUDA_ERROR_INVALID_VALUE;
   }
+  ChargeHost(config().calls.advise.Of(bytes));
   return CUDA_SUCCESS;
 }
 
@@ -371,7 +384,10 @@ CUresult AllocFromPool(CUdeviceptr* dptr, size_t bytes, Pool* pool, CUstream h, 
   CUmemoryPool handle = reinterpret_cast<CUmemoryPool>(pool);
   const CUresult r = pool->managed ? AllocateManaged(bytes, handle, dptr)
                                    : AllocateDevice(bytes, handle, dptr, pool->location.id);
-  if (r == CUDA_SUCCESS && !captured) NotePoolAllocation(handle, bytes);
+  if (r == CUDA_SUCCESS && !captured) {
+    NotePoolAllocation(handle, bytes);
+    ChargeHost(config().calls.pool_alloc.Of(bytes));  // with its free
+  }
   // Captured: a memory node of the graph. The memory is reserved now, at a fixed address, for
   // the rest of the process (the driver maps it at each launch of the graph and may reuse it
   // between launches; simgpu keeps it).
@@ -501,6 +517,7 @@ CUresult cuMemGetInfo_v2(size_t* free, size_t* total) {
   uint64_t cap = config().capacity_bytes, used = ResidentBytesOn(CurrentDeviceOrdinal());
   *total = cap;
   *free = used >= cap ? 0 : cap - used;
+  ChargeHost(config().calls.mem_get_info.Of(0));
   return CUDA_SUCCESS;
 }
 
@@ -568,7 +585,9 @@ CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsigned int flag
   SIMGPU_REQUIRE_CTX();
   if (CUresult r = RefuseIfCaptureForbids()) return r;
   if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST) return CUDA_ERROR_INVALID_VALUE;
-  return AllocateManaged(bytesize, nullptr, dptr);
+  const CUresult r = AllocateManaged(bytesize, nullptr, dptr);
+  if (r == CUDA_SUCCESS) ChargeHost(config().calls.alloc_managed.Of(bytesize));  // with its free
+  return r;
 }
 
 CUresult cuMemAllocHost_v2(void** pp, size_t bytesize) {

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "common/calibration.h"
 #include "common/env.h"
 #include "common/json_writer.h"
 #include "common/output_file.h"
@@ -71,6 +72,20 @@ void ReadDouble(const char* name, double scale, double* value, double lo, double
 
 Config ReadConfig() {
   Config c;
+  // A calibration first: the variables below, more specific, override its figures.
+  if (std::optional<std::string_view> path = spillway::GetEnv("SIMGPU_CALIBRATION");
+      path.has_value() && !path->empty()) {
+    absl::StatusOr<spillway::Calibration> cal = spillway::ReadCalibration(std::string(*path));
+    if (!cal.ok()) {
+      std::string msg(cal.status().message());
+      std::fprintf(stderr, "simgpu: SIMGPU_CALIBRATION: %s; using the defaults\n", msg.c_str());
+    } else {
+      static_cast<spillway::CostModel&>(c) = cal->cost;
+      if (const std::string w = spillway::GranuleWarning(*cal); !w.empty()) {
+        std::fprintf(stderr, "simgpu: SIMGPU_CALIBRATION: %s\n", w.c_str());
+      }
+    }
+  }
   ReadSize("SIMGPU_MEMORY", &c.capacity_bytes);
   ReadDouble("SIMGPU_H2D_GBPS", 1e9, &c.h2d_bytes_per_s, 1e-3, 1e4);
   ReadDouble("SIMGPU_D2H_GBPS", 1e9, &c.d2h_bytes_per_s, 1e-3, 1e4);

@@ -344,6 +344,7 @@ CUresult GraphLaunch(CUgraphExec h, CUstream stream, bool ptsz) {
   // by ResolveStream, which invalidates the capture).
   Stream* s = nullptr;
   if (CUresult r = ResolveStream(stream, ptsz, &s)) return r;
+  ChargeHost(config().calls.launch.Of(0));  // one launch, however many kernels
   // The kernel nodes in creation order (a topological order), serialized on the stream: each
   // waits for the one before, so every dependency is met. The first waits for this exec's
   // previous launch, wherever that ran.

@@ -212,6 +212,7 @@ struct Stream {
     std::vector<MarkerPtr> deps;
     MarkerPtr done;
     OpBody body;
+    double not_before = 0;  // the enqueuing thread's host clock then (HostClock)
     bool stop = false;
   };
   std::deque<Op> queue;
@@ -240,7 +241,14 @@ CUresult ResolveStreamAnyState(CUstream h, bool ptsz, Stream** out);
 // enqueues it (an event's recording: two threads recording one event at once leave the later).
 MarkerPtr Enqueue(Stream* s, OpBody body, std::vector<MarkerPtr> extra_deps = {},
                   MarkerPtr* publish = nullptr);
+// Waits for `m`; the calling host thread's clock advances to its end.
 void WaitMarker(const MarkerPtr& m);
+// The calling thread's host clock, in virtual seconds: what its driver calls have blocked it for
+// (ChargeHost) and the ends of the work it waited for (WaitMarker). What it enqueues starts no
+// earlier. A stream's worker has none (its work is device time).
+double HostClock();
+// The calling thread is blocked `seconds` in a driver call (Config::calls, from a calibration).
+void ChargeHost(double seconds);
 bool MarkerDone(const MarkerPtr& m);
 void SynchronizeStream(Stream* s);
 bool StreamIdle(Stream* s);

@@ -22,6 +22,9 @@ double g_max_vtime = 0;               // guarded by g_mu
 
 thread_local Stream* tls_per_thread = nullptr;
 thread_local bool tls_worker = false;  // this thread is a stream's worker
+// This thread's host clock (virtual seconds): the time its driver calls blocked it, and the ends of
+// the work it waited for. Work it enqueues starts no earlier (Stream::Op::not_before).
+thread_local double tls_host_vtime = 0;
 
 void WorkerLoop(Stream* s) {
   tls_worker = true;
@@ -32,7 +35,7 @@ void WorkerLoop(Stream* s) {
     Stream::Op op = std::move(s->queue.front());
     s->queue.pop_front();
     if (op.stop) return;
-    double start = s->vtime;
+    double start = std::max(s->vtime, op.not_before);
     for (const MarkerPtr& dep : op.deps) {
       g_done_cv->wait(lock, [&dep] { return dep->done; });
       start = std::max(start, dep->vtime);
@@ -185,6 +188,7 @@ MarkerPtr Enqueue(Stream* s, OpBody body, std::vector<MarkerPtr> extra_deps, Mar
     op.deps.push_back(g_legacy->last);
   }
   op.body = std::move(body);
+  op.not_before = tls_worker ? 0 : tls_host_vtime;
   op.done = std::make_shared<Marker>();
   MarkerPtr done = op.done;
   s->last = done;
@@ -198,6 +202,14 @@ void WaitMarker(const MarkerPtr& m) {
   if (!m) return;
   std::unique_lock<std::mutex> lock(*g_mu);
   g_done_cv->wait(lock, [&m] { return m->done; });
+  // The host thread waited for that work: its clock is past the work's end.
+  if (!tls_worker) tls_host_vtime = std::max(tls_host_vtime, m->vtime);
+}
+
+double HostClock() { return tls_host_vtime; }
+
+void ChargeHost(double seconds) {
+  if (!tls_worker && seconds > 0) tls_host_vtime += seconds;
 }
 
 bool MarkerDone(const MarkerPtr& m) {

@@ -6,7 +6,7 @@
 namespace spillway {
 namespace {
 
-TEST(CostModel, DefaultsAreTheMeasuredH100Link) {
+TEST(CostModel, DefaultsAreTheDocumentedH100PCIeFigures) {
   const CostModel c;
   EXPECT_EQ(c.h2d_bytes_per_s, 45e9);
   EXPECT_EQ(c.d2h_bytes_per_s, 53e9);

@@ -2,9 +2,11 @@
 // parameters, so a policy::Workload built from the same description (planned_policy_test.cc) is
 // exactly what the residency engine sees: persistent weights W[l] and gradients G[l], then per
 // step an input, one activation per layer (forward), a loss delta, and per layer in reverse a new
-// delta and the gradient (backward), freeing activations and deltas as it goes. One stream,
-// cuMemAlloc/cuMemFree. Prints "checksum 0x..." over the final gradients (integer arithmetic:
-// the same on any device and under any residency decisions).
+// delta and the gradient (backward), freeing activations and deltas as it goes. One stream;
+// the step's tensors stream-ordered (cuMemAllocAsync/cuMemFreeAsync on it, as PyTorch's
+// cudaMallocAsync backend makes them), so that no free synchronizes the host with the device.
+// Prints "checksum 0x..." over the final gradients (integer arithmetic: the same on any device and
+// under any residency decisions).
 //
 //   planned_step_program LAYERS STEPS TENSOR_BYTES
 #include <cuda.h>
@@ -23,6 +25,12 @@ using spillway_demo::GetKernel;
 CUdeviceptr Alloc(uint64_t bytes) {
   CUdeviceptr p = 0;
   DEMO_CHECK(cuMemAlloc(&p, bytes));
+  return p;
+}
+
+CUdeviceptr AllocOn(CUstream stream, uint64_t bytes) {
+  CUdeviceptr p = 0;
+  DEMO_CHECK(cuMemAllocAsync(&p, bytes, stream));
   return p;
 }
 
@@ -60,29 +68,29 @@ int main(int argc, char** argv) {
 
   for (int s = 0; s < steps; ++s) {
     std::vector<CUdeviceptr> act(layers + 1);
-    act[0] = Alloc(bytes);
+    act[0] = AllocOn(stream, bytes);
     fill_with(act[0], 1000 + static_cast<uint32_t>(s));
     for (size_t l = 0; l < layers; ++l) {
-      act[l + 1] = Alloc(bytes);
+      act[l + 1] = AllocOn(stream, bytes);
       void* params[] = {&act[l], &weights[l], &act[l + 1], &count};
       launch(forward, params);
     }
-    CUdeviceptr delta = Alloc(bytes);
+    CUdeviceptr delta = AllocOn(stream, bytes);
     {
       uint32_t seed = 7, unused = 0;
       void* params[] = {&act[layers], &delta, &count, &seed, &unused};
       launch(loss, params);
     }
-    DEMO_CHECK(cuMemFree(act[layers]));
+    DEMO_CHECK(cuMemFreeAsync(act[layers], stream));
     for (size_t l = layers; l-- > 0;) {
-      CUdeviceptr delta_out = Alloc(bytes);
+      CUdeviceptr delta_out = AllocOn(stream, bytes);
       void* params[] = {&act[l], &weights[l], &delta, &delta_out, &grads[l], &count};
       launch(backward, params);
-      DEMO_CHECK(cuMemFree(act[l]));
-      DEMO_CHECK(cuMemFree(delta));
+      DEMO_CHECK(cuMemFreeAsync(act[l], stream));
+      DEMO_CHECK(cuMemFreeAsync(delta, stream));
       delta = delta_out;
     }
-    DEMO_CHECK(cuMemFree(delta));
+    DEMO_CHECK(cuMemFreeAsync(delta, stream));
   }
   DEMO_CHECK(cuStreamSynchronize(stream));
 

@@ -380,6 +380,36 @@ TEST(TimelineDevice, CountsAChunkThatLeavesWhileAKernelIssuedBeforeStillUsesIt) 
   EXPECT_EQ(result.early_moves, 2u);
 }
 
+// The host thread's clock: each call blocks it for its calibrated cost, and work it issues after
+// starts no earlier; a wait for an event takes it to the event's time. The calls are counted.
+TEST(TimelineDevice, ACallsCostDelaysWhatTheHostIssuesAfterIt) {
+  const std::vector<uint32_t> footprint(2, kChunkBytes);
+  CostModel cost;
+  cost.calls.prefetch_to_device = {1e-3, 0};
+  cost.calls.launch = {1e-4, 0};
+  TimelineDevice device(footprint, cost, 2 * kChunkBytes);
+  SimResult result;
+  device.set_result(&result);
+  const double copy = H2DSeconds(cost, kChunkBytes);
+  ASSERT_EQ(device.PrefetchToDevice(kTimelineAddressBase, kChunkBytes, device.job_stream()),
+            kDeviceOk);
+  // The prefetch starts once its call returned; the kernel after it and its own launch call.
+  EXPECT_NEAR(device.Launch(device.job_stream(), {0}, kCompute),
+              std::max(1e-3 + copy, 1e-3 + 1e-4) + kCompute, 1e-12);
+  Event done = nullptr;
+  ASSERT_EQ(device.CreateEvent(&done), kDeviceOk);
+  ASSERT_EQ(device.RecordEvent(done, device.job_stream()), kDeviceOk);
+  const double end = device.compute_free();
+  ASSERT_EQ(device.SynchronizeEvent(done), kDeviceOk);
+  // A resident chunk moves nothing but its call still blocks the host: 1 ms past the wait.
+  ASSERT_EQ(device.PrefetchToDevice(kTimelineAddressBase, kChunkBytes, device.job_stream()),
+            kDeviceOk);
+  EXPECT_NEAR(device.Launch(device.job_stream(), {0}, kCompute), end + 1e-3 + 1e-4 + kCompute,
+              1e-12);
+  EXPECT_EQ(result.host_calls, 2u);  // the prefetches; launches are the job's
+  EXPECT_NEAR(result.host_call_seconds, 2e-3, 1e-15);
+}
+
 // The engine orders every write-back and discard after the kernels issued before it that use the
 // chunk, learning, with a fixed lookahead or none, and following a plan, on the synthetic steps
 // at every budget and with one or two copy engines.

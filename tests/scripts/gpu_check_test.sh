@@ -22,6 +22,7 @@ expect 1 "no libspillway.so in $tmp" -- "$check" --prepare --from "$tmp" --bundl
 # --dry-run: the GPU flow's steps and commands, nothing run, no results file.
 expect 0 '^== summary' -- "$check" --dry-run --bundle "$out"
 for pattern in '^== info' '^== bundle' '^== doctor' '^== gpu-tests' '^== bandwidth' '^== call-costs' \
+               '^== calibration' 'scripts/gpu_calibration.py .*--output [^ ]+/calibration-gpu\.json' \
                'scripts/gpu_call_costs.py --max-size 256MiB --repeats 5 --results [^ ]+\.jsonl' \
                '^== overhead' '^== oversubscription' '^== memsets' '^== capacity' '^== attention' \
                'spillway run --ballast --device-memory 8GiB --summary [^ ]+ -- [^ ]*/oversubscribe --bytes 17179869184 --buffer 64MiB --passes 1 --overwrite-with memset' \
@@ -97,7 +98,7 @@ SIMGPU_MEMORY=32MiB expect 0 '^bundle +passed +every library resolves from the b
 # (build/out is no bundle: its bundle step fails here, the rest of the stage passes.)
 SIMGPU_H2D_GBPS=41 SIMGPU_MEMORY=32MiB "$check" --simgpu --bundle "$out" --stage core \
   --results-dir "$tmp/r3" >"$tmp/out" 2>&1
-for step in info doctor bandwidth call-costs; do
+for step in info doctor bandwidth call-costs calibration; do
   grep -Eq "^$step +passed" "$tmp/out" || fail "--stage core: $step did not pass: $(tail -8 "$tmp/out")"
 done
 grep -Eq '^(overhead|gpu-tests|attention) ' "$tmp/out" && fail "--stage core ran another stage's steps"
@@ -109,6 +110,13 @@ costs=$(find "$tmp/r3" -name 'gpu-call-costs-simgpu-*.jsonl' | head -n 1)
 grep -q '^| prefetch_to_host | 65536 |' "$tmp"/r3/gpu-check-simgpu-*.md ||
   fail "call-costs: no table row in the results"
 [[ -n "$costs" ]] && [[ $(grep -c '"op": "discard"' "$costs") -eq 2 ]] || fail "call-costs: not 2 discard sizes"
+# calibration: the link's figures and a fitted cost per call, in a file simgpu and the simulator
+# read.
+cal="$tmp/r3/calibration-simgpu.json"
+grep -q '"h2d_bytes_per_s": 41000000000.0' "$cal" && grep -q '"prefetch_to_host": {' "$cal" ||
+  fail "calibration: no link figure or call cost in $cal: $(cat "$cal" 2>&1)"
+"$out/spillway-simulate" --synthetic cnn-small --oversubscription 2 --calibration "$cal" \
+  >"$tmp/sim" 2>&1 || fail "calibration: spillway-simulate refuses $cal: $(tail -3 "$tmp/sim")"
 SIMGPU_MEMORY=32MiB GPU_CHECK_JOBS=oversubscribe GPU_CHECK_FACTORS=2 expect 1 \
   '^link: H2D 41 GB/s, D2H 53 GB/s, from ' -- \
   "$check" --simgpu --bundle "$out" --stage frameworks --time-limit 12 --results-dir "$tmp/r3"
@@ -130,5 +138,33 @@ grep -q '^result: .*"small_managed_device_kib": 96.0' "$tmp/out" ||
   fail "gpu_bandwidth.py: a 96 KiB managed allocation does not take 96 KiB: $(cat "$tmp/out")"
 LD_LIBRARY_PATH="$tmp/none" expect 3 '^gpu_bandwidth.py: no CUDA driver: ' -- \
   "$python" "$src/scripts/gpu_bandwidth.py" --size-mib 4
+
+# scripts/gpu_calibration.py: the fit (a fixed part and a part per byte, advise halved), and one
+# line for each kind of bad input.
+cal_py="$src/scripts/gpu_calibration.py"
+printf '%s\n' '{"op": "prefetch_to_device", "bytes": 1048576, "blocked_us": 12.0, "complete_us": 40}' \
+  '{"op": "prefetch_to_device", "bytes": 3145728, "blocked_us": 16.0}' \
+  '{"op": "advise", "bytes": 65536, "calls": 2, "blocked_us": 3.0}' \
+  '{"op": "discard", "bytes": 65536, "error": "no cuMemDiscardBatchAsync"}' >"$tmp/costs.jsonl"
+expect 0 '^wrote ' -- "$python" "$cal_py" --call-costs "$tmp/costs.jsonl" -o "$tmp/cal.json"
+"$python" - "$tmp/cal.json" <<'PY' || fail "gpu_calibration.py: wrong fit: $(cat "$tmp/cal.json")"
+import json, sys
+c = json.load(open(sys.argv[1]))["calls"]
+p = c["prefetch_to_device"]
+assert abs(p["seconds"] - 10e-6) < 1e-12 and abs(p["seconds_per_byte"] - 2e-6 / 1048576) < 1e-18, p
+assert abs(c["advise"]["seconds"] - 1.5e-6) < 1e-12 and "discard" not in c, c
+PY
+expect 2 "^gpu_calibration.py: call costs $tmp/nope.jsonl: cannot be read" -- \
+  "$python" "$cal_py" --call-costs "$tmp/nope.jsonl" -o "$tmp/cal.json"
+echo '{"op": "advise", "blocked_us": -1}' >"$tmp/bad.jsonl"
+expect 2 'line 1: blocked_us -1 or bytes 0 is not a measurement' -- \
+  "$python" "$cal_py" --call-costs "$tmp/bad.jsonl" -o "$tmp/cal.json"
+echo '{"h2d_gbps": "fast"}' >"$tmp/link.json"
+expect 2 "link figures $tmp/link.json: h2d_gbps 'fast' is not a bandwidth" -- \
+  "$python" "$cal_py" --link "$tmp/link.json" -o "$tmp/cal.json"
+echo '{}' >"$tmp/link.json"
+expect 1 '^gpu_calibration.py: nothing measured to write' -- \
+  "$python" "$cal_py" --link "$tmp/link.json" -o "$tmp/cal.json"
+expect 2 'is one of the inputs' -- "$python" "$cal_py" --link "$tmp/link.json" -o "$tmp/link.json"
 
 finish "gpu_check"

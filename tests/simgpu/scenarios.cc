@@ -174,6 +174,46 @@ void PrefetchOverlap() {
   Touch(k, m, 0, 1, 8);
 }
 
+// A thread's host clock (SIMGPU_CALIBRATION's call costs): another thread's blocked call does not
+// delay this thread's launch (b_then_main_ms: the launch's own cost + the kernel's 1 ms); after a
+// synchronization (the host clock reaches the device's), a prefetch of data already resident
+// delays the next launch by its own blocking cost and the launch's (after_sync_ms).
+void HostClock() {
+  Kernels k = Setup();
+  CUdeviceptr m;
+  REQUIRE_OK(cuMemAllocManaged(&m, kChunk, CU_MEM_ATTACH_GLOBAL));
+  CUstream s1;
+  REQUIRE_OK(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
+  REQUIRE_OK(cuMemPrefetchAsync(m, kChunk, Device(), 0, s1));
+  CUevent e[4];
+  for (CUevent& x : e) REQUIRE_OK(cuEventCreate(&x, 0));
+  double secs = 1e-3;
+  void* args[] = {&secs};
+  CUcontext ctx = nullptr;
+  REQUIRE_OK(cuCtxGetCurrent(&ctx));
+  std::thread other([&] {
+    REQUIRE_OK(cuCtxSetCurrent(ctx));
+    CUstream s2;
+    REQUIRE_OK(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+    REQUIRE_OK(cuMemPrefetchAsync(m, kChunk, Device(), 0, s2));
+    REQUIRE_OK(cuStreamDestroy(s2));
+  });
+  other.join();
+  REQUIRE_OK(cuEventRecord(e[0], s1));
+  REQUIRE_OK(cuLaunchKernel(k.timed, 1, 1, 1, 1, 1, 1, 0, s1, args, nullptr));
+  REQUIRE_OK(cuEventRecord(e[1], s1));
+  REQUIRE_OK(cuStreamSynchronize(s1));
+  REQUIRE_OK(cuEventRecord(e[2], s1));
+  REQUIRE_OK(cuMemPrefetchAsync(m, kChunk, Device(), 0, s1));
+  REQUIRE_OK(cuLaunchKernel(k.timed, 1, 1, 1, 1, 1, 1, 0, s1, args, nullptr));
+  REQUIRE_OK(cuEventRecord(e[3], s1));
+  REQUIRE_OK(cuStreamSynchronize(s1));
+  float first = 0, second = 0;
+  REQUIRE_OK(cuEventElapsedTime(&first, e[0], e[1]));
+  REQUIRE_OK(cuEventElapsedTime(&second, e[2], e[3]));
+  std::printf("b_then_main_ms=%.6f\nafter_sync_ms=%.6f\n", first, second);
+}
+
 // Touch 4 chunks, discard them (no copy-back), touch again: 8 faults, nothing evicted. The batch
 // calls refuse the legacy NULL stream (as a null handle and as CU_STREAM_LEGACY), for the
 // prefetch batch too; the per-thread default stream is taken.
@@ -767,6 +807,7 @@ int RunScenario(const std::string& name) {
       {"eviction_order", EvictionOrder},
       {"small_pieces", SmallPieces},
       {"prefetch_overlap", PrefetchOverlap},
+      {"host_clock", HostClock},
       {"discard", DiscardScenario},
       {"discard_contents", DiscardContents},
       {"managed_ranges", ManagedRanges},

@@ -128,6 +128,33 @@ TEST(SimgpuScenario, PrefetchRemovesFaultsAndOverlapsCompute) {
   EXPECT_NEAR(JsonNumber(r.stats, "virtual_seconds"), 1e-3 + 10e-6, 1e-7);
 }
 
+TEST(SimgpuScenario, AThreadsBlockedCallDelaysItsNextLaunchByTheCalibratedCost) {
+  const std::string path = ::testing::TempDir() + "/host_clock_calibration.json";
+  std::ofstream(path) << R"({"spillway_calibration": 1, "calls": {
+      "launch": {"seconds": 1e-4}, "prefetch_to_device": {"seconds": 2e-3}}})";
+  ChildResult r = RunChild("host_clock", "SIMGPU_MEMORY=64MiB SIMGPU_CALIBRATION=" + path);
+  EXPECT_CHILD_OK(r);
+  EXPECT_EQ(r.output.find("SIMGPU_CALIBRATION"), std::string::npos) << r.output;
+  // The other thread's 2 ms do not delay this one: its launch's 0.1 ms, then the 1 ms kernel.
+  EXPECT_NEAR(OutputNumber(r.output, "b_then_main_ms"), 1.1, 1e-4);
+  // After the synchronization: the prefetch's 2 ms and the launch's 0.1 ms, then the kernel.
+  EXPECT_NEAR(OutputNumber(r.output, "after_sync_ms"), 3.1, 1e-4);
+  // Without a calibration the calls cost nothing.
+  ChildResult plain = RunChild("host_clock", "SIMGPU_MEMORY=64MiB");
+  EXPECT_CHILD_OK(plain);
+  EXPECT_NEAR(OutputNumber(plain.output, "b_then_main_ms"), 1.0, 1e-4);
+  EXPECT_NEAR(OutputNumber(plain.output, "after_sync_ms"), 1.0, 1e-4);
+  // A bad calibration is named on stderr and the defaults are used.
+  std::ofstream(path) << R"({"spillway_calibration": 1, "calls": {"launch": {"seconds": -1}}})";
+  ChildResult bad = RunChild("host_clock", "SIMGPU_MEMORY=64MiB SIMGPU_CALIBRATION=" + path);
+  EXPECT_CHILD_OK(bad);
+  EXPECT_NE(bad.output.find("simgpu: SIMGPU_CALIBRATION: calibration " + path +
+                            ": calls.launch.seconds: -1 is not a number"),
+            std::string::npos)
+      << bad.output;
+  EXPECT_NEAR(OutputNumber(bad.output, "after_sync_ms"), 1.0, 1e-4);
+}
+
 TEST(SimgpuScenario, DiscardDropsResidencyWithoutCopyBack) {
   ChildResult r = RunChild("discard", "SIMGPU_MEMORY=64MiB");
   EXPECT_CHILD_OK(r);
