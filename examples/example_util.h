@@ -24,6 +24,14 @@ inline const char* ErrorName(CUresult result) {
   return name;
 }
 
+// A bad command line: prints "<program>: <what>" and the usage on stderr, and exits.
+[[noreturn]] inline void BadCommandLine(const char* program, const std::string& what,
+                                        void (*usage)(FILE*)) {
+  std::fprintf(stderr, "%s: %s\n", program, what.c_str());
+  usage(stderr);
+  std::exit(kExitError);
+}
+
 // Prints "<program>: <what> failed: <error name>" and exits.
 inline void Fail(const char* what, CUresult result) {
   std::fprintf(stderr, "%s failed: %s\n", what, ErrorName(result));

@@ -89,9 +89,7 @@ void Usage(FILE* out) {
 }
 
 [[noreturn]] void BadOption(const std::string& what) {
-  std::fprintf(stderr, "train_like: %s\n", what.c_str());
-  Usage(stderr);
-  std::exit(kExitError);
+  spillway_demo::BadCommandLine("train_like", what, Usage);
 }
 
 int IntArg(const std::string& flag, const char* text, int min) {

@@ -7,6 +7,9 @@ for simgpu (SIMGPU_CALIBRATION=FILE) and `spillway simulate` / `spillway plan` (
   --call-costs FILE    scripts/gpu_call_costs.py's JSON lines: each call's blocked time by size
   --bandwidth FILE     optional: scripts/gpu_bandwidth.py's output, whose `result:` line gives the
                        driver's version and what a small managed allocation takes on the device
+  --rates FILE         optional: the rates step's figures (rates-KIND.json, from
+                       examples/driver_rates.cc): the fault batch beyond its bytes' time, per
+                       2 MiB, and a launch's time on the calling thread without spillway
 
 Only what was measured is written; what the file leaves out keeps the model's default. Each call's
 blocked time is fitted as a fixed part plus a part per byte (least squares over the sizes, neither
@@ -149,6 +152,21 @@ def calibration(args):
         if isinstance(device_kib, (int, float)) and piece_bytes(device_kib) is not None:
             out["granule"] = {"piece_bytes": piece_bytes(device_kib)}
             measured += 1
+    if args.rates:
+        rates = read_json(args.rates, "rates")
+        batch = rates.get("fault_batch_us") if isinstance(rates, dict) else None
+        launch = rates.get("launch_host_us") if isinstance(rates, dict) else None
+        for key, value in (("fault_batch_us", batch), ("launch_host_us", launch)):
+            if value is not None and (not isinstance(value, (int, float)) or
+                                      not 0 <= value <= 1e6):
+                raise InputError(f"rates {args.rates}: {key} {value!r} is not a time in µs")
+        if batch is not None:
+            out["faults"] = {"batch_seconds": batch * 1e-6, "batch_bytes": 2 << 20}
+            measured += 1
+        if launch is not None:
+            out.setdefault("calls", {})["launch"] = {"seconds": launch * 1e-6,
+                                                     "seconds_per_byte": 0.0}
+            measured += 1
     if args.call_costs:
         calls = {}
         for op, points in sorted(read_call_costs(args.call_costs).items()):
@@ -158,7 +176,7 @@ def calibration(args):
             fixed, slope = fit(points)
             calls[name] = {"seconds": fixed / per, "seconds_per_byte": slope / per}
         if calls:
-            out["calls"] = calls
+            out.setdefault("calls", {}).update(calls)
             measured += len(calls)
     return out, measured
 
@@ -169,11 +187,12 @@ def main(argv):
     parser.add_argument("--link", help="link-KIND.json (the bandwidth step's figures)")
     parser.add_argument("--call-costs", help="gpu_call_costs.py's JSON lines")
     parser.add_argument("--bandwidth", help="gpu_bandwidth.py's output (its result: line)")
+    parser.add_argument("--rates", help="rates-KIND.json (the rates step's figures)")
     parser.add_argument("--device", help="what it was measured on (nvidia-smi's name)")
     parser.add_argument("--source", help="how it was measured (the command, the date)")
     parser.add_argument("-o", "--output", required=True, help="the calibration file to write")
     args = parser.parse_args(argv)
-    for path in (args.link, args.call_costs, args.bandwidth):
+    for path in (args.link, args.call_costs, args.bandwidth, args.rates):
         if path and os.path.abspath(path) == os.path.abspath(args.output):
             parser.error(f"-o {args.output} is one of the inputs")
     try:
@@ -182,7 +201,7 @@ def main(argv):
         print(f"gpu_calibration.py: {error}", file=sys.stderr)
         return 2
     if measured == 0:
-        print("gpu_calibration.py: nothing measured to write (no link figures, no call costs)",
+        print("gpu_calibration.py: nothing measured to write (no link figures, rates or call costs)",
               file=sys.stderr)
         return 1
     text = json.dumps(out, indent=2) + "\n"

@@ -11,8 +11,8 @@ set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 prog=gpu_check.sh
 
-all_steps=(info bundle doctor gpu-tests bandwidth call-costs calibration overhead oversubscription
-           memsets capacity attention)
+all_steps=(info bundle doctor gpu-tests bandwidth call-costs rates calibration overhead
+           oversubscription memsets capacity attention)
 
 usage() {
   cat <<EOF
@@ -29,7 +29,7 @@ usage: scripts/gpu_check.sh --prepare [--from OUT_DIR] [--bundle DIR] [--build-d
 --quick             fewer steps per run and smaller searches (about a third of the time)
 --only STEPS        run only these steps (comma-separated): ${all_steps[*]}
 --stage NAME        run one stage, for a short lease (docs/gpu-check.md): core (info, bundle,
-                    doctor, bandwidth, call-costs, calibration), frameworks (overhead, oversubscription,
+                    doctor, bandwidth, call-costs, rates, calibration), frameworks (overhead, oversubscription,
                     memsets, capacity) or attention (gpu-tests, attention); a later stage takes
                     the link bandwidth an earlier one left in the results folder
 --time-limit S      stop starting commands S seconds after the start (each command's own limit is
@@ -73,7 +73,7 @@ done
 if [[ -n "$stage" ]]; then
   [[ -z "$only" ]] || die_usage "give --stage or --only, not both"
   case "$stage" in
-    core) only=info,bundle,doctor,bandwidth,call-costs,calibration ;;
+    core) only=info,bundle,doctor,bandwidth,call-costs,rates,calibration ;;
     frameworks) only=overhead,oversubscription,memsets,capacity ;;
     attention) only=gpu-tests,attention ;;
     *) die_usage "--stage: unknown stage '$stage' (stages: core, frameworks, attention)" ;;
@@ -579,6 +579,42 @@ for line in open(sys.argv[1]):
   step_summary="$(wc -l <"$file") figures in $(basename "$file")"
 }
 
+# Demand faults and launches (examples/driver_rates.cc), without and with spillway: the fault
+# batch and a launch's cost for the calibration, and the hook's cost per launch (the difference),
+# kept in the results folder as rates-KIND.json.
+step_rates() {
+  local bytes=256MiB small=16MiB launches=5000 simenv=() wrap=(run)
+  if [[ $simgpu -eq 1 ]]; then
+    bytes=16MiB small=4MiB launches=500
+    simenv=(env "SIMGPU_MEMORY=${SIMGPU_MEMORY:-64MiB}")
+    wrap=(run --simgpu)
+    note "simgpu: the fault batch is simgpu's SIMGPU_FAULT_BATCH_US and a launch's host time simgpu's, not a GPU's"
+  fi
+  runc rates "${simenv[@]}" "$bundle/driver_rates" --bytes "$bytes" --launches "$launches" ||
+    { note "rates: driver_rates failed (see the log)"; return 1; }
+  runc rates-spillway "${spillway[@]}" "${wrap[@]}" --summary "$work/rates.summary.json" -- \
+    "$bundle/driver_rates" --bytes "$small" --launches "$launches" ||
+    { note "rates: driver_rates under spillway failed (see the log)"; return 1; }
+  [[ $dry -eq 1 ]] && return 0
+  md '```'; md "$(grep -v '^result:' "$work/rates.out")"; md '```'
+  local batch plain hooked
+  batch=$(result rates fault_batch_us)
+  plain=$(result rates launch_host_us)
+  hooked=$(result rates-spillway launch_host_us)
+  [[ -n "$batch" && -n "$plain" && -n "$hooked" ]] || { note "rates: no result line"; return 1; }
+  "$python" -c 'import json, sys
+result = {}
+for line in open(sys.argv[1]):
+    if line.startswith("result: "):
+        result = json.loads(line[len("result: "):])
+result["launch_host_us_with_spillway"] = float(sys.argv[2])
+result["hook_us_per_launch"] = float(sys.argv[2]) - result["launch_host_us"]
+with open(sys.argv[3], "w") as f:
+    f.write(json.dumps(result) + "\n")' "$work/rates.out" "$hooked" "$results_dir/rates-$kind.json"
+  md "- launch: $(fmt "$plain" 2) µs without spillway, $(fmt "$hooked" 2) µs with it (the calling thread's time per \`cuLaunchKernel\`)"
+  step_summary="fault batch $(fmt "$batch" 1) µs per 2 MiB; launch $(fmt "$plain" 2) µs, $(fmt "$hooked" 2) µs with spillway"
+}
+
 # The calibration file (docs/calibration.md) from this run's link figures, call costs and
 # bandwidth results, for SIMGPU_CALIBRATION and `spillway simulate --calibration`.
 step_calibration() {
@@ -588,6 +624,7 @@ step_calibration() {
   [[ -f "$results_dir/link-$kind.json" ]] && args+=(--link "$results_dir/link-$kind.json")
   [[ -n "$costs" ]] && args+=(--call-costs "$costs")
   [[ -s "$work/bandwidth.out" ]] && args+=(--bandwidth "$work/bandwidth.out")
+  [[ -f "$results_dir/rates-$kind.json" ]] && args+=(--rates "$results_dir/rates-$kind.json")
   if ((${#args[@]} == 0)) && [[ $dry -eq 0 ]]; then
     note "calibration: neither link figures nor call costs in $results_dir (run bandwidth and call-costs first)"
     return $SKIP
@@ -939,6 +976,7 @@ run_step doctor "feasibility: managed oversubscription, managed pools, discard, 
 run_step gpu-tests "the gpu-labelled tests"
 run_step bandwidth "host<->device bandwidth"
 run_step call-costs "what each driver call the engine makes costs, by size"
+run_step rates "demand faults and launches: their cost, and the hook's per launch"
 run_step calibration "simgpu's and the simulator's calibration from the figures above"
 run_step overhead "hook overhead on a job that fits (goal < 1%)"
 run_step oversubscription "oversubscription at 1.25x, 1.5x, 2x the budget, per policy"

@@ -7,6 +7,7 @@ set -uo pipefail
 src=$(cd "$1" && pwd)
 out=$(cd "$2" && pwd)
 check="$src/scripts/gpu_check.sh"
+python=$(command -v python3)
 source "$(dirname "${BASH_SOURCE[0]}")/check_lib.sh"
 
 expect 0 '^usage: scripts/gpu_check.sh --prepare' -- "$check" --help
@@ -22,6 +23,8 @@ expect 1 "no libspillway.so in $tmp" -- "$check" --prepare --from "$tmp" --bundl
 # --dry-run: the GPU flow's steps and commands, nothing run, no results file.
 expect 0 '^== summary' -- "$check" --dry-run --bundle "$out"
 for pattern in '^== info' '^== bundle' '^== doctor' '^== gpu-tests' '^== bandwidth' '^== call-costs' \
+               '^== rates' '/driver_rates --bytes 256MiB --launches 5000$' \
+               'spillway run --summary [^ ]+ -- [^ ]*/driver_rates --bytes 16MiB --launches 5000' \
                '^== calibration' 'scripts/gpu_calibration.py .*--output [^ ]+/calibration-gpu\.json' \
                'scripts/gpu_call_costs.py --max-size 256MiB --repeats 5 --results [^ ]+\.jsonl' \
                '^== overhead' '^== oversubscription' '^== memsets' '^== capacity' '^== attention' \
@@ -98,7 +101,7 @@ SIMGPU_MEMORY=32MiB expect 0 '^bundle +passed +every library resolves from the b
 # (build/out is no bundle: its bundle step fails here, the rest of the stage passes.)
 SIMGPU_H2D_GBPS=41 SIMGPU_MEMORY=32MiB "$check" --simgpu --bundle "$out" --stage core \
   --results-dir "$tmp/r3" >"$tmp/out" 2>&1
-for step in info doctor bandwidth call-costs calibration; do
+for step in info doctor bandwidth call-costs rates calibration; do
   grep -Eq "^$step +passed" "$tmp/out" || fail "--stage core: $step did not pass: $(tail -8 "$tmp/out")"
 done
 grep -Eq '^(overhead|gpu-tests|attention) ' "$tmp/out" && fail "--stage core ran another stage's steps"
@@ -115,6 +118,15 @@ grep -q '^| prefetch_to_host | 65536 |' "$tmp"/r3/gpu-check-simgpu-*.md ||
 cal="$tmp/r3/calibration-simgpu.json"
 grep -q '"h2d_bytes_per_s": 41000000000.0' "$cal" && grep -q '"prefetch_to_host": {' "$cal" ||
   fail "calibration: no link figure or call cost in $cal: $(cat "$cal" 2>&1)"
+# rates: simgpu's fault batch (SIMGPU_FAULT_BATCH_US, 30 by default) measured back, and a launch's
+# cost with and without spillway.
+grep -q '"hook_us_per_launch": ' "$tmp/r3/rates-simgpu.json" ||
+  fail "rates: no rates-simgpu.json: $(cat "$tmp/r3/rates-simgpu.json" 2>&1)"
+"$python" -c 'import json, sys
+c = json.load(open(sys.argv[1]))
+assert abs(c["faults"]["batch_seconds"] - 30e-6) < 1e-9, c["faults"]
+assert c["calls"]["launch"]["seconds"] > 0, c["calls"]' "$cal" ||
+  fail "calibration: not simgpu's fault batch, or no launch cost: $(cat "$cal")"
 "$out/spillway-simulate" --synthetic cnn-small --oversubscription 2 --calibration "$cal" \
   >"$tmp/sim" 2>&1 || fail "calibration: spillway-simulate refuses $cal: $(tail -3 "$tmp/sim")"
 SIMGPU_MEMORY=32MiB GPU_CHECK_JOBS=oversubscribe GPU_CHECK_FACTORS=2 expect 1 \
@@ -127,7 +139,6 @@ grep -q '^## overhead' "$tmp"/r3/gpu-check-simgpu-*.md || fail "--time-limit: no
 # scripts/gpu_bandwidth.py through the driver API, here simgpu's: every figure, the small managed
 # allocation's footprint as simgpu charges it (96 KiB: its pages, not a 2 MiB chunk), the driver's
 # version; without a driver, exit 3 and one line.
-python=$(command -v python3)
 LD_LIBRARY_PATH="$out/simgpu" SIMGPU_MEMORY=256MiB expect 0 '^result: ' -- \
   "$python" "$src/scripts/gpu_bandwidth.py" --size-mib 4 --repeats 2
 for key in h2d_pinned_gbps d2h_pinned_gbps h2d_pageable_gbps d2h_pageable_gbps h2d_prefetch_gbps \
