@@ -32,10 +32,18 @@ marked and makes the script exit 1. A line under a factor's row names the ways (
 (`capacity_evicted_bytes`, over the whole run, warm-up included): a policy that keeps the device
 within its budget leaves it at zero.
 
+On a real GPU (--gpu; the GPU check's `models` stage) the device is the GPU itself, made the size
+of each factor by `spillway run --ballast --device-memory` (a device that size cannot be had
+otherwise), and the times are the GPU's (the replayer's kernels spin for each op's time): `ideal`
+runs on the whole GPU without spillway; `managed` is the replay's managed allocations under
+`spillway run --ballast --eviction none` (the ballast makes the device small; spillway moves
+nothing); `none`, `lru`, `learned` and `planned` as above with the ballast. simgpu's own counts
+(the device evicting on its own) are not there.
+
 Usage: scripts/bench_models.py [--out DIR] [--models a,b] [--factors 1.25,1.5,2,4]
                                [--ways ideal,managed,...] [--steps N] [--warmup K]
-                               [--bandwidth GBps] [--json FILE]
-DIR is the build's output folder (default build/out).
+                               [--bandwidth GBps] [--json FILE] [--gpu]
+DIR is the build's output folder (default build/out; on a GPU machine the bundle).
 """
 
 import argparse
@@ -61,8 +69,9 @@ def fail(message):
 def replay(out, trace, memory, way, args, policy=None, tmp=None):
     """Runs one replay; returns (result dict or None, summary dict or None, error or None)."""
     env = dict(os.environ)
-    env["LD_LIBRARY_PATH"] = os.path.join(out, "simgpu")
-    env["SIMGPU_MEMORY"] = str(memory)
+    if not args.gpu:
+        env["LD_LIBRARY_PATH"] = os.path.join(out, "simgpu")
+        env["SIMGPU_MEMORY"] = str(memory)
     cmd = [os.path.join(out, "spillway-replay"), trace, "--steps", str(args.steps),
            "--warmup", str(args.warmup), "--touch", args.touch, "--json"]
     summary_path = os.path.join(tmp, "summary.json")
@@ -73,7 +82,16 @@ def replay(out, trace, memory, way, args, policy=None, tmp=None):
     env["SIMGPU_STATS"] = stats_path
     if way == "managed":
         cmd += ["--alloc", "managed"]
-    elif way != "ideal":
+    if args.gpu and way != "ideal":
+        # A GPU is as small as the factor makes it only through spillway's ballast.
+        launcher = [os.path.join(out, "spillway"), "run", "--quiet", "--ballast",
+                    "--device-memory", str(memory), "--summary", summary_path]
+        if way in ("managed", "none", "lru", "learned"):
+            launcher += ["--eviction", "none" if way == "managed" else way]
+        if way == "planned":
+            launcher += ["--policy", policy]
+        cmd = launcher + ["--"] + cmd
+    elif way not in ("ideal", "managed"):
         launcher = [os.path.join(out, "spillway"), "run", "--simgpu", "--quiet",
                     "--summary", summary_path]
         if way in ("none", "lru", "learned"):
@@ -123,9 +141,11 @@ def profile(out, trace, peak, args, path):
     sees it, which is what a policy file is planned from and matched against (the replayer's own
     digest buffer is one of the job's allocations). Returns an error line or None."""
     env = dict(os.environ)
-    env["LD_LIBRARY_PATH"] = os.path.join(out, "simgpu")
-    env["SIMGPU_MEMORY"] = str(2 * peak + (1 << 30))
-    cmd = [os.path.join(out, "spillway"), "profile", "--simgpu", "--quiet", "-o", path, "--",
+    if not args.gpu:
+        env["LD_LIBRARY_PATH"] = os.path.join(out, "simgpu")
+        env["SIMGPU_MEMORY"] = str(2 * peak + (1 << 30))
+    cmd = [os.path.join(out, "spillway"), "profile"] + ([] if args.gpu else ["--simgpu"]) + [
+           "--quiet", "-o", path, "--",
            os.path.join(out, "spillway-replay"), trace, "--steps", "5", "--warmup", "1",
            "--touch", args.touch, "--json"]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
@@ -158,6 +178,8 @@ def main():
                         help="spillway-replay's --touch (default 64KiB: the same virtual times as "
                         "page in a ninth of the host time on simgpu)")
     parser.add_argument("--json", help="also write every run's numbers to this file")
+    parser.add_argument("--gpu", action="store_true",
+                        help="on the GPU at hand, made small by spillway's ballast (above)")
     args = parser.parse_args()
     try:
         factors = [float(f) for f in args.factors.split(",")]
@@ -275,6 +297,9 @@ def main():
                 if full:
                     print("        the device evicted on its own (simgpu's capacity_evicted_bytes, "
                           "whole run): %s" % ", ".join(full))
+                if args.json:  # as it goes: a run cut short keeps every row measured
+                    with open(args.json, "w") as f:
+                        json.dump(rows + [row], f, indent=1)
                 sys.stdout.flush()
                 rows.append(row)
     if args.json:

@@ -11,7 +11,7 @@ set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 prog=gpu_check.sh
 
-all_steps=(info bundle doctor gpu-tests bandwidth call-costs rates calibration overhead
+all_steps=(info bundle doctor gpu-tests bandwidth call-costs rates calibration models overhead
            oversubscription memsets capacity attention)
 
 usage() {
@@ -29,9 +29,10 @@ usage: scripts/gpu_check.sh --prepare [--from OUT_DIR] [--bundle DIR] [--build-d
 --quick             fewer steps per run and smaller searches (about a third of the time)
 --only STEPS        run only these steps (comma-separated): ${all_steps[*]}
 --stage NAME        run one stage, for a short lease (docs/gpu-check.md): core (info, bundle,
-                    doctor, bandwidth, call-costs, rates, calibration), frameworks (overhead, oversubscription,
-                    memsets, capacity) or attention (gpu-tests, attention); a later stage takes
-                    the link bandwidth an earlier one left in the results folder
+                    doctor, bandwidth, call-costs, rates, calibration), models (models),
+                    frameworks (overhead, oversubscription, memsets, capacity) or attention
+                    (gpu-tests, attention); a later stage takes the link bandwidth an earlier
+                    one left in the results folder
 --time-limit S      stop starting commands S seconds after the start (each command's own limit is
                     cut to what is left), so the results of what ran are written before a lease's
                     limit ends the run
@@ -74,9 +75,10 @@ if [[ -n "$stage" ]]; then
   [[ -z "$only" ]] || die_usage "give --stage or --only, not both"
   case "$stage" in
     core) only=info,bundle,doctor,bandwidth,call-costs,rates,calibration ;;
+    models) only=models ;;
     frameworks) only=overhead,oversubscription,memsets,capacity ;;
     attention) only=gpu-tests,attention ;;
-    *) die_usage "--stage: unknown stage '$stage' (stages: core, frameworks, attention)" ;;
+    *) die_usage "--stage: unknown stage '$stage' (stages: core, models, frameworks, attention)" ;;
   esac
 fi
 if [[ -n "$only" ]]; then
@@ -638,6 +640,29 @@ step_calibration() {
   step_summary="$(basename "$file"): SIMGPU_CALIBRATION=$(basename "$file"), spillway simulate --calibration"
 }
 
+# Recorded real networks replayed on this device (scripts/bench_models.py --gpu): two models at
+# 1.5x and 2x, ideal, managed, learned and planned, the device made small by the ballast; every
+# run's data verified against the ideal run. No framework: the replayer starts in a second.
+step_models() {
+  local models=${GPU_CHECK_MODELS:-resnet50-b16,gpt2-b2} factors=${GPU_CHECK_MODEL_FACTORS:-1.5,2}
+  local file="$results_dir/models-$kind.json" args=() bw=${h2d_gbps:-45}
+  args=(--out "$bundle" --models "$models" --factors "$factors"
+        --ways ideal,managed,learned,planned --bandwidth "$bw" --json "$file")
+  if [[ $simgpu -eq 1 ]]; then
+    note "simgpu: the models on simgpu's virtual clock, one model at one factor, few steps"
+    args=(--out "$bundle" --models resnet50-b8 --factors 2 --ways ideal,learned
+          --steps 6 --warmup 4 --bandwidth "$bw" --json "$file")
+  else
+    args+=(--gpu)
+  fi
+  runc models "$python" "$root/scripts/bench_models.py" "${args[@]}"
+  local rc=$?
+  [[ $dry -eq 1 ]] && return 0
+  md '```'; md "$(cat "$work/models.out")"; md '```'
+  step_summary="$(grep -c '^[0-9.]*x ' "$work/models.out") factor rows; figures in $(basename "$file")"
+  return $rc
+}
+
 # Hook overhead on a job that fits: the same job without and with spillway, with the same
 # allocator (per-tensor cudaMallocAsync, and the framework's caching allocator).
 step_overhead() {
@@ -978,6 +1003,7 @@ run_step bandwidth "host<->device bandwidth"
 run_step call-costs "what each driver call the engine makes costs, by size"
 run_step rates "demand faults and launches: their cost, and the hook's per launch"
 run_step calibration "simgpu's and the simulator's calibration from the figures above"
+run_step models "recorded real networks replayed: ideal, managed, learned, planned"
 run_step overhead "hook overhead on a job that fits (goal < 1%)"
 run_step oversubscription "oversubscription at 1.25x, 1.5x, 2x the budget, per policy"
 run_step memsets "memsets and copies over evicted data: discarded first, nothing the job kept lost"

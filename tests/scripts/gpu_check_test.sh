@@ -14,7 +14,7 @@ expect 0 '^usage: scripts/gpu_check.sh --prepare' -- "$check" --help
 expect 2 "^gpu_check.sh: unknown option '--frob'" -- "$check" --frob
 expect 2 "^gpu_check.sh: --only: unknown step 'speed'" -- "$check" --only doctor,speed
 expect 2 "^gpu_check.sh: option --bundle needs a value" -- "$check" --bundle
-expect 2 "^gpu_check.sh: --stage: unknown stage 'models'" -- "$check" --stage models
+expect 2 "^gpu_check.sh: --stage: unknown stage 'speed'" -- "$check" --stage speed
 expect 2 "^gpu_check.sh: give --stage or --only, not both" -- "$check" --stage core --only doctor
 expect 2 "^gpu_check.sh: --time-limit: '4m' is not a whole number of seconds" -- \
   "$check" --time-limit 4m
@@ -26,6 +26,7 @@ for pattern in '^== info' '^== bundle' '^== doctor' '^== gpu-tests' '^== bandwid
                '^== rates' '/driver_rates --bytes 256MiB --launches 5000$' \
                'spillway run --summary [^ ]+ -- [^ ]*/driver_rates --bytes 16MiB --launches 5000' \
                '^== calibration' 'scripts/gpu_calibration.py .*--output [^ ]+/calibration-gpu\.json' \
+               '^== models' 'scripts/bench_models.py --out [^ ]+ --models resnet50-b16,gpt2-b2 --factors 1.5,2 --ways ideal,managed,learned,planned --bandwidth [0-9.]+ --json [^ ]+/models-gpu\.json --gpu' \
                'scripts/gpu_call_costs.py --max-size 256MiB --repeats 5 --results [^ ]+\.jsonl' \
                '^== overhead' '^== oversubscription' '^== memsets' '^== capacity' '^== attention' \
                'spillway run --ballast --device-memory 8GiB --summary [^ ]+ -- [^ ]*/oversubscribe --bytes 17179869184 --buffer 64MiB --passes 1 --overwrite-with memset' \
