@@ -14,7 +14,9 @@
 //   for the newest eviction), and for any eviction of its own allocation still queued;
 // - prefetches go on the side stream, an event after each allocation's chunks; a populate (a
 //   fresh chunk, no copy) of an allocation this launch uses goes on the launch stream, so the
-//   kernel does not wait behind unrelated copies;
+//   kernel does not wait behind unrelated copies; a run of chunks of one allocation that waits
+//   for nothing more than its first chunk is one call (the driver migrates a range in order, so
+//   its room is taken as one call per chunk would take it, for fewer calls);
 // - a launch waits only for the side-stream event after the newest prefetch of what it uses.
 //
 // An arena (an allocation of at least kArenaMinBytes reached through an interior pointer) stays
@@ -312,11 +314,20 @@ bool ResidencyEngine::PlanScheduled(const std::vector<uint64_t>& ids, bool side,
           slot.push_back({evict_seqs.empty() ? earlier_evictions : evict_seqs.back(), nullptr, 0});
         }
         slot.push_back({own_eviction, nullptr, 0});
+        bool waits = false;
         for (const RoomLedger::Room& room : slot) {
           const uint64_t wait = room.seq;
           if (wait == 0 || wait == waited[s]) continue;
           ops.push_back(ScheduleOp{Type::kWait, on, wait});
           waited[s] = wait;
+          waits = true;
+        }
+        // A piece that waits for nothing more goes in the same call as the piece before it on
+        // that stream: one cuMemPrefetchAsync for the run, which the driver migrates in order.
+        if (!waits && !ops.empty() && ops.back().type == Type::kToDevice && ops.back().on == on &&
+            ops.back().id == move.id && ops.back().address + ops.back().bytes == address) {
+          ops.back().bytes += bytes;
+          return;
         }
         ops.push_back(ScheduleOp{Type::kToDevice, on, 0, move.id, address, bytes});
       });

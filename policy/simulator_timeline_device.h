@@ -104,14 +104,16 @@ class TimelineDevice final : public Device {
   DeviceResult Free(uint64_t) override { return kNotSupported; }
   DeviceResult PrefetchToDevice(uint64_t address, uint64_t bytes, Stream stream) override {
     Charge(cost_.calls.prefetch_to_device, bytes);
-    uint64_t in = 0, out = 0;
-    double room = 0;
+    // Chunk by chunk, as the driver migrates a range: each copy once its room is free.
     for (uint32_t c = First(address); c < End(address, bytes); ++c) {
       if (state_.resident(c)) continue;
-      room = std::max(room, TakeRoom(c, &out));
-      in += MakeResident(c);
+      uint64_t out = 0;
+      const double room = TakeRoom(c, &out);
+      const uint64_t in = MakeResident(c);
+      Move(stream, in, out, room);
     }
-    Move(stream, in, out, room);
+    double& tail = Tail(stream);
+    tail = std::max(tail, host_busy_);
     return kDeviceOk;
   }
   DeviceResult PrefetchToHost(uint64_t address, uint64_t bytes, Stream stream) override {

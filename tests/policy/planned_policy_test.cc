@@ -306,6 +306,27 @@ TEST(PlannedPolicy, FollowsTheScheduleAfterOneStep) {
   EXPECT_TRUE(after3.fallback_reason.empty());
 }
 
+// A run of chunks coming in that waits for nothing more than its first chunk goes in one call (one
+// cuMemPrefetchAsync, which the driver migrates in order): the 4 MiB activation, fresh each step on
+// a device with room for everything, comes in whole, not as two 2 MiB calls.
+TEST(PlannedPolicy, ARunOfIncomingChunksThatWaitsForNothingMoreIsOneCall) {
+  const Workload w = SmallStep(4 * kMiB);
+  const uint64_t budget = 64 * kMiB;
+  const PolicyFile plan = Plan(w, budget);
+  Replay replay(w, MakePlannedPolicy(plan, "small.toml", budget, nullptr), budget);
+  const size_t from = replay.ThirdStepFollowed();
+  uint64_t x = 0;  // the activation: the step's first managed allocation
+  for (size_t i = from; i < replay.device_.calls.size() && x == 0; ++i) {
+    if (replay.device_.calls[i].what == "managed") x = replay.device_.calls[i].address;
+  }
+  ASSERT_NE(x, 0u);
+  std::vector<uint64_t> sizes;  // of the calls bringing in the activation
+  for (const auto& [what, address, bytes] : replay.Moves(from)) {
+    if (what == "to_device" && address >= x && address < x + 4 * kMiB) sizes.push_back(bytes);
+  }
+  EXPECT_EQ(sizes, std::vector<uint64_t>{4 * kMiB});
+}
+
 // The schedule's moves are pipelined chunk by chunk, as the simulator prices them: evictions go on
 // the evict stream (one chunk per call, an event after each), and at a position that sends out
 // several chunks the first chunk coming in waits for older room (a free's discard, an earlier
@@ -378,11 +399,16 @@ std::vector<std::vector<DeviceCall>> LaunchCalls(Replay& replay, const Workload&
   return at;
 }
 
-// The addresses of the calls `what` among `calls`.
+// The chunk addresses the calls `what` among `calls` cover.
 std::set<uint64_t> AddressesOf(const std::vector<DeviceCall>& calls, std::string_view what) {
   std::set<uint64_t> out;
   for (const DeviceCall& c : calls) {
-    if (c.what == what) out.insert(c.address);
+    if (c.what != what) continue;
+    // A call may cover a run of chunks (consecutive prefetches that wait for nothing more go in
+    // one call): each chunk it starts in.
+    for (uint64_t a = c.address; a == c.address || a < c.address + c.bytes; a += kChunkBytes) {
+      out.insert(a);
+    }
   }
   return out;
 }
