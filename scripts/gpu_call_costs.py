@@ -10,6 +10,10 @@ done (the call, then cuStreamSynchronize), the median of --repeats, at sizes fro
   prefetch_to_host            managed data on the device, prefetched to the host
   prefetch_to_host_resident   the same data, already on the host
   discard                     cuMemDiscardBatchAsync of data on the device (CUDA 13.0+)
+  prefetch_16_calls           the data on the host prefetched to the device in 16 calls of a
+                              sixteenth each (the engine's way: a call per chunk or allocation)
+  prefetch_batch_16           the same as one cuMemPrefetchBatchAsync of 16 ranges (CUDA 13.0+):
+                              with prefetch_16_calls, whether batching the engine's calls pays
   advise                      cuMemAdvise, preferred location the device, then unset
   alloc_managed               cuMemAllocManaged then cuMemFree (blocked only)
   pool_alloc                  cuMemAllocAsync then cuMemFreeAsync on the stream
@@ -31,7 +35,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cuda_driver import (CU_MEM_ADVISE_SET_PREFERRED_LOCATION,  # noqa: E402
-                         CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION, Driver, DriverError, location)
+                         CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION, CUmemLocation, Driver,
+                         DriverError, location)
 
 SIZES = [64 << 10, 1 << 20, 16 << 20, 256 << 20]
 
@@ -118,6 +123,38 @@ def sized_calls(driver, stream, size, repeats, results):
         if not driver.has("cuMemDiscardBatchAsync"):
             results.add({"op": "discard", "bytes": size,
                          "error": "the driver has no cuMemDiscardBatchAsync (CUDA 13.0+)"})
+        # Sixteen ranges, as sixteen calls and as one batch call.
+        part = size // 16
+        starts = [pointer + i * part for i in range(16)]
+
+        def sixteen_calls():
+            for start in starts:
+                driver.prefetch(start, part, True, stream)
+
+        row = {"op": "prefetch_16_calls", "bytes": size, "calls": 16}
+        try:
+            row.update(measure(driver, stream, repeats, on(False), sixteen_calls))
+        except DriverError as error:
+            row["error"] = str(error)
+        results.add(row)
+        row = {"op": "prefetch_batch_16", "bytes": size, "ranges": 16}
+        if driver.has("cuMemPrefetchBatchAsync"):
+            pointers = (ctypes.c_uint64 * 16)(*starts)
+            sizes = (ctypes.c_size_t * 16)(*([part] * 16))
+            locations = (CUmemLocation * 1)(location(True))
+            location_indices = (ctypes.c_size_t * 1)(0)
+
+            def batch():
+                driver.call("cuMemPrefetchBatchAsync", pointers, sizes, ctypes.c_size_t(16),
+                            locations, location_indices, ctypes.c_size_t(1),
+                            ctypes.c_ulonglong(0), stream)
+            try:
+                row.update(measure(driver, stream, repeats, on(False), batch))
+            except DriverError as error:
+                row["error"] = str(error)
+        else:
+            row["error"] = "the driver has no cuMemPrefetchBatchAsync (CUDA 13.0+)"
+        results.add(row)
 
         def advise():
             driver.call("cuMemAdvise_v2", ctypes.c_uint64(pointer), ctypes.c_size_t(size),
