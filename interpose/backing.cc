@@ -431,9 +431,9 @@ BackingCounts CountsSoFar() {
 }
 
 uint64_t StartBallast(int ordinal, policy::Device* device, uint64_t budget, uint64_t free,
-                      uint64_t total) {
+                      uint64_t total, std::optional<uint64_t> headroom_setting) {
   if (ordinal < 0 || ordinal >= kMaxDevices) return 0;
-  const uint64_t headroom = total / 20;
+  const uint64_t headroom = headroom_setting.value_or(total / 20);
   if (free <= budget + headroom) {
     Log(LogLevel::kWarn,
         "SPILLWAY_BALLAST: device %d has %llu bytes free, no more than the budget (%llu) plus "

@@ -103,10 +103,11 @@ void CountIpcRefused();       // no requirement
 BackingCounts CountsSoFar();  // no requirement
 
 // SPILLWAY_BALLAST: allocates, with the real cuMemAlloc on `device`, the physical free memory
-// beyond `budget` and a headroom of 5% of `total`, for device `ordinal`. Returns the bytes held
-// (0 when there is nothing to hold or the allocation failed, which is logged). Freed at exit.
+// beyond `budget` and `headroom` (SPILLWAY_BALLAST_HEADROOM; nullopt: 5% of `total`), for device
+// `ordinal`. Returns the bytes held (0 when there is nothing to hold or the allocation failed,
+// which is logged). Freed at exit.
 uint64_t StartBallast(int ordinal, policy::Device* device, uint64_t budget, uint64_t free,
-                      uint64_t total);
+                      uint64_t total, std::optional<uint64_t> headroom = std::nullopt);
 uint64_t BallastBytes();  // all devices; no requirement
 
 // After the context that held device `device`'s ballast ended (the driver freed it): forgotten,

@@ -156,6 +156,12 @@ void ApplyBackingSettings(std::optional<std::string_view> device_modules,
   }
 }
 
+void ApplyBallastHeadroom(std::optional<std::string_view> headroom, Config* config) {
+  if (!headroom.has_value() || headroom->empty()) return;
+  config->ballast_headroom =
+      ParseSizeSetting("SPILLWAY_BALLAST_HEADROOM", *headroom, &config->problems);
+}
+
 void ApplyEvictionSetting(std::optional<std::string_view> eviction,
                           std::optional<std::string_view> lookahead, Config* config) {
   if (eviction.has_value() && !eviction->empty()) {
@@ -203,6 +209,7 @@ Config ReadConfigFromEnvironment() {
                              GetEnv("SPILLWAY_LOG_FILE"), GetEnv("SPILLWAY_SUMMARY"));
   ApplyMemorySettings(GetEnv("SPILLWAY_DEVICE_MEMORY"), GetEnv("SPILLWAY_HOST_MEMORY"), &config);
   ApplyBackingSettings(GetEnv("SPILLWAY_DEVICE_MODULES"), GetEnv("SPILLWAY_BALLAST"), &config);
+  ApplyBallastHeadroom(GetEnv("SPILLWAY_BALLAST_HEADROOM"), &config);
   ApplyEvictionSetting(GetEnv("SPILLWAY_EVICTION"), GetEnv("SPILLWAY_LOOKAHEAD"), &config);
   ApplyOnlinePlanSetting(GetEnv("SPILLWAY_ONLINE_PLAN"), &config);
   if (const std::optional<std::string_view> policy = GetEnv("SPILLWAY_POLICY")) {

@@ -40,6 +40,10 @@ struct Config {
   // SPILLWAY_BALLAST=1: at the engine's start, allocate the physical free memory beyond the budget
   // (less headroom) as plain device memory, so the GPU behaves like one with the budget.
   bool ballast = false;
+  // SPILLWAY_BALLAST_HEADROOM: what the ballast leaves free beyond the budget, for the device
+  // memory a job takes outside its allocations (module code loaded lazily, the driver's own);
+  // unset: 5% of the device. The GPU check measures it from the job's unlimited run.
+  std::optional<uint64_t> ballast_headroom;
   // SPILLWAY_EVICTION: the residency engine's eviction policy, "learned" (default), "lru", or
   // "none" (managed backing only: the engine moves nothing, the device pages on demand).
   std::string eviction = "learned";
@@ -88,6 +92,10 @@ void ApplyMemorySettings(std::optional<std::string_view> device_memory,
 // unset). A ballast value other than 0/1 adds a line to `problems`; the default (off) stays.
 void ApplyBackingSettings(std::optional<std::string_view> device_modules,
                           std::optional<std::string_view> ballast, Config* config);
+
+// Sets ballast_headroom from SPILLWAY_BALLAST_HEADROOM (nullopt or empty = unset): a size. A value
+// that is not one adds a line to `problems`; the default (5% of the device) stays.
+void ApplyBallastHeadroom(std::optional<std::string_view> headroom, Config* config);
 
 // Sets eviction from SPILLWAY_EVICTION (nullopt or empty = unset). A value other than
 // learned/lru/none adds a line to `problems` naming the variable and the value; the default

@@ -360,7 +360,7 @@ void PlaceBallast(int ordinal, const policy::ResidencyEngine& engine) {
                   "SPILLWAY_BALLAST: device %d cannot report its memory; no ballast", ordinal);
     return;
   }
-  StartBallast(ordinal, device, engine.budget_bytes(), free, total);
+  StartBallast(ordinal, device, engine.budget_bytes(), free, total, g_config->ballast_headroom);
 }
 
 // Starts the engine of device `ordinal` (the current context's device).

@@ -369,7 +369,7 @@ SKIP=3
 #   GPU:    resnet | gpt (PyTorch examples) | flax;  BATCH = batch size
 #   simgpu: oversubscribe | train_like (driver API); BATCH = size factor of the device memory
 # job NAME KIND BATCH [spillway-run options...]  ("plain" as the first option: no spillway)
-job_ms="" job_peak="" job_pre="" job_evi="" job_summary="" job_rc=0
+job_ms="" job_peak="" job_pre="" job_evi="" job_outside="" job_summary="" job_rc=0
 # Put before every job's command, with and without spillway (e.g. env VAR=value): the same
 # allocator on both sides of a comparison. spillway run keeps a variable set this way.
 job_env=()
@@ -428,15 +428,16 @@ ms = result.get("median_step_ms")
 if ms is None and "virtual_seconds" in stats:
     ms = stats["virtual_seconds"] * 1000 / 4
 values = [ms, result.get("max_memory_allocated"), engine.get("prefetch_bytes"),
-          engine.get("evict_bytes")]
+          engine.get("evict_bytes"), result.get("outside_allocator_bytes")]
 print(" ".join("-" if v is None else str(v) for v in values))
 EOF
 )
-  read -r job_ms job_peak job_pre job_evi <<<"${fields:-- - - -}"
+  read -r job_ms job_peak job_pre job_evi job_outside <<<"${fields:-- - - - -}"
   [[ "$job_ms" == - || $job_rc -ne 0 ]] && job_ms=""
   [[ "$job_peak" == - ]] && job_peak=""
   [[ "$job_pre" == - ]] && job_pre=""
   [[ "$job_evi" == - ]] && job_evi=""
+  [[ "$job_outside" == - ]] && job_outside=""
   return $job_rc
 }
 
@@ -730,7 +731,7 @@ step_oversubscription() {
       note "$kind is not in the bundle"; continue
     fi
     any=1
-    local batch peak unlimited_ms
+    local batch peak unlimited_ms headroom=""
     if [[ $simgpu -eq 1 ]]; then
       # The unlimited run of each size gets a device four times the budget (below).
       unlimited_ms=""
@@ -740,6 +741,18 @@ step_oversubscription() {
       unlimited_ms=$job_ms
       peak=$job_peak
       [[ -n "$peak" || $dry -eq 1 ]] || { note "$kind: no peak memory in its result line"; fail=1; continue; }
+      # The ballast's headroom: what the job took outside its allocator in the unlimited run,
+      # and 256 MiB for the driver's own (not a twentieth of the device: that is 4 GiB on an H100,
+      # enough for the managed baseline not to be oversubscribed at 1.25x or 1.5x).
+      headroom=""
+      if [[ -n "$job_outside" ]]; then
+        headroom=$(calc "int($job_outside + 256 * 2**20)")
+        note "$kind: the ballast leaves $(calc "round($headroom / 2**20)") MiB beside the budget ($(calc "round($job_outside / 2**20)") MiB the job took outside its allocator, and 256 MiB)"
+      elif [[ $dry -eq 1 ]]; then
+        headroom=MEASURED
+      else
+        note "$kind: no outside_allocator_bytes in its result line: the ballast leaves 5% of the device"
+      fi
     fi
     [[ $simgpu -eq 1 ]] || md "| $kind | unlimited | - | $(fmt "$unlimited_ms") | 1.00 | | | |"
     local factor policy
@@ -760,6 +773,7 @@ step_oversubscription() {
         budget=$(calc "int(${peak:-0} / $factor)")
         [[ $dry -eq 1 ]] && budget="PEAK/$factor"
         opts=(--ballast --device-memory "$budget")
+        [[ -n "$headroom" ]] && opts+=(--ballast-headroom "$headroom")
       fi
       for policy in managed lru learned planned; do
         local popts=()

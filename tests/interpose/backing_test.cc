@@ -450,6 +450,14 @@ TEST(BackingTest, BallastHoldsThePhysicalMemoryBeyondTheBudget) {
   EXPECT_GE(JsonInt(run.stats, "peak_resident_bytes"), ballast) << run.stats;
 }
 
+TEST(BackingTest, BallastLeavesTheHeadroomItIsGiven) {
+  const Outcome run = RunScenario({"info"}, {{"SPILLWAY_DEVICE_MEMORY", "16MiB"},
+                                             {"SPILLWAY_BALLAST", "1"},
+                                             {"SPILLWAY_BALLAST_HEADROOM", "4MiB"}});
+  ASSERT_EQ(run.status, 0) << run.output;
+  EXPECT_EQ(JsonInt(run.summary, "ballast_bytes"), (64ll - 16 - 4) << 20) << run.summary;
+}
+
 TEST(BackingTest, BadBallastValueIsReported) {
   const Outcome run = RunScenario({"info"}, {{"SPILLWAY_BALLAST", "yes"}});
   ASSERT_EQ(run.status, 0) << run.output;

@@ -313,6 +313,20 @@ TEST(BackingSettingsTest, ModuleListAndBallastParse) {
   EXPECT_FALSE(empty.ballast);
 }
 
+TEST(BackingSettingsTest, BallastHeadroomIsASizeOrNamed) {
+  Config config;
+  ApplyBallastHeadroom(std::nullopt, &config);
+  EXPECT_FALSE(config.ballast_headroom.has_value());
+  ApplyBallastHeadroom("768MiB", &config);
+  EXPECT_EQ(config.ballast_headroom, uint64_t{768} << 20);
+  Config bad;
+  ApplyBallastHeadroom("lots", &bad);
+  EXPECT_FALSE(bad.ballast_headroom.has_value());
+  ASSERT_EQ(bad.problems.size(), 1u);
+  EXPECT_EQ(bad.problems[0].rfind("SPILLWAY_BALLAST_HEADROOM: cannot use 'lots' (", 0), 0u)
+      << bad.problems[0];
+}
+
 TEST(BackingSettingsTest, BadBallastIsNamed) {
   Config config;
   ApplyBackingSettings(std::nullopt, "yes", &config);

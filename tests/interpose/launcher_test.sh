@@ -86,9 +86,15 @@ expect 2 "^spillway: run: bad --policy '$tmp/none.toml' \(no such readable file\
 expect 2 "^spillway: option --eviction needs a value" -- "$spillway" run --eviction
 expect 2 "^spillway: run: unknown option '--quiet-please'" -- "$spillway" run --quiet-please true
 echo '# policy' >"$tmp/p.toml"
+expect 2 "^spillway: run: --ballast-headroom needs --ballast" -- \
+  "$spillway" run --ballast-headroom 1GiB true
+expect 2 "^spillway: run: bad --ballast-headroom 'some'" -- \
+  "$spillway" run --ballast --ballast-headroom some true
 env -u SPILLWAY_BALLAST "$spillway" run -q --eviction learned --ballast --host-memory 2GiB \
-  --policy "$tmp/p.toml" -- env >"$tmp/env4" 2>&1 || fail "spillway run with all options failed"
+  --ballast-headroom 768MiB --policy "$tmp/p.toml" -- env >"$tmp/env4" 2>&1 ||
+  fail "spillway run with all options failed"
 for line in "SPILLWAY_EVICTION=learned" "SPILLWAY_BALLAST=1" "SPILLWAY_HOST_MEMORY=2GiB" \
+            "SPILLWAY_BALLAST_HEADROOM=768MiB" \
             "SPILLWAY_POLICY=$(readlink -f "$tmp/p.toml")"; do
   grep -qxF -- "$line" "$tmp/env4" || fail "spillway run --eviction/--ballast/...: missing '$line'"
 done
