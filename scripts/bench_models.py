@@ -40,9 +40,12 @@ runs on the whole GPU without spillway; `managed` is the replay's managed alloca
 nothing); `none`, `lru`, `learned` and `planned` as above with the ballast. simgpu's own counts
 (the device evicting on its own) are not there.
 
+`--calibration FILE` (docs/calibration.md) prices everything as a measured GPU does: simgpu reads
+it (SIMGPU_CALIBRATION), and `spillway simulate` and `spillway plan` take it (--calibration).
+
 Usage: scripts/bench_models.py [--out DIR] [--models a,b] [--factors 1.25,1.5,2,4]
                                [--ways ideal,managed,...] [--steps N] [--warmup K]
-                               [--bandwidth GBps] [--json FILE] [--gpu]
+                               [--bandwidth GBps] [--json FILE] [--gpu] [--calibration FILE]
 DIR is the build's output folder (default build/out; on a GPU machine the bundle).
 """
 
@@ -77,6 +80,8 @@ def replay(out, trace, memory, way, args, policy=None, tmp=None):
     if not args.gpu:
         env["LD_LIBRARY_PATH"] = os.path.join(out, "simgpu")
         env["SIMGPU_MEMORY"] = str(memory)
+        if args.calibration:
+            env["SIMGPU_CALIBRATION"] = args.calibration
     cmd = [os.path.join(out, "spillway-replay"), trace, "--steps", str(args.steps),
            "--warmup", str(args.warmup), "--touch", args.touch, "--json"]
     summary_path = os.path.join(tmp, "summary.json")
@@ -125,11 +130,17 @@ def replay(out, trace, memory, way, args, policy=None, tmp=None):
     return result, summary, None
 
 
-def simulate_bounds(out, trace, memory):
+def calibrated(args):
+    """The --calibration flag for spillway-simulate and spillway-plan, if any."""
+    return ["--calibration", args.calibration] if args.calibration else []
+
+
+def simulate_bounds(out, trace, memory, args):
     """The step times of spillway-simulate's `bound`, `cap-bound` and `link-bound` rows, in ms
     (each None if it could not run)."""
     proc = subprocess.run([os.path.join(out, "spillway-simulate"), trace, "--device-memory",
-                           str(memory)], capture_output=True, text=True, check=False)
+                           str(memory)] + calibrated(args), capture_output=True, text=True,
+                          check=False)
     found = {}
     for line in proc.stdout.splitlines():
         fields = line.split()
@@ -150,6 +161,8 @@ def profile(out, trace, peak, args, path):
     if not args.gpu:
         env["LD_LIBRARY_PATH"] = os.path.join(out, "simgpu")
         env["SIMGPU_MEMORY"] = str(2 * peak + (1 << 30))
+        if args.calibration:
+            env["SIMGPU_CALIBRATION"] = args.calibration
     cmd = [os.path.join(out, "spillway"), "profile"] + ([] if args.gpu else ["--simgpu"]) + [
            "--quiet", "-o", path, "--",
            os.path.join(out, "spillway-replay"), trace, "--steps", "5", "--warmup", "1",
@@ -160,9 +173,10 @@ def profile(out, trace, peak, args, path):
     return None
 
 
-def plan(out, trace, memory, path):
+def plan(out, trace, memory, path, args):
     proc = subprocess.run([os.path.join(out, "spillway-plan"), trace, "--device-memory",
-                           str(memory), "-o", path], capture_output=True, text=True, check=False)
+                           str(memory), "-o", path] + calibrated(args), capture_output=True,
+                          text=True, check=False)
     if proc.returncode != 0:
         return (proc.stderr.strip().splitlines() or ["spillway-plan failed"])[-1]
     return None
@@ -184,6 +198,8 @@ def main():
                         help="spillway-replay's --touch (default 64KiB: the same virtual times as "
                         "page in a ninth of the host time on simgpu)")
     parser.add_argument("--json", help="also write every run's numbers to this file")
+    parser.add_argument("--calibration",
+                        help="a calibration file (docs/calibration.md) for simgpu and the tools")
     parser.add_argument("--gpu", action="store_true",
                         help="on the GPU at hand, made small by spillway's ballast (above)")
     args = parser.parse_args()
@@ -199,6 +215,10 @@ def main():
             parser.error("--ways: unknown way %r (known: %s)" % (w, ", ".join(WAYS)))
     if "ideal" not in ways:
         ways.insert(0, "ideal")  # the digest every other run is checked against
+    if args.calibration:
+        if not os.path.isfile(args.calibration):
+            parser.error("--calibration %s: no such file" % args.calibration)
+        args.calibration = os.path.abspath(args.calibration)
     if not 1 <= args.warmup < args.steps <= 1000:
         parser.error("need 1 <= --warmup < --steps <= 1000")
     for tool in ("spillway-replay", "spillway", "spillway-plan", "spillway-simulate"):
@@ -232,7 +252,7 @@ def main():
             print(header)
             for factor in factors:
                 memory = int(peak / factor)
-                sim, cap, link = simulate_bounds(args.out, trace, memory)
+                sim, cap, link = simulate_bounds(args.out, trace, memory, args)
                 fnu = fnu_bound.bound(trace, memory, args.bandwidth * 1e9)["bound_s"] * 1e3
                 ref = max(ideal["mean_step_ms"], fnu)
                 budget = None  # the engine's, from the first run under spillway
@@ -259,7 +279,7 @@ def main():
                         err = None
                         if not os.path.exists(job_trace):
                             err = profile(args.out, trace, peak, args, job_trace)
-                        err = err or plan(args.out, job_trace, budget or memory, policy)
+                        err = err or plan(args.out, job_trace, budget or memory, policy, args)
                         if err:
                             cells.append("   no plan")
                             row[way] = {"error": err}
