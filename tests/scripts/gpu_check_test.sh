@@ -31,8 +31,8 @@ for pattern in '^== info' '^== bundle' '^== doctor' '^== gpu-tests' '^== bandwid
                '^== overhead' '^== oversubscription' '^== memsets' '^== capacity' '^== attention' \
                'spillway run --ballast --device-memory 8GiB --summary [^ ]+ -- [^ ]*/oversubscribe --bytes 17179869184 --buffer 64MiB --passes 1 --overwrite-with memset' \
                'spillway run --ballast --device-memory 8GiB --summary [^ ]+ -- [^ ]*/oversubscribe --bytes 17179869184 --buffer 64MiB --passes 1 --overwrite-with copy' \
-               'spillway run --summary [^ ]+ --ballast --device-memory PEAK/1.25 --eviction lru -- [^ ]*python[0-9]* [^ ]*/examples/pytorch/train_resnet.py' \
-               'spillway run --summary [^ ]+ --ballast --device-memory PEAK/2 --eviction none -- [^ ]*python[0-9]* [^ ]*/examples/pytorch/train_gpt.py' \
+               'spillway run --summary [^ ]+ --ballast --device-memory PEAK/1.25 --ballast-headroom MEASURED --eviction lru -- [^ ]*python[0-9]* [^ ]*/examples/pytorch/train_resnet.py' \
+               'spillway run --summary [^ ]+ --ballast --device-memory PEAK/2 --ballast-headroom MEASURED --eviction none -- [^ ]*python[0-9]* [^ ]*/examples/pytorch/train_gpt.py' \
                'examples/pytorch/train_gpt.py --quiet --batch-size 8' \
                'PYTORCH_CUDA_ALLOC_CONF=backend:native bash [^ ]*/spillway run .*--framework-allocator' \
                'PYTORCH_CUDA_ALLOC_CONF=backend:native [^ ]*python[0-9]* [^ ]*/train_resnet.py' \
