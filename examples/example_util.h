@@ -24,6 +24,13 @@ inline const char* ErrorName(CUresult result) {
   return name;
 }
 
+// `arg` asks for help (-h, --help): prints the usage on stdout and exits with kExitOk.
+inline void ExitIfHelp(const std::string& arg, void (*usage)(FILE*)) {
+  if (arg != "-h" && arg != "--help") return;
+  usage(stdout);
+  std::exit(kExitOk);
+}
+
 // A bad command line: prints "<program>: <what>" and the usage on stderr, and exits.
 [[noreturn]] inline void BadCommandLine(const char* program, const std::string& what,
                                         void (*usage)(FILE*)) {

@@ -61,10 +61,7 @@ Options ParseOptions(int argc, char** argv) {
   Options options;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
-    if (arg == "-h" || arg == "--help") {
-      Usage(stdout);
-      std::exit(kExitOk);
-    }
+    spillway_demo::ExitIfHelp(arg, Usage);
     if (arg == "--overwrite") {
       options.overwrite = true;
       continue;
