@@ -26,15 +26,6 @@ struct Figure {
   std::function<double&(Calibration&)> ref;
 };
 
-// Host-blocking seconds of one call: at most a second; per byte, at most a microsecond (1 MB/s).
-void AddCall(std::vector<Figure>* figures, const char* name, CallCost HostCallCosts::*call) {
-  figures->push_back({"calls", name, 0, 1, false, "seconds",
-                      [call](Calibration& c) -> double& { return (c.cost.calls.*call).seconds; }});
-  figures->push_back(
-      {"calls", name, 0, 1e-6, false, "seconds per byte",
-       [call](Calibration& c) -> double& { return (c.cost.calls.*call).seconds_per_byte; }});
-}
-
 // The calls section's entries, in the file's order.
 const std::vector<std::pair<const char*, CallCost HostCallCosts::*>>& Calls() {
   static const auto* calls = new std::vector<std::pair<const char*, CallCost HostCallCosts::*>>{
@@ -52,7 +43,7 @@ const std::vector<std::pair<const char*, CallCost HostCallCosts::*>>& Calls() {
 
 // The figures outside the calls section. Whole numbers are kept as doubles while parsed.
 struct Wholes {
-  double copy_engines, batch_bytes, chunk_bytes, piece_bytes, driver_version;
+  double copy_engines, batch_bytes, chunk_bytes, piece_bytes;
 };
 
 absl::Status Bad(const std::string& name, const std::string& where, const std::string& why) {
@@ -130,7 +121,7 @@ absl::StatusOr<Calibration> ParseCalibration(std::string_view text, std::string_
   }
   Wholes wholes{static_cast<double>(c.cost.copy_engines),
                 static_cast<double>(c.cost.fault_batch_bytes), static_cast<double>(c.chunk_bytes),
-                static_cast<double>(c.piece_bytes), 0};
+                static_cast<double>(c.piece_bytes)};
   std::vector<Figure> figures = {
       {"link", "h2d_bytes_per_s", 1e3, 1e13, false, "bytes per second",
        [](Calibration& x) -> double& { return x.cost.h2d_bytes_per_s; }},
@@ -182,15 +173,22 @@ absl::StatusOr<Calibration> ParseCalibration(std::string_view text, std::string_
       if (absl::Status s = OnlyKeys(entry, name, where, {"seconds", "seconds_per_byte"}); !s.ok()) {
         return s;
       }
-      std::vector<Figure> two;
-      AddCall(&two, call, member);
-      for (int i = 0; i < 2; ++i) {
-        const char* key = i == 0 ? "seconds" : "seconds_per_byte";
-        if (!entry.contains(key)) continue;
-        absl::StatusOr<double> v = Number(entry[key], name, absl::StrCat(where, ".", key),
-                                          two[i].lo, two[i].hi, false, two[i].unit);
+      // The time the call blocks its thread: at most a second; per byte, at most a microsecond
+      // (1 MB/s).
+      CallCost& cost = c.cost.calls.*member;
+      const struct {
+        const char* key;
+        double hi;
+        const char* unit;
+        double* value;
+      } parts[] = {{"seconds", 1, "seconds", &cost.seconds},
+                   {"seconds_per_byte", 1e-6, "seconds per byte", &cost.seconds_per_byte}};
+      for (const auto& part : parts) {
+        if (!entry.contains(part.key)) continue;
+        absl::StatusOr<double> v = Number(entry[part.key], name, absl::StrCat(where, ".", part.key),
+                                          0, part.hi, false, part.unit);
         if (!v.ok()) return v.status();
-        two[i].ref(c) = *v;
+        *part.value = *v;
       }
     }
   }

@@ -570,7 +570,7 @@ std::string FormatResultTable(const std::vector<SimResult>& results, const SimRe
     out += time_row(*tight);
     for (const SimResult& t : more_bounds) out += time_row(t);
   }
-  // What the engine's driver calls cost the thread that launches (launches included).
+  // What the engine's driver calls cost the thread that launches (the job's launches not counted).
   std::string calls;
   for (const SimResult& s : results) {
     if (s.host_calls == 0) continue;

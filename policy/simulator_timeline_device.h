@@ -75,8 +75,8 @@ class TimelineDevice final : public Device {
         FaultStallSeconds(cost_, copied, evicted) +
         static_cast<double>(FaultBatches(cost_, faulted) - FaultBatches(cost_, copied)) *
             cost_.fault_batch_seconds;
-    double& tail = Tail(stream);
-    const double start = std::max({tail, t_.compute, room, host_busy_});
+    double& tail = HostIssued(stream);
+    const double start = std::max({tail, t_.compute, room});
     t_.compute = start + compute + stall + RemoteAccessSeconds(cost_, remote);
     tail = t_.compute;
     for (const uint32_t c : chunks) used_until_[c] = std::max(used_until_[c], t_.compute);
@@ -112,8 +112,7 @@ class TimelineDevice final : public Device {
       const uint64_t in = MakeResident(c);
       Move(stream, in, out, room);
     }
-    double& tail = Tail(stream);
-    tail = std::max(tail, host_busy_);
+    HostIssued(stream);
     return kDeviceOk;
   }
   DeviceResult PrefetchToHost(uint64_t address, uint64_t bytes, Stream stream) override {
@@ -129,10 +128,9 @@ class TimelineDevice final : public Device {
     Charge(cost_.calls.discard, bytes);
     const std::vector<uint32_t>& out = ResidentIn(address, bytes);
     if (result_ != nullptr) result_->discarded_bytes += BytesOf(out);
-    double& tail = Tail(stream);
-    tail = std::max(tail, host_busy_);
-    NoteEarly(out, tail);
-    for (const uint32_t c : out) Leave(c, tail);
+    const double at = HostIssued(stream);
+    NoteEarly(out, at);
+    for (const uint32_t c : out) Leave(c, at);
     for (uint32_t c = First(address); c < End(address, bytes); ++c) populated_[c] = 0;
     return kDeviceOk;
   }
@@ -172,9 +170,7 @@ class TimelineDevice final : public Device {
     return kDeviceOk;
   }
   DeviceResult RecordEvent(Event event, Stream stream) override {
-    double& tail = Tail(stream);
-    tail = std::max(tail, host_busy_);
-    *static_cast<double*>(event) = tail;
+    *static_cast<double*>(event) = HostIssued(stream);
     return kDeviceOk;
   }
   DeviceResult StreamWaitEvent(Stream stream, Event event) override {
@@ -208,6 +204,13 @@ class TimelineDevice final : public Device {
     // What the evictions freed beyond this chunk's need is free now.
     if (state_.bytes() + need < cap_) room_.Give(when, cap_ - state_.bytes() - need);
     return when;
+  }
+  // `stream`'s tail once the host has issued to it: no work the host issues starts before its
+  // clock.
+  double& HostIssued(Stream stream) {
+    double& tail = Tail(stream);
+    tail = std::max(tail, host_busy_);
+    return tail;
   }
   // The host thread is blocked `cost` for a call naming `bytes`; counted in the result when it is
   // the engine's (not the job's launch).
@@ -258,8 +261,8 @@ class TimelineDevice final : public Device {
   // simgpu's MoveTime: the copies in and out (bytes) start with the stream's turn (and once the
   // room they take is free), each on its engine. Returns when they end.
   double Move(Stream stream, uint64_t in, uint64_t out, double room) {
-    double& tail = Tail(stream);
-    const double start = std::max({tail, room, host_busy_});
+    double& tail = HostIssued(stream);
+    const double start = std::max(tail, room);
     double end = start;
     if (in > 0) end = std::max(end, t_.Book(true, start, H2DSeconds(cost_, in)));
     if (out > 0) end = std::max(end, t_.Book(false, start, D2HSeconds(cost_, out)));

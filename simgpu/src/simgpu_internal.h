@@ -212,7 +212,7 @@ struct Stream {
     std::vector<MarkerPtr> deps;
     MarkerPtr done;
     OpBody body;
-    double not_before = 0;  // the enqueuing thread's host clock then (HostClock)
+    double not_before = 0;  // the enqueuing thread's host clock then (ChargeHost)
     bool stop = false;
   };
   std::deque<Op> queue;
@@ -243,11 +243,10 @@ MarkerPtr Enqueue(Stream* s, OpBody body, std::vector<MarkerPtr> extra_deps = {}
                   MarkerPtr* publish = nullptr);
 // Waits for `m`; the calling host thread's clock advances to its end.
 void WaitMarker(const MarkerPtr& m);
-// The calling thread's host clock, in virtual seconds: what its driver calls have blocked it for
-// (ChargeHost) and the ends of the work it waited for (WaitMarker). What it enqueues starts no
-// earlier. A stream's worker has none (its work is device time).
-double HostClock();
-// The calling thread is blocked `seconds` in a driver call (Config::calls, from a calibration).
+// The calling thread is blocked `seconds` in a driver call (Config::calls, from a calibration):
+// its host clock, which what it enqueues later cannot start before, advances by that much. The
+// clock also advances to the end of the work the thread waits for (WaitMarker). A stream's worker
+// has none (its work is device time).
 void ChargeHost(double seconds);
 bool MarkerDone(const MarkerPtr& m);
 void SynchronizeStream(Stream* s);

@@ -206,8 +206,6 @@ void WaitMarker(const MarkerPtr& m) {
   if (!tls_worker) tls_host_vtime = std::max(tls_host_vtime, m->vtime);
 }
 
-double HostClock() { return tls_host_vtime; }
-
 void ChargeHost(double seconds) {
   if (!tls_worker && seconds > 0) tls_host_vtime += seconds;
 }
