@@ -386,7 +386,8 @@ struct Replace<HookId::k_cuMemFree_v2> {
     if (engine != nullptr) {
       // During any capture the synchronization and the discard could fail or break it (the free
       // itself is the job's call): the engine only forgets the allocation.
-      bool discard = !Captures().AnyInProgress();
+      // Nor while the job fits in the budget (the engine discards nothing then): no wait either.
+      bool discard = !Captures().AnyInProgress() && engine->DiscardsFrees();
       if (discard && found->backing == policy::Backing::kManaged) {
         // cuMemFree waits for the device anyway; waiting first makes the discard safe even for
         // work on non-blocking streams that still reads the memory. That waits for the current

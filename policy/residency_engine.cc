@@ -168,7 +168,13 @@ int ResidencyEngine::OnFree(const Allocation& allocation, Stream stream) {
   }
   if (allocation.backing != Backing::kManaged) return 0;
   int failures = 0;
-  const DeviceResult discarded = device_->Discard(allocation.base, allocation.size, stream);
+  // A discard keeps a freed allocation's dead data from ever being copied back by an eviction.
+  // While nothing has had to leave the device (the job has fitted in the budget so far) none is
+  // made: a free then costs no driver call of spillway's. A freed pool block left resident this
+  // way may be written back once if the device fills later; the engine never evicts it itself.
+  const DeviceResult discarded = DiscardsFrees()
+                                     ? device_->Discard(allocation.base, allocation.size, stream)
+                                     : kDeviceNotSupported;
   if (discarded == kDeviceOk) {
     discard_bytes_.fetch_add(allocation.size, std::memory_order_relaxed);
   } else if (discarded != kDeviceNotSupported) {

@@ -74,9 +74,12 @@ class ResidencyEngine {
   // on its stream.
   void OnAllocated(const Allocation& allocation, bool place_now = true);
 
-  // @brief `allocation` is about to be freed: forgets it and, if managed, discards its contents
-  // on `stream`. Returns the number of device calls that failed (0 or 1).
+  // @brief `allocation` is about to be freed: forgets it and, if managed and DiscardsFrees(),
+  // discards its contents on `stream`. Returns the number of device calls that failed (0 or 1).
   int OnFree(const Allocation& allocation, Stream stream);
+  // @brief Whether OnFree discards: once something has had to leave the device. Until then the
+  // job fits in the budget, dead data is never copied back, and a free costs no driver call.
+  bool DiscardsFrees() const { return moves_ && moving_.load(std::memory_order_relaxed); }
 
   // @brief `allocation` is gone already (freed by the job through a path the engine does not
   // front): forgets it, no device call.

@@ -80,13 +80,15 @@ TEST(BackingTest, StreamOrderedAllocationsComeFromAManagedPoolAndOversubscribe) 
 }
 
 TEST(BackingTest, PerThreadDefaultStreamAllocationsAreManagedToo) {
-  const Outcome run = RunScenario({"ptsz"}, {});
+  // A 6 MiB budget: the second 4 MiB buffer sends the first out before it is freed.
+  const Outcome run = RunScenario({"ptsz"}, {{"SPILLWAY_DEVICE_MEMORY", "6MiB"}});
   ASSERT_EQ(run.status, 0) << run.output;
   EXPECT_EQ(Fact(run.output, "ptsz_managed"), 1) << run.output;
   EXPECT_EQ(Fact(run.output, "ptsz_wrong"), 0) << run.output;
   const std::string& s = run.summary;
-  EXPECT_EQ(JsonInt(s, "cuMemAllocAsync_ptsz"), 1) << s;
-  EXPECT_EQ(JsonInt(s, "cuMemFreeAsync_ptsz"), 1) << s;
+  EXPECT_EQ(JsonInt(s, "cuMemAllocAsync_ptsz"), 2) << s;
+  EXPECT_EQ(JsonInt(s, "cuMemFreeAsync_ptsz"), 2) << s;
+  EXPECT_GT(JsonInt(s, "evict_bytes"), 0) << s;
   EXPECT_GE(JsonInt(s, "discard_bytes"), 4ll << 20) << s;  // discarded on the per-thread stream
   EXPECT_NE(s.find("\"errors\":[]"), std::string::npos) << s;
 }

@@ -74,9 +74,13 @@ TEST_F(ArenaTest, AnInteriorPointerMovesOnlyTheChunksUpToTheNextOffsetSeen) {
   EXPECT_EQ(base.front(), std::make_pair(arena.base, 2 * kMiB));
   EXPECT_EQ(base.back(), std::make_pair(arena.base + 14 * kMiB, 2 * kMiB));
   EXPECT_EQ(engine_.resident_estimate(), 32 * kMiB);
+  // 40 MiB more sends 8 MiB of the arena out: frees are discarded from then on.
+  const Allocation other = Managed(40 * kMiB);
+  Launch({other.base});
+  EXPECT_TRUE(engine_.DiscardsFrees());
   // Freed: every chunk forgotten, the whole allocation discarded.
   EXPECT_EQ(engine_.OnFree(arena, kStream), 0);
-  EXPECT_EQ(engine_.resident_estimate(), 0u);
+  EXPECT_EQ(engine_.resident_estimate(), 40 * kMiB);
   ASSERT_EQ(device_.Calls("discard").size(), 1u);
   EXPECT_EQ(device_.Calls("discard")[0].bytes, 32 * kMiB);
 }

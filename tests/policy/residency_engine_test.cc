@@ -127,25 +127,38 @@ TYPED_TEST(ResidencyEngineTest, DeviceAllocationsTakeAFixedShareOfTheBudget) {
   EXPECT_EQ(this->engine_.resident_estimate(), 2 * kMiB);
 }
 
-TYPED_TEST(ResidencyEngineTest, FreeDiscardsAndForgets) {
+TYPED_TEST(ResidencyEngineTest, FreeForgetsAndDiscardsOnceSomethingHasLeftTheDevice) {
   const Allocation a = this->Managed(2 * kMiB), b = this->Managed(2 * kMiB);
   this->Launch({a, b});
+  // The job fits in the budget so far: its dead data would never be copied back, so the free
+  // makes no device call.
+  EXPECT_FALSE(this->engine_.DiscardsFrees());
+  const size_t calls = this->device_.calls.size();
   EXPECT_EQ(this->engine_.OnFree(a, kStream), 0);
-  EXPECT_EQ(this->Addresses("discard"), (std::vector<uint64_t>{a.base}));
-  EXPECT_EQ(this->engine_.discard_bytes(), 2 * kMiB);
+  for (size_t i = calls; i < this->device_.calls.size(); ++i) {
+    EXPECT_EQ(this->device_.calls[i].what, "record");  // only the ordering of the room it frees
+  }
+  EXPECT_TRUE(this->device_.Calls("discard").empty());
+  EXPECT_EQ(this->engine_.discard_bytes(), 0u);
   EXPECT_EQ(this->engine_.resident_estimate(), 2 * kMiB);
   // A freed allocation is never a victim.
   const Allocation c = this->Managed(4 * kMiB), d = this->Managed(4 * kMiB);
   this->Launch({c});
   this->Launch({d});
   EXPECT_EQ(this->Addresses("to_host"), (std::vector<uint64_t>{b.base}));
+  // Something has left the device: a free now discards.
+  EXPECT_TRUE(this->engine_.DiscardsFrees());
+  EXPECT_EQ(this->engine_.OnFree(c, kStream), 0);
+  EXPECT_EQ(this->Addresses("discard"), (std::vector<uint64_t>{c.base}));
+  EXPECT_EQ(this->engine_.discard_bytes(), 4 * kMiB);
+  EXPECT_EQ(this->engine_.resident_estimate(), 4 * kMiB);
   this->device_.discard_result = 1;  // CUDA_ERROR_INVALID_VALUE: a failure
   EXPECT_EQ(this->engine_.OnFree(b, nullptr), 1);
-  EXPECT_EQ(this->engine_.discard_bytes(), 2 * kMiB);
+  EXPECT_EQ(this->engine_.discard_bytes(), 4 * kMiB);
   // A driver that cannot discard at all (before CUDA 13.0): no failure, nothing discarded.
   this->device_.discard_result = kDeviceNotSupported;
-  EXPECT_EQ(this->engine_.OnFree(c, nullptr), 0);
-  EXPECT_EQ(this->engine_.discard_bytes(), 2 * kMiB);
+  EXPECT_EQ(this->engine_.OnFree(d, nullptr), 0);
+  EXPECT_EQ(this->engine_.discard_bytes(), 4 * kMiB);
 }
 
 // A repeating step (weights reused, activations reallocated each step) through the engine: no
