@@ -196,11 +196,15 @@ void ApplyEvictionSetting(std::optional<std::string_view> eviction,
 
 void ApplyOnlinePlanSetting(std::optional<std::string_view> online_plan, Config* config) {
   if (!online_plan.has_value() || online_plan->empty()) return;
-  if (*online_plan == "0" || *online_plan == "1") {
-    config->online_plan = *online_plan == "1";
+  if (*online_plan == "0" || *online_plan == "1" || *online_plan == "inline") {
+    config->online_plan = *online_plan != "0";
+    config->online_plan_inline = *online_plan == "inline";
   } else {
     config->problems.push_back("SPILLWAY_ONLINE_PLAN: unknown value '" + std::string(*online_plan) +
-                               "' (expected 0 or 1); using " + (config->online_plan ? "1" : "0"));
+                               "' (expected 0, 1 or inline); using " +
+                               (!config->online_plan         ? "0"
+                                : config->online_plan_inline ? "inline"
+                                                             : "1"));
   }
 }
 

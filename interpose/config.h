@@ -55,9 +55,12 @@ struct Config {
   bool lookahead_auto = true;
   static constexpr int kMaxLookahead = 64;
   // SPILLWAY_ONLINE_PLAN: with the learned policy and no policy file, "1" (the default) records
-  // the detected step, plans it inside the job and follows the plan (docs/engine.md, "Online
-  // planning"); "0" leaves every decision to the learned policy.
+  // the detected step, plans it inside the job on a thread of its own and follows the plan
+  // (docs/engine.md, "Online planning"); "inline" plans in the launch that completes the
+  // recording instead (the job waits for it, and the plan is followed from the next step); "0"
+  // leaves every decision to the learned policy.
   bool online_plan = true;
+  bool online_plan_inline = false;
   // SPILLWAY_POLICY: a policy file (docs/policy.md) the engine follows; empty: none. It is read
   // when an engine starts; a file that cannot be used gives one line and the learned policy.
   std::string policy_file;
@@ -105,8 +108,8 @@ void ApplyBallastHeadroom(std::optional<std::string_view> headroom, Config* conf
 void ApplyEvictionSetting(std::optional<std::string_view> eviction,
                           std::optional<std::string_view> lookahead, Config* config);
 
-// Sets online_plan from SPILLWAY_ONLINE_PLAN (nullopt or empty = unset). A value other than 0/1
-// adds a line to `problems`; the default (on) stays.
+// Sets online_plan and online_plan_inline from SPILLWAY_ONLINE_PLAN (nullopt or empty = unset).
+// A value other than 0, 1 or inline adds a line to `problems`; the default (1) stays.
 void ApplyOnlinePlanSetting(std::optional<std::string_view> online_plan, Config* config);
 
 // Splits a comma-separated module list, dropping surrounding spaces and empty entries.

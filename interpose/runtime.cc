@@ -417,13 +417,14 @@ policy::ResidencyEngine* StartEngine(int ordinal) {
           },
           g_take_call_sites.load(std::memory_order_relaxed) ? CallSiteModules : nullptr);
     } else if (g_config->eviction == "learned" && g_config->online_plan) {
-      // The learned policy that plans the detected step online (SPILLWAY_ONLINE_PLAN).
+      // The learned policy that plans the detected step online (SPILLWAY_ONLINE_PLAN), on a
+      // thread of its own unless asked to plan inline.
       eviction = policy::MakeOnlinePlannedPolicy(
           budget,
           [](bool problem, const std::string& line) {
             Log(problem ? LogLevel::kWarn : LogLevel::kInfo, "%s", line.c_str());
           },
-          policy::PlanRecordedSteps);
+          policy::PlanRecordedSteps, !g_config->online_plan_inline);
     } else {
       eviction = policy::MakePolicy(g_config->eviction);
     }

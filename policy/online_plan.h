@@ -2,10 +2,11 @@
 // engine recorded (MakeOnlinePlannedPolicy, policy/planned_policy.h). From the recording to the
 // workload of one step (policy/step_events.h), then PlanPolicy for the budget with the default
 // cost model and every search but host placement (which needs call-site rules and a device that
-// maps host memory; a policy file can still ask for it), within a bound on the searches: planning
-// runs in a launch of the job, under the engine's lock. So it must not drive a ResidencyEngine
-// (SimulateEngine, SimulateEngineFollowing): that engine would reuse the thread-local scratch of
-// the launch being planned.
+// maps host memory; a policy file can still ask for it), within a bound on the searches. Planning
+// runs on a thread of its own (policy/background_plan.h) or, inline, in a launch of the job under
+// the engine's lock. So it must not drive a ResidencyEngine (SimulateEngine,
+// SimulateEngineFollowing): inline, that engine would reuse the thread-local scratch of the launch
+// being planned.
 #ifndef SPILLWAY_POLICY_ONLINE_PLAN_H_
 #define SPILLWAY_POLICY_ONLINE_PLAN_H_
 

@@ -13,6 +13,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "policy/background_plan.h"
 #include "policy/plan_trial.h"
 #include "policy/step_signature.h"
 
@@ -63,12 +64,13 @@ class PlannedPolicy final : public EvictionPolicy {
   }
 
   // Online planning (MakeOnlinePlannedPolicy): no file yet, `planner` makes one.
-  PlannedPolicy(uint64_t budget_bytes, PolicyLog log, StepPlanner planner)
+  PlannedPolicy(uint64_t budget_bytes, PolicyLog log, StepPlanner planner, bool in_background)
       : log_(std::move(log)),
         learned_(MakeLearnedPolicy()),
         hash_(1),
         planner_(std::move(planner)),
         budget_bytes_(budget_bytes),
+        in_background_(in_background),
         recording_(true) {
     adherence_.path = "online plan";
     adherence_.fallback_reason =
@@ -376,6 +378,11 @@ class PlannedPolicy final : public EvictionPolicy {
       }
       next_try_ = std::max(next_try_, recorded_.launches() + 2 * step);
     }
+    if (planning_.running()) {
+      // Planning on its own thread: the learned policy decides until the plan is taken here.
+      std::optional<BackgroundPlan::Result> done = planning_.Take();
+      return done.has_value() && PlanMade(step, std::move(done->plan), done->seconds);
+    }
     if (step != 0 && timed_ >= step && recorded_.launches() >= next_try_) {
       return TryPlan(step);
     }
@@ -395,12 +402,23 @@ class PlannedPolicy final : public EvictionPolicy {
   // starts with the recording's last step of events (their tokens name whole allocations, as the
   // schedule does, where the engine's view had an arena's chunks), so the plan is followed from
   // the next step's start.
+  // In the background (in_background_) the planner gets a copy of the recording, which goes on
+  // meanwhile; the result is taken by a later launch (PlanMade).
   bool TryPlan(uint64_t step) {
-    static constexpr int kTries = 3;
+    planned_launches_ = recorded_.launches();
+    if (in_background_ && planning_.Start(planner_, recorded_, budget_bytes_)) return false;
+    // Here (no thread could be made, or asked for).
     const auto start = std::chrono::steady_clock::now();
     absl::StatusOr<StepPlan> plan = planner_(recorded_, budget_bytes_);
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return PlanMade(step, std::move(plan), seconds);
+  }
+
+  // What TryPlan's planning gave, `seconds` after it began: the plan is followed from the next
+  // step that matches it, or planning is tried again later or given up. True when followed.
+  bool PlanMade(uint64_t step, absl::StatusOr<StepPlan> plan, double seconds) {
+    static constexpr int kTries = 3;
     if (!plan.ok()) {
       // A recording that holds no two whole steps yet (the learned policy may have locked a
       // repeating stretch within the step, such as alike layers, and so asked for a plan too soon)
@@ -441,9 +459,10 @@ class PlannedPolicy final : public EvictionPolicy {
     trial_.Start();
     adherence_.trial = "running";
     adherence_.fallback_reason = "planned: waiting for the step's start";
-    StopRecording(absl::StrFormat("online plan: %s (planned in %.2f s, from %zu launches "
+    StopRecording(absl::StrFormat("online plan: %s (planned in %.2f s%s, from %zu launches "
                                   "recorded); following it from the next step",
-                                  plan->description, seconds, recorded_.launches()),
+                                  plan->description, seconds,
+                                  in_background_ ? " on its own thread" : "", planned_launches_),
                   false);
     if (hash_.Matches(file_.step_signature)) Align();  // this launch ended a step
     return true;
@@ -458,6 +477,7 @@ class PlannedPolicy final : public EvictionPolicy {
 
   void StopRecording(const std::string& line, bool problem) {
     recording_ = false;
+    planning_.Drop();  // a planning still running is of a recording no longer wanted
     recorded_ = RecordedEvents{};
     arenas_.clear();
     if (problem) {
@@ -806,6 +826,9 @@ class PlannedPolicy final : public EvictionPolicy {
   // Online planning (null planner_: a policy file).
   const StepPlanner planner_;
   const uint64_t budget_bytes_ = 0;
+  const bool in_background_ = false;  // plan on a thread of its own (BackgroundPlan)
+  BackgroundPlan planning_;           // the planning running there, if any
+  size_t planned_launches_ = 0;       // the recording's launches when the latest planning began
   bool recording_ = false;
   uint64_t reordered_at_start_ = 0;  // the learned policy's reordered launches counted so far
   // While recording: launches moved, the steps they moved in, and the step-long stretch of the
@@ -877,8 +900,9 @@ std::unique_ptr<EvictionPolicy> MakePlannedPolicy(PolicyFile file, std::string p
 }
 
 std::unique_ptr<EvictionPolicy> MakeOnlinePlannedPolicy(uint64_t budget_bytes, PolicyLog log,
-                                                        StepPlanner planner) {
-  return std::make_unique<PlannedPolicy>(budget_bytes, std::move(log), std::move(planner));
+                                                        StepPlanner planner, bool in_background) {
+  return std::make_unique<PlannedPolicy>(budget_bytes, std::move(log), std::move(planner),
+                                         in_background);
 }
 
 std::unique_ptr<EvictionPolicy> PlannedPolicyFor(const absl::StatusOr<PolicyFile>& file,

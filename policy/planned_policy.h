@@ -64,10 +64,14 @@ using StepPlanner =
 // no plan otherwise is tried again a step later, three times at most; then, or when
 // kOnlinePlanLaunchLimit
 // launches pass without a plan (a job that fits never times its kernels), recording stops and the
-// learned policy goes on deciding, said in one line through `log`. Planning runs in the launch
-// that completes the recording, under the engine's lock (PlanRecordedSteps bounds its search).
+// learned policy goes on deciding, said in one line through `log`. With `in_background`,
+// planning runs on a thread of its own (policy/background_plan.h) while the recording goes on and
+// the learned policy decides, and a later launch takes the plan; otherwise (or when no thread
+// can be made) in the launch that completes the recording, under the engine's lock.
+// PlanRecordedSteps bounds its search either way.
 std::unique_ptr<EvictionPolicy> MakeOnlinePlannedPolicy(uint64_t budget_bytes, PolicyLog log,
-                                                        StepPlanner planner);
+                                                        StepPlanner planner,
+                                                        bool in_background = false);
 inline constexpr uint64_t kOnlinePlanLaunchLimit = 131072;
 
 // A policy following `file` (read from `path`) over a fresh learned policy. When the file cannot

@@ -263,14 +263,16 @@ TEST_P(TrainLikeTest, ForkAfterInit) {
   ExpectSameResultAsUnconstrained(run, 2.0, 3);
 }
 
-// The learned policy plans the step it detects, inside the job (SPILLWAY_ONLINE_PLAN, on by
-// default), and follows the plan from a later step: at 2x and 4x over 8 steps the exit summary's
-// policy_file is the online plan, followed for at least two whole steps with every planned move
-// issued and no mismatch, and the checksum is the unconstrained run's. With
-// SPILLWAY_ONLINE_PLAN=0 the learned policy decides alone (no policy_file in the summary).
+// The learned policy plans the step it detects, inside the job (SPILLWAY_ONLINE_PLAN), and
+// follows the plan from a later step: at 2x and 4x over 8 steps, planned in the launch that
+// completes the recording (`inline`, so that the plan is there from the next step whatever the
+// host's load), the exit summary's policy_file is the online plan, followed for at least two whole
+// steps with every planned move issued and no mismatch, and the checksum is the unconstrained
+// run's. With SPILLWAY_ONLINE_PLAN=0 the learned policy decides alone (no policy_file in the
+// summary). Planning on its own thread (the default) is the trial's test below.
 TEST(TrainLike, LearnedPlansTheDetectedStepOnlineAndFollowsIt) {
   for (const double factor : {2.0, 4.0}) {
-    for (const std::string online : {"1", "0"}) {
+    for (const std::string online : {"inline", "0"}) {
       SCOPED_TRACE("oversubscription " + std::to_string(factor) + ", online plan " + online);
       const ShimRun shim = RunLearned(Job(factor, 8, {}), {{"SPILLWAY_ONLINE_PLAN", online}});
       const ProcessResult& run = shim.result;
@@ -297,12 +299,14 @@ TEST(TrainLike, LearnedPlansTheDetectedStepOnlineAndFollowsIt) {
 // their longest (PlanTrial::kMaxPhaseSteps): on a slow host (the sanitizer build) the learned
 // policy's step times take longer to settle. The trial reaches its verdict with both medians
 // measured, the verdict is the faster one's, and switching between the two leaves the job's
-// results as they are.
+// results as they are. The plan is made on a thread of its own (the default), while the job's
+// launches go on.
 TEST(TrainLike, TheOnlinePlanIsTriedAgainstTheLearnedPolicyWithoutChangingResults) {
   const ShimRun shim = RunLearned(Job(2.0, 64, {}), {{"SPILLWAY_LOG", "info"}});
   const ProcessResult& run = shim.result;
   const std::string& summary = shim.summary;
   ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find(" on its own thread, from "), std::string::npos) << run.output;
   EXPECT_EQ(Checksum(run.output), UnconstrainedChecksum(2.0, 64, {})) << run.output;
   EXPECT_NE(summary.find("\"errors\":[]"), std::string::npos) << summary;
   const auto number = [&summary](const std::string& key) {

@@ -144,6 +144,12 @@ TEST(ConfigTest, OnlinePlanningIsOnUnlessTurnedOff) {
   EXPECT_FALSE(config.online_plan);
   ApplyOnlinePlanSetting("1", &config);
   EXPECT_TRUE(config.online_plan);
+  EXPECT_FALSE(config.online_plan_inline);  // on a thread of its own
+  ApplyOnlinePlanSetting("inline", &config);
+  EXPECT_TRUE(config.online_plan);
+  EXPECT_TRUE(config.online_plan_inline);
+  ApplyOnlinePlanSetting("1", &config);
+  EXPECT_FALSE(config.online_plan_inline);
   EXPECT_TRUE(config.problems.empty());
 
   Config bad = MakeConfig({}, {}, {}, {});
@@ -151,7 +157,7 @@ TEST(ConfigTest, OnlinePlanningIsOnUnlessTurnedOff) {
   EXPECT_TRUE(bad.online_plan);  // the default stays
   ASSERT_EQ(bad.problems.size(), 1u);
   EXPECT_EQ(bad.problems[0],
-            "SPILLWAY_ONLINE_PLAN: unknown value 'yes' (expected 0 or 1); using 1");
+            "SPILLWAY_ONLINE_PLAN: unknown value 'yes' (expected 0, 1 or inline); using 1");
 }
 
 TEST(ConfigTest, MemorySettings) {

@@ -13,18 +13,21 @@
 #include "policy/planned_policy.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <functional>
 #include <map>
 #include <set>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
 #include "policy/online_plan.h"
 #include "policy/planner.h"
@@ -1362,8 +1365,9 @@ TEST(PlannedPolicy, ArenaLaunchWaitsOnlyForThePrefetchOfItsOwnChunks) {
 // Online planning (MakeOnlinePlannedPolicy) over the fake device, whose clock advances 0.1 ms
 // before each launch, so every kernel is timed at 0.1 ms.
 struct OnlineReplay {
-  OnlineReplay(const Workload& w, uint64_t budget, StepPlanner planner)
-      : replay(w, MakeOnlinePlannedPolicy(budget, log.Sink(), std::move(planner)), budget) {
+  OnlineReplay(const Workload& w, uint64_t budget, StepPlanner planner, bool in_background = false)
+      : replay(w, MakeOnlinePlannedPolicy(budget, log.Sink(), std::move(planner), in_background),
+               budget) {
     replay.device_.events_complete = true;
     replay.before_launch_ = [this] { replay.device_.clock_ms += 0.1; };
   }
@@ -1429,6 +1433,56 @@ TEST(OnlinePlan, PlansTheRecordedStepAndFollowsItWithTheSimulatorsBytes) {
   EXPECT_EQ(after.mismatches, 0u);
   EXPECT_TRUE(online.log.problems.empty()) << online.log.problems[0];
   EXPECT_EQ(replay.engine_.policy_name(), "learned");  // it is the learned policy, planning
+}
+
+// Planning on a thread of its own: while the planner runs, the job's launches go on under the
+// learned policy (the planner here waits until two more steps have run); a later launch takes
+// the plan, which is then followed as one planned inline is.
+TEST(OnlinePlan, PlanningOnItsOwnThreadLetsTheLaunchesGoOnAndItsPlanIsFollowedOnceTaken) {
+  absl::StatusOr<Workload> w = MakeSyntheticWorkload("cnn-small");
+  ASSERT_TRUE(w.ok());
+  const uint64_t budget = w->peak_live_bytes() / 2;
+  absl::Notification started, release;
+  std::thread::id planner_thread;
+  OnlineReplay online(
+      *w, budget,
+      [&](const RecordedEvents& events, uint64_t bytes) {
+        planner_thread = std::this_thread::get_id();
+        started.Notify();
+        release.WaitForNotification();
+        return PlanRecordedSteps(events, bytes);
+      },
+      /*in_background=*/true);
+  Replay& replay = online.replay;
+  replay.Init();
+  int steps = 0;
+  while (!started.HasBeenNotified() && steps < 8) {
+    replay.Step();
+    ++steps;
+  }
+  ASSERT_TRUE(started.HasBeenNotified()) << "no planning after " << steps << " steps";
+  replay.Step();  // the planner is still waiting: these steps are the learned policy's
+  replay.Step();
+  EXPECT_NE(planner_thread, std::this_thread::get_id());
+  EXPECT_FALSE(replay.Adherence().aligned);
+  EXPECT_EQ(replay.Adherence().positions_followed, 0u);
+  EXPECT_TRUE(online.log.news.empty());
+  release.Notify();
+  // The plan is taken by a launch once the thread has stored it, and followed from the next step
+  // that matches it.
+  for (int i = 0; i < 2000 && replay.Adherence().steps_followed < 2; ++i) {
+    replay.Step();
+    if (online.log.news.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  const ScheduleAdherence followed = replay.Adherence();
+  EXPECT_GE(followed.steps_followed, 2u);
+  EXPECT_EQ(followed.path, "online plan");
+  EXPECT_EQ(followed.moves_issued, followed.moves_planned);
+  EXPECT_EQ(followed.mismatches, 0u);
+  ASSERT_FALSE(online.log.news.empty());
+  EXPECT_NE(online.log.news[0].find(" on its own thread, from "), std::string::npos)
+      << online.log.news[0];
+  EXPECT_TRUE(online.log.problems.empty()) << online.log.problems[0];
 }
 
 TEST(OnlinePlan, APlannerThatFailsIsTriedThreeTimesThenOneLineAndTheLearnedPolicysMoves) {
