@@ -5,6 +5,8 @@ set -euo pipefail
 
 packages=(cmake ninja-build g++ pkg-config libabsl-dev libunwind-dev libgtest-dev libgmock-dev
           googletest libbenchmark-dev python3 zlib1g-dev nlohmann-json3-dev)
+# Policy files (toml++, used header-only) and the tools' command lines (CLI11, header-only).
+packages+=(libtomlplusplus-dev libcli11-dev)
 # The recorder of real networks' training steps (workloads/recorder/, recorder_test): PyTorch on
 # the CPU, with OpenBLAS in place of the reference BLAS (about 20x faster matrix products).
 packages+=(python3-torch python3-torchvision libopenblas0-pthread)
