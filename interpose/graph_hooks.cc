@@ -183,7 +183,9 @@ void PrepareGraphLaunch(CUgraphExec exec, CUstream stream, bool per_thread) {
     return;
   }
   // Resolved again now: an allocation freed since instantiation is not named.
-  Allocations().FindAll(words.data(), words.size(), &access);
+  policy::LaunchPointers pointers;
+  pointers.words = &words;
+  Front().Resolve(pointers, &access, &words);
   if (engine == nullptr) return;
   if (EngineCallsFailed([&] { return engine->OnLaunch(access, words, stream, Key(exec)); })) {
     static std::atomic<bool> said{false};

@@ -623,16 +623,11 @@ void PrepareLaunch(CUfunction function, CUstream stream, void** kernel_params, v
   // The pointer words, for arenas (per 2 MiB chunk) and record mode's access offsets.
   std::vector<uint64_t>& words = record_hooks::LaunchWords();
   words.clear();
-  bool resolved = false;
-  if (kernel_params != nullptr) {
-    if (const std::vector<policy::ParamInfo>* layout = ParamLayoutOf(function)) {
-      policy::ResolveFromKernelParams(Allocations(), *layout, kernel_params, &access, &words);
-      resolved = true;
-    }
-  } else {
-    resolved = policy::ResolveFromExtra(Allocations(), extra, &access, &words);
-  }
-  if (resolved) CountResolvedLaunch();
+  policy::LaunchPointers pointers;
+  pointers.kernel_params = kernel_params;
+  pointers.extra = extra;
+  if (kernel_params != nullptr) pointers.layout = ParamLayoutOf(function);
+  Front().Resolve(pointers, &access, &words);
   if (engine == nullptr || captured) return;
   if (EngineCallsFailed([&] {
         return engine->OnLaunch(access, words, stream, reinterpret_cast<uintptr_t>(function));

@@ -14,8 +14,7 @@
 
 #include "interpose/config.h"
 #include "interpose/hook_table.h"
-#include "policy/allocation_registry.h"
-#include "policy/residency_engine.h"
+#include "policy/front_door.h"
 
 namespace spillway::interpose {
 
@@ -58,7 +57,11 @@ inline void CountCall(int index) {
 // True when the mode drives the residency engine (run, record).
 inline bool EngineMode() { return CurrentMode() != Mode::kOff; }
 
-// The registry of live allocations made through the hooks.
+// The front door to the engines (policy/front_door.h): the registry, one engine per device, the
+// resolution of launches. Made when the settings are read (EnsureConfigured, which this calls).
+policy::FrontDoor& Front();
+
+// The registry of live allocations made through the hooks (the front door's).
 policy::AllocationRegistry& Allocations();
 
 // The residency engine of the current context's device (one per device, each with its own budget
@@ -78,9 +81,6 @@ uint64_t ReportedTotal(uint64_t physical_total, int device = -1);
 
 // SPILLWAY_DEVICE_MODULES, or null when the list is empty (or not configured yet).
 const std::vector<std::string>* DeviceModules();
-
-// A launch whose access set could be resolved (parameter layout known or `extra` buffer form).
-void CountResolvedLaunch();
 
 // Registry updates. Called after the real call succeeded; never while holding anything the driver
 // could need. OnAllocated records the current context's device and tells that device's engine,
