@@ -10,6 +10,7 @@
 #include "common/env.h"
 #include "interpose/backing.h"
 #include "interpose/driver_device.h"
+#include "interpose/launch_prep.h"
 #include "interpose/log.h"
 #include "interpose/record_hooks.h"
 #include "interpose/recorder.h"
@@ -162,39 +163,17 @@ void OnGraphExecDestroyed(CUgraphExec exec) { GraphAccess().Forget(Key(exec)); }
 
 void PrepareGraphLaunch(CUgraphExec exec, CUstream stream, bool per_thread) {
   if (!Enabled()) return;
-  if (per_thread && stream == nullptr) stream = CU_STREAM_PER_THREAD;
-  // Launched into a capture, the graph becomes a child graph node: nothing runs now. None
-  // begins before the engine's calls are made.
-  CaptureTracker::NoCaptureScope scope(Captures());
-  if (Captures().IsCapturing(stream)) return;
-  // A capture that this thread's unsafe calls would invalidate, or one beginning: no moves
-  // (demand paging).
-  if (Captures().HoldsBack("the engine's moves for a graph launch")) return;
-  policy::ResidencyEngine* engine = scope.admitted() ? Engine() : nullptr;
-  // Record mode writes the access set in any case.
-  if (engine == nullptr && !Recording()) return;
-  // The recorder reads them after the launch; they keep their capacity (no allocation once warm).
-  std::vector<uint64_t>& words = record_hooks::LaunchWords();
-  policy::AccessSet& access = record_hooks::LaunchAccessSet();
-  words.clear();
-  access.clear();
-  size_t kernel_nodes = 0;
-  if (GraphAccess().Words(Key(exec), &words, &kernel_nodes) != GraphAccessTable::State::kKnown) {
-    return;
-  }
-  // Resolved again now: an allocation freed since instantiation is not named.
-  policy::LaunchPointers pointers;
-  pointers.words = &words;
-  Front().Resolve(pointers, &access, &words);
-  if (engine == nullptr) return;
-  if (EngineCallsFailed([&] { return engine->OnLaunch(access, words, stream, Key(exec)); })) {
-    static std::atomic<bool> said{false};
-    if (!said.exchange(true, std::memory_order_relaxed)) {
-      ReportProblem(LogLevel::kWarn,
-                    "a prefetch or eviction before a graph launch failed; the graph relies on "
-                    "demand paging");
-    }
-  }
+  LaunchRequest request;
+  request.stream = stream;
+  request.per_thread = per_thread;
+  request.key = Key(exec);
+  // The words of its kernel nodes (resolved again at the launch: an allocation freed since
+  // instantiation is not named); none when the exec is unknown or stale.
+  request.graph_words = [](uint64_t key, std::vector<uint64_t>* words) {
+    size_t kernel_nodes = 0;
+    return GraphAccess().Words(key, words, &kernel_nodes) == GraphAccessTable::State::kKnown;
+  };
+  PrepareLaunch(request);
 }
 
 }  // namespace spillway::interpose

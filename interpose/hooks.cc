@@ -24,6 +24,7 @@
 #include "interpose/driver_device.h"
 #include "interpose/graph_hooks.h"
 #include "interpose/hook_table.h"
+#include "interpose/launch_prep.h"
 #include "interpose/log.h"
 #include "interpose/real_driver.h"
 #include "interpose/record_hooks.h"
@@ -604,38 +605,14 @@ struct Replace<HookId::k_cuMemPoolTrimTo> : ReplaceThenManagedPool<TrimManagedPo
 // Before a launch: resolve the access set and let the engine move data on `stream`.
 void PrepareLaunch(CUfunction function, CUstream stream, void** kernel_params, void** extra,
                    bool per_thread) {
-  if (per_thread && stream == nullptr) stream = CU_STREAM_PER_THREAD;
-  // A launch on a capturing stream is recorded into a graph, not run: nothing to move now. Any
-  // other launch while a capture forbids this thread's unsafe calls gets no moves either (they
-  // could invalidate the capture; counted): it relies on demand paging. Neither starts the engine
-  // while such a capture lasts, and none begins before the engine's calls are made.
-  CaptureTracker::NoCaptureScope scope(Captures());
-  const bool captured = Captures().IsCapturing(stream);
-  // A capture beginning meanwhile (the scope not admitted) holds the moves back too.
-  const bool held_back =
-      !scope.admitted() || (captured ? Captures().ActiveForThisThread()
-                                     : Captures().HoldsBack("the engine's moves for a launch"));
-  policy::ResidencyEngine* engine = held_back ? nullptr : Engine();
-  // Record mode writes the access set in any case.
-  if (engine == nullptr && !Recording()) return;
-  policy::AccessSet& access = record_hooks::LaunchAccessSet();  // no allocation once warm
-  access.clear();
-  // The pointer words, for arenas (per 2 MiB chunk) and record mode's access offsets.
-  std::vector<uint64_t>& words = record_hooks::LaunchWords();
-  words.clear();
-  policy::LaunchPointers pointers;
-  pointers.kernel_params = kernel_params;
-  pointers.extra = extra;
-  if (kernel_params != nullptr) pointers.layout = ParamLayoutOf(function);
-  Front().Resolve(pointers, &access, &words);
-  if (engine == nullptr || captured) return;
-  if (EngineCallsFailed([&] {
-        return engine->OnLaunch(access, words, stream, reinterpret_cast<uintptr_t>(function));
-      })) {
-    SPILLWAY_REPORT_ONCE(reported,
-                         "a prefetch or eviction before a launch failed; the launch "
-                         "relies on demand paging");
-  }
+  LaunchRequest request;
+  request.stream = stream;
+  request.per_thread = per_thread;
+  request.key = reinterpret_cast<uintptr_t>(function);
+  request.pointers.kernel_params = kernel_params;
+  request.pointers.extra = extra;
+  request.function = function;
+  PrepareLaunch(request);
 }
 
 template <bool kPerThread>
