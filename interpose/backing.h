@@ -16,7 +16,7 @@
 #include <optional>
 
 #include "interpose/capture_state.h"
-#include "policy/device.h"
+#include "policy/front_door.h"
 
 namespace spillway::interpose {
 

@@ -9,8 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "policy/access_set.h"
-#include "policy/device.h"
+#include "policy/front_door.h"
 
 namespace spillway::interpose {
 

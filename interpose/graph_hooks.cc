@@ -16,7 +16,7 @@
 #include "interpose/recorder.h"
 #include "interpose/runtime.h"
 #include "interpose/unhooked_function.h"
-#include "policy/access_set.h"
+#include "policy/front_door.h"
 
 namespace spillway::interpose {
 namespace {

@@ -17,7 +17,7 @@
 #include "interpose/hook_table.h"
 #include "interpose/recorder.h"
 #include "interpose/runtime.h"
-#include "policy/access_set.h"
+#include "policy/front_door.h"
 
 namespace spillway::interpose::record_hooks {
 

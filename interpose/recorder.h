@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "interpose/config.h"
-#include "policy/access_set.h"
+#include "policy/front_door.h"
 #include "profiler/trace/trace_records.h"
 
 namespace spillway::interpose {

@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "policy/eviction_policy.h"
+#include "policy/front_door.h"
 
 namespace spillway::interpose {
 
