@@ -12,11 +12,14 @@
 #include "interpose/caller_module.h"
 #include "interpose/log.h"
 #include "interpose/real_driver.h"
-#include "interpose/runtime.h"
+#include "interpose/reentrancy.h"
 #include "interpose/unhooked_function.h"
 
 namespace spillway::interpose {
 namespace {
+
+// SPILLWAY_DEVICE_MODULES (SetDeviceModules); null: none listed.
+constinit std::atomic<const std::vector<std::string>*> g_device_modules{nullptr};
 
 constinit UnhookedFunction g_ctx_get_device{"cuCtxGetDevice", 2000};
 constinit UnhookedFunction g_device_get_count{"cuDeviceGetCount", 2000};
@@ -226,6 +229,10 @@ int CurrentDevice() {
   return device;
 }
 
+void SetDeviceModules(const std::vector<std::string>* modules) {
+  g_device_modules.store(modules, std::memory_order_release);
+}
+
 std::optional<DeviceReason> DeviceMemoryReason(bool stream_ordered, CUstream stream,
                                                bool per_thread) {
   if (Captures().ActiveForThisThread()) return DeviceReason::kCapture;
@@ -240,7 +247,8 @@ std::optional<DeviceReason> DeviceMemoryReason(bool stream_ordered, CUstream str
       }
     }
   }
-  if (const std::vector<std::string>* modules = DeviceModules(); modules != nullptr) {
+  if (const std::vector<std::string>* modules = g_device_modules.load(std::memory_order_acquire);
+      modules != nullptr) {
     if (const std::optional<std::string> module = ListedCallerModule(*modules)) {
       static constinit std::atomic<bool> said{false};
       if (!said.exchange(true, std::memory_order_relaxed)) {

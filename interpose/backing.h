@@ -14,6 +14,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "interpose/capture_state.h"
 #include "policy/front_door.h"
@@ -62,6 +64,10 @@ bool EngineCallsFailed(Calls calls) {
 // The current context's device ordinal; -1 without a current context. In a process that sees one
 // device, 0 without asking the driver (also before a context exists).
 int CurrentDevice();
+
+// The modules whose allocations stay device memory (SPILLWAY_DEVICE_MODULES), set once the
+// settings are read; null (the default) when none is listed. Kept, not copied.
+void SetDeviceModules(const std::vector<std::string>* modules);
 
 // Why an allocation the calling thread is making must stay plain device memory; nullopt when it
 // may be managed. A stream-ordered allocation on `stream` is also checked with

@@ -841,7 +841,7 @@ inline CUresult Intercept(Args... args) {
   constexpr int index = Index(id);
   if (ReentrancyGuard::Active()) return CallReal<Fn>(index, args...);
   ReentrancyGuard guard;
-  if (!EnsureDriver()) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!EnsureReady()) return CUDA_ERROR_NOT_INITIALIZED;
   const Fn real = reinterpret_cast<Fn>(RealFunction(index));
   if (real == nullptr) return Missing(index);
   CountCall(index);
@@ -907,7 +907,7 @@ CUresult InterceptProcAddress(const char* symbol, void** pfn, int cuda_version, 
   constexpr int index = Index(id);
   if (ReentrancyGuard::Active()) return CallReal<Fn>(index, symbol, pfn, cuda_version, rest...);
   ReentrancyGuard guard;
-  if (!EnsureDriver()) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!EnsureReady()) return CUDA_ERROR_NOT_INITIALIZED;
   const Fn real = reinterpret_cast<Fn>(RealFunction(index));
   if (real == nullptr) return Missing(index);
   CountCall(index);
@@ -960,7 +960,7 @@ void* SubstituteHook(const char* name, void* answer) {
   if (ReentrancyGuard::Active()) return answer;
   const std::optional<HookId> id = FindHook(name);
   if (!id.has_value()) return answer;
-  if (!EnsureDriver(/*allow_load=*/false)) return answer;
+  if (!EnsureReady(/*allow_load=*/false)) return answer;
   const int index = Index(*id);
   const void* real = RealFunction(index);
   if (real == answer) return HookAddress(index);

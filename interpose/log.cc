@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdarg>
 #include <cstdio>
@@ -11,6 +12,15 @@ namespace spillway::interpose {
 namespace {
 
 constinit std::atomic<int> g_level{static_cast<int>(LogLevel::kWarn)};
+
+// Problems kept for the summary: fixed slots, lock-free append.
+constexpr int kMaxProblems = 32;
+struct ProblemSlot {
+  std::atomic<bool> ready{false};
+  char text[256] = {};
+};
+constinit ProblemSlot g_problems[kMaxProblems];
+constinit std::atomic<int> g_problem_count{0};
 constinit std::atomic<int> g_fd{STDERR_FILENO};
 
 const char* LevelWord(LogLevel level) {
@@ -58,6 +68,29 @@ void Log(LogLevel level, const char* format, ...) {
     p += n;
     used -= static_cast<int>(n);
   }
+}
+
+void ReportProblem(LogLevel level, const char* format, ...) {
+  char text[256];
+  va_list args;
+  va_start(args, format);
+  std::vsnprintf(text, sizeof(text), format, args);
+  va_end(args);
+  Log(level, "%s", text);
+  const int slot = g_problem_count.fetch_add(1, std::memory_order_relaxed);
+  if (slot >= kMaxProblems) return;
+  std::snprintf(g_problems[slot].text, sizeof(g_problems[slot].text), "%s", text);
+  g_problems[slot].ready.store(true, std::memory_order_release);
+}
+
+std::vector<std::string> KeptProblems() {
+  std::vector<std::string> kept;
+  const int count = g_problem_count.load(std::memory_order_relaxed);
+  for (int i = 0; i < std::min(count, kMaxProblems); ++i) {
+    if (g_problems[i].ready.load(std::memory_order_acquire)) kept.emplace_back(g_problems[i].text);
+  }
+  if (count > kMaxProblems) kept.emplace_back("(more problems were logged than the summary keeps)");
+  return kept;
 }
 
 }  // namespace spillway::interpose

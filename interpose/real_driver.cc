@@ -8,7 +8,7 @@
 #include <sched.h>
 
 #include "interpose/log.h"
-#include "interpose/runtime.h"
+#include "interpose/reentrancy.h"
 
 // Read by the dlsym entry stub (hooks.cc), hence C linkage and a plain pointer accessed with
 // __atomic builtins. The resolver runs uninstrumented: a sanitizer runtime calls
@@ -111,8 +111,6 @@ DlsymFn RealDlsym() {
 }
 
 bool ResolveDriverSlow(bool allow_load) {
-  EnsureConfigured();
-  ReportConfigProblemsOnce();
   for (;;) {
     int state = g_driver_state.load(std::memory_order_acquire);
     if (state == kReady) return true;

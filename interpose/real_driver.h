@@ -22,11 +22,8 @@ extern std::atomic<void*> g_real_functions[kNumHooks];
 
 // True once the real driver's table is filled. The first call resolves it: libcuda.so.1 if it is
 // already loaded, else (when `allow_load`) dlopen()ed. Without the driver, false (logged once).
+// The hooks reach it through runtime.h's EnsureReady, which reads the settings first.
 bool ResolveDriverSlow(bool allow_load);
-inline bool EnsureDriver(bool allow_load = true) {
-  if (__builtin_expect(g_driver_state.load(std::memory_order_acquire) == kReady, 1)) return true;
-  return ResolveDriverSlow(allow_load);
-}
 
 // The real function for hook `index`, or null (driver unresolved or lacking it).
 inline void* RealFunction(int index) {

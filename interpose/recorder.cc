@@ -24,7 +24,7 @@
 #include "interpose/hook_table.h"
 #include "interpose/log.h"
 #include "interpose/real_driver.h"
-#include "interpose/runtime.h"
+#include "interpose/reentrancy.h"
 #include "interpose/unhooked_function.h"
 #include "profiler/callsite/call_site_table.h"
 #include "profiler/callsite/unwinder.h"
@@ -43,7 +43,7 @@ namespace {
 // ---- the writer ----
 
 enum OpenState : int { kNotOpen = 0, kOpen = 1, kFailed = 2 };
-constinit std::string* g_pattern = nullptr;  // SPILLWAY_TRACE; set once, never freed
+constinit std::string* g_pattern = nullptr;     // SPILLWAY_TRACE; set once, never freed
 constinit std::string* g_trace_list = nullptr;  // SPILLWAY_TRACE_LIST; likewise (empty: none)
 
 // Appends `path` to the launcher's list of this job's traces, one line in one write (O_APPEND: the

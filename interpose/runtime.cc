@@ -36,7 +36,6 @@
 
 namespace spillway::interpose {
 
-thread_local bool ReentrancyGuard::active_ = false;
 // Every global below is constant-initialized (constinit): hooks and the library's constructor may
 // run before this file's dynamic initializers would.
 constinit CallCounter g_call_counts[kNumHooks];
@@ -59,23 +58,6 @@ constinit std::atomic<policy::FrontDoor*> g_front{nullptr};
 constinit std::atomic<bool> g_ballast_waiting[kMaxDevices] = {};
 // Allocations' call sites are taken (a policy file with rules by call site or module).
 constinit std::atomic<bool> g_take_call_sites{false};
-
-// ---- problems: fixed slots, lock-free append ----
-
-constexpr int kMaxProblems = 32;
-struct ProblemSlot {
-  std::atomic<bool> ready{false};
-  char text[256] = {};
-};
-constinit ProblemSlot g_problems[kMaxProblems];
-constinit std::atomic<int> g_problem_count{0};
-
-void RecordProblemText(const char* text) {
-  const int slot = g_problem_count.fetch_add(1, std::memory_order_relaxed);
-  if (slot >= kMaxProblems) return;
-  std::snprintf(g_problems[slot].text, sizeof(g_problems[slot].text), "%s", text);
-  g_problems[slot].ready.store(true, std::memory_order_release);
-}
 
 // ---- fork ----
 
@@ -130,7 +112,10 @@ void Configure() {
   pthread_atfork(BeforeFork, AfterForkInParent, AfterForkInChild);
   StartRecording(*g_config);  // first: it says once if libunwind is missing in record mode
   // The caller-module check walks with libunwind when it loads (silently glibc's walk otherwise).
-  if (g_config->mode != Mode::kOff && !g_config->device_modules.empty()) PrepareCallerWalk();
+  if (g_config->mode != Mode::kOff && !g_config->device_modules.empty()) {
+    PrepareCallerWalk();
+    SetDeviceModules(&g_config->device_modules);
+  }
   // The policy file, read once here: rules by call site or module need each allocation's stack,
   // taken from the first allocation on; the engines use this read, and say what is wrong with
   // it, when they start.
@@ -207,14 +192,7 @@ SummaryData CollectSummary() {
   data.policy_file = std::move(totals.policy_file);
   data.launches_resolved = front.launches_resolved();
   data.capture_skips = Captures().held_back();
-  const int problems = std::min(g_problem_count.load(std::memory_order_relaxed), kMaxProblems);
-  for (int i = 0; i < problems; ++i) {
-    if (g_problems[i].ready.load(std::memory_order_acquire))
-      data.errors.emplace_back(g_problems[i].text);
-  }
-  if (g_problem_count.load(std::memory_order_relaxed) > kMaxProblems) {
-    data.errors.emplace_back("(more problems were logged than the summary keeps)");
-  }
+  data.errors = KeptProblems();
   return data;
 }
 
@@ -278,11 +256,6 @@ void OnContextEnded(CUcontext context) {
   if (freed != 0) {
     Log(LogLevel::kInfo, "a context's end freed %zu allocations; spillway forgot them", freed);
   }
-}
-
-const std::vector<std::string>* DeviceModules() {
-  if (g_config == nullptr || g_config->device_modules.empty()) return nullptr;
-  return &g_config->device_modules;
 }
 
 namespace {
@@ -370,16 +343,6 @@ policy::Allocation OnAllocated(uint64_t address, uint64_t bytes, policy::Backing
 void OnFreed(uint64_t address) { Front().Freed(address); }
 
 void OnVmmCreated() { Front().registry().CountVmm(); }
-
-void ReportProblem(LogLevel level, const char* format, ...) {
-  char text[256];
-  va_list args;
-  va_start(args, format);
-  std::vsnprintf(text, sizeof(text), format, args);
-  va_end(args);
-  Log(level, "%s", text);
-  RecordProblemText(text);
-}
 
 void WriteSummaryAtExit() {
   if (g_config_state.load(std::memory_order_acquire) != kConfigDone) return;

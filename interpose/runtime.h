@@ -14,25 +14,12 @@
 
 #include "interpose/config.h"
 #include "interpose/hook_table.h"
+#include "interpose/log.h"
+#include "interpose/real_driver.h"
+#include "interpose/reentrancy.h"
 #include "policy/front_door.h"
 
 namespace spillway::interpose {
-
-// True while this thread is inside a hook (or resolving the driver). A hook entered while it is
-// set forwards straight to the real function. Saves and restores the previous value.
-class ReentrancyGuard {
- public:
-  ReentrancyGuard() : previous_(active_) { active_ = true; }
-  ~ReentrancyGuard() { active_ = previous_; }
-  ReentrancyGuard(const ReentrancyGuard&) = delete;
-  ReentrancyGuard& operator=(const ReentrancyGuard&) = delete;
-
-  static bool Active() { return active_; }
-
- private:
-  static thread_local bool active_ __attribute__((tls_model("initial-exec")));
-  bool previous_;
-};
 
 // Reads the environment once (later calls return at once), sets up logging and fork handlers.
 void EnsureConfigured();
@@ -41,6 +28,15 @@ void EnsureConfigured();
 // carries the preload too, but says nothing about settings it never uses. REQUIRES:
 // EnsureConfigured() has run.
 void ReportConfigProblemsOnce();
+
+// The settings read (once), then the real driver resolved (real_driver.h): what every hook makes
+// sure of before it forwards. The settings' problems are said at the first resolution.
+inline bool EnsureReady(bool allow_load = true) {
+  if (__builtin_expect(g_driver_state.load(std::memory_order_acquire) == kReady, 1)) return true;
+  EnsureConfigured();
+  ReportConfigProblemsOnce();
+  return ResolveDriverSlow(allow_load);
+}
 
 // The mode in effect. REQUIRES: EnsureConfigured() has run.
 Mode CurrentMode();
@@ -79,9 +75,6 @@ policy::ResidencyEngine* EngineOf(int device);
 // engine has not started. REQUIRES: as Engine(); returns `physical_total` when no budget is known.
 uint64_t ReportedTotal(uint64_t physical_total, int device = -1);
 
-// SPILLWAY_DEVICE_MODULES, or null when the list is empty (or not configured yet).
-const std::vector<std::string>* DeviceModules();
-
 // Registry updates. Called after the real call succeeded; never while holding anything the driver
 // could need. OnAllocated records the current context's device and tells that device's engine,
 // when one runs; OnFreed is for frees the engine
@@ -97,9 +90,6 @@ void OnVmmCreated();
 // the context current then) and their ballast forgotten; the allocations made in it leave the
 // registry and their engine. No driver call.
 void OnContextEnded(CUcontext context);
-
-// Logs `format` at `level` and keeps the message for the summary's `errors` list.
-void ReportProblem(LogLevel level, const char* format, ...) __attribute__((format(printf, 2, 3)));
 
 // Writes the exit summary when SPILLWAY_SUMMARY is set. Makes no CUDA call.
 void WriteSummaryAtExit();

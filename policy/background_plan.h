@@ -13,8 +13,8 @@
 #include <optional>
 
 #include "absl/status/statusor.h"
-#include "policy/planned_policy.h"
 #include "policy/step_events.h"
+#include "policy/step_plan.h"
 
 namespace spillway::policy {
 

@@ -485,11 +485,4 @@ void SetSequenceSlack(EvictionPolicy& sequence, bool tolerant) {
   static_cast<LearnedPolicy&>(sequence).set_tolerant(tolerant);
 }
 
-std::unique_ptr<EvictionPolicy> MakePolicy(std::string_view name) {
-  if (name == "lru") return MakeLruPolicy();
-  if (name == "learned") return MakeLearnedPolicy();
-  if (name == "none") return MakeNoMovePolicy();
-  return nullptr;
-}
-
 }  // namespace spillway::policy

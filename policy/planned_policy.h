@@ -27,6 +27,7 @@
 #include "policy/eviction_policy.h"
 #include "policy/policy_file.h"
 #include "policy/step_events.h"
+#include "policy/step_plan.h"
 
 namespace spillway::policy {
 
@@ -37,16 +38,6 @@ using PolicyLog = std::function<void(bool problem, const std::string& line)>;
 // The paths of the modules on call site `call_site`'s stack (Allocation::call_site), innermost
 // first; for rules by module. Null when the run takes no call sites.
 using CallSiteModules = std::function<std::vector<std::string>(uint64_t call_site)>;
-
-// Plans a step from what the job did (a recording of its allocations, frees and launches with
-// kernel times) for a device budget: the policy file to follow and one line for people. The
-// interposer passes PlanRecordedSteps (policy/online_plan.h); tests may pass their own.
-struct StepPlan {
-  PolicyFile file;
-  std::string description;  // what was planned and what it predicts, for the log
-};
-using StepPlanner =
-    std::function<absl::StatusOr<StepPlan>(const RecordedEvents& events, uint64_t budget_bytes)>;
 
 // The learned policy with online planning. The policy records the job's allocations, frees and
 // launches (each launch's arena chunks as the engine names them, and kernel times, which it asks
