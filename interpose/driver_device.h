@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "interpose/param_layouts.h"
 #include "policy/front_door.h"
 
 namespace spillway::interpose {
@@ -63,19 +64,6 @@ class DriverDevice final : public policy::Device {
   std::mutex stand_ins_mutex_;
   std::vector<StandIn> stand_ins_;  // guarded by the mutex
 };
-
-// The parameter layout of launch handle `function` (a CUfunction, or a CUkernel cast to one) from
-// cuFuncGetParamInfo, or cuKernelGetParamInfo where that refuses the handle, cached; null when the
-// driver cannot tell. The returned layout lives for the rest of the process.
-const std::vector<policy::ParamInfo>* ParamLayoutOf(void* function);
-
-// Around a module's or library's unload (the real call between them): a function loaded later may
-// get an unloaded one's handle. While an unload is under way no cached layout is used or made;
-// after it, every cached layout is forgotten. Layouts already returned stay valid.
-void BeginUnload();
-void EndUnload();
-// True while an unload is under way (what is cached by function handle may be stale).
-bool UnloadInFlight();
 
 }  // namespace spillway::interpose
 
