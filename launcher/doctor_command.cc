@@ -32,9 +32,10 @@ DoctorOptions ParseDoctorOptions(const std::vector<std::string>& args) {
   CLI::App app("", "spillway doctor");
   app.set_help_flag();
   app.allow_extras();
-  app.add_flag("-h,--help", options.help);
-  app.add_flag("--version", options.version);
-  app.add_flag("--simgpu", options.simgpu);
+  // (A flag takes no value: "--simgpu=1" is an error, as it was.)
+  app.add_flag("-h,--help", options.help)->disable_flag_override();
+  app.add_flag("--version", options.version)->disable_flag_override();
+  app.add_flag("--simgpu", options.simgpu)->disable_flag_override();
   app.add_option("--driver", options.driver)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 reads a vector backwards
   try {

@@ -1,8 +1,8 @@
 // spillway: runs an unmodified CUDA job with libspillway.so preloaded (`spillway run`), records a
 // trace of it (`profile`), checks what this machine's driver supports (`doctor`), or hands over to
 // the planning and trace tools. It finds the library next to itself first, else in $SPILLWAY_HOME,
-// else in <its folder>/../build/out. This replaces the bash launcher (scripts/spillway) with the
-// same commands, options, messages and exit statuses.
+// else in <its folder>/../build/out. It replaced a bash launcher (scripts/spillway) and kept its
+// commands, options, messages and exit statuses.
 #include <signal.h>
 
 #include <string>
