@@ -1,7 +1,8 @@
 // spillway-wait: the parent `spillway run` puts between itself and the job. It starts the job,
-// writes how it ended ("exit N" or "signal N", which bash's `wait` cannot tell apart) for the
-// launcher, and hands the job each signal the launcher forwards, once. With --raise N it ends
-// itself by signal N, which is how the launcher ends like a job that a signal killed.
+// writes how it ended ("exit N" or "signal N") for the launcher, and hands the job each signal the
+// launcher forwards, once (a copy the whole job got already is not passed on again). With
+// --raise N it ends itself by signal N, as the launcher (launcher/job_runner.cc) ends itself like a
+// job that a signal killed.
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
@@ -28,7 +29,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// The signals the launcher traps and hands on (scripts/spillway traps the same list): every
+// The signals the launcher traps and hands on (launcher/job_runner.cc has the same list): every
 // signal whose default action ends a process and that is sent, not caused, and the real-time ones
 // but the last, which is LauncherGone().
 constexpr int kForwardedNamed[] = {SIGTERM,   SIGHUP,  SIGINT,  SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM,

@@ -254,9 +254,9 @@ if [[ -z "$bundle" || ! -f "$bundle/libspillway.so" ]]; then
   fi
 fi
 bundle=$(cd "$bundle" 2>/dev/null && pwd || echo "$bundle")
-# The launcher of this checkout (it matches this script; a bundle's copy may be older), finding
-# libspillway.so in the bundle through SPILLWAY_HOME.
-spillway=(bash "$root/scripts/spillway")
+# The bundle's launcher (a program built with it, launcher/), finding libspillway.so next to
+# itself, else in the bundle through SPILLWAY_HOME.
+spillway=("$bundle/spillway")
 export SPILLWAY_HOME="$bundle"
 
 stamp=$(date -u +%Y%m%d-%H%M%S)

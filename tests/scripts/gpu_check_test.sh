@@ -34,9 +34,9 @@ for pattern in '^== info' '^== bundle' '^== doctor' '^== gpu-tests' '^== bandwid
                'spillway run --summary [^ ]+ --ballast --device-memory PEAK/1.25 --ballast-headroom MEASURED --eviction lru -- [^ ]*python[0-9]* [^ ]*/examples/pytorch/train_resnet.py' \
                'spillway run --summary [^ ]+ --ballast --device-memory PEAK/2 --ballast-headroom MEASURED --eviction none -- [^ ]*python[0-9]* [^ ]*/examples/pytorch/train_gpt.py' \
                'examples/pytorch/train_gpt.py --quiet --batch-size 8' \
-               'PYTORCH_CUDA_ALLOC_CONF=backend:native bash [^ ]*/spillway run .*--framework-allocator' \
+               'PYTORCH_CUDA_ALLOC_CONF=backend:native [^ ]*/spillway run .*--framework-allocator' \
                'PYTORCH_CUDA_ALLOC_CONF=backend:native [^ ]*python[0-9]* [^ ]*/train_resnet.py' \
-               'scripts/gpu_bandwidth.py' "bash $src/scripts/spillway doctor" \
+               'scripts/gpu_bandwidth.py' "$out/spillway doctor" \
                'SPILLWAY_TRACE=[^ ]*/resnet-2.trace .*/spillway run .*--mode record' \
                'spillway plan [^ ]*/resnet-2.trace --device-memory [^ ]+ -o [^ ]*/resnet-2.policy.toml' \
                'spillway run .* --policy [^ ]*/resnet-2.policy.toml --' \
