@@ -76,12 +76,15 @@ std::optional<std::string> FindLibdir() {
     candidates.push_back(absl::StrCat(home, "/build/out"));
   }
   candidates.push_back(self_dir + "/../build/out");
+  // Installed (cmake --install): the folder under lib/ that holds libspillway.so and the tools.
+  candidates.push_back(absl::StrCat(self_dir, "/", SPILLWAY_BUNDLE_FROM_BIN));
   for (const std::string& candidate : candidates) {
     if (IsRegularFile(candidate + "/libspillway.so")) return Normalized(candidate);
   }
   Say(absl::StrCat("spillway: cannot find libspillway.so (looked next to ", self_dir,
-                   "/spillway, in $SPILLWAY_HOME and in ", Normalized(self_dir + "/.."),
-                   "/build/out); build it with scripts/build.sh"));
+                   "/spillway, in $SPILLWAY_HOME, in ", Normalized(self_dir + "/.."),
+                   "/build/out and in ", Normalized(self_dir + "/" + SPILLWAY_BUNDLE_FROM_BIN),
+                   "); build it with scripts/build.sh"));
   return std::nullopt;
 }
 

@@ -19,8 +19,9 @@ std::string AbsolutePath(const std::string& path);
 bool IsExecutableFile(const std::string& path);
 
 // spillway's folder (libspillway.so and the tools): next to this program, else $SPILLWAY_HOME,
-// else $SPILLWAY_HOME/build/out, else <this program's folder>/../build/out. Nothing (and the line
-// saying where it looked on stderr) when there is none.
+// else $SPILLWAY_HOME/build/out, else <this program's folder>/../build/out, else the installed
+// folder (<this program's folder>/../lib/spillway). Nothing (and the line saying where it looked
+// on stderr) when there is none.
 std::optional<std::string> FindLibdir();
 
 // A failed check before the job starts: the line to print and the exit status.
