@@ -4,7 +4,6 @@
 #include <cstring>
 #include <string>
 
-#include "common/json_writer.h"
 #include "common/output_file.h"
 #include "profiler/report/planner_step.h"
 #include "profiler/report/progress_line.h"
