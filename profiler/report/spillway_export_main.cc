@@ -22,9 +22,11 @@ int main(int argc, char** argv) {
   std::string trace, out;
   CLI::App app;
   app.add_option("TRACE", trace)->required();
-  app.add_option("--perfetto", out)->required();
+  app.add_option("--perfetto", out)
+      ->required()
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   if (const std::optional<int> done =
-          spillway::ParseCommandLine(app, "spillway-export", kUsage, argc, argv)) {
+          spillway::ParseCommandLine(app, {"spillway-export", kUsage}, argc, argv)) {
     return *done;
   }
   if (absl::Status s = spillway::CheckOutputIsNotInput(out, trace, "the trace"); !s.ok()) {
