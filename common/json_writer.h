@@ -1,5 +1,8 @@
-// A small streaming JSON writer for the exit summary and simgpu's stats: objects, arrays,
-// strings (escaped), integers, doubles and booleans, written in order into one string.
+// A small streaming JSON writer: objects, arrays, strings (escaped), integers, doubles ("%.9g") and
+// booleans, written in order into one string. Other JSON is read and written with nlohmann-json;
+// this one stays where that does not serve: the exit summary and simgpu's stats (written at exit
+// inside preloaded libraries, in documented formats) and the Chrome trace export (streamed in 4 MiB
+// pieces, hundreds of MB, whose numbers tests read as written: "ts":1, not 1.0).
 #ifndef SPILLWAY_COMMON_JSON_WRITER_H_
 #define SPILLWAY_COMMON_JSON_WRITER_H_
 

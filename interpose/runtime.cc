@@ -17,7 +17,6 @@
 
 #include "absl/status/status.h"
 #include "common/cost_model.h"
-#include "common/json_writer.h"
 #include "common/output_file.h"
 #include "interpose/allocation_sites.h"
 #include "interpose/backing.h"

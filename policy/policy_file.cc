@@ -1,4 +1,4 @@
-// Policy files: reading (strict, over the TOML subset), writing, and matching to a workload.
+// Policy files: reading (strict, over TOML parsed by toml++), writing, and matching to a workload.
 #include "policy/policy_file.h"
 
 #include <fcntl.h>
@@ -9,6 +9,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <sstream>
+#include <tuple>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -18,33 +20,89 @@
 #include "absl/strings/string_view.h"
 #include "common/size.h"
 #include "policy/step_signature.h"
-#include "policy/toml_subset.h"
+#include "policy/tomlplusplus.h"
 
 namespace spillway::policy {
 namespace {
 
-using Type = TomlValue::Type;
-
 constexpr int kVersion = 1;
 
-absl::string_view TypeName(Type t) {
+absl::string_view TypeName(toml::node_type t) {
   switch (t) {
-    case Type::kString:
+    case toml::node_type::string:
       return "a string";
-    case Type::kInteger:
+    case toml::node_type::integer:
       return "an integer";
-    case Type::kBool:
+    case toml::node_type::boolean:
       return "a boolean";
-    case Type::kArray:
+    case toml::node_type::array:
       return "an array";
+    case toml::node_type::table:
+      return "a table";
+    case toml::node_type::floating_point:
+      return "a float";
+    case toml::node_type::date:
+      return "a date";
+    case toml::node_type::time:
+      return "a time";
+    case toml::node_type::date_time:
+      return "a date-time";
+    case toml::node_type::none:
+      break;
   }
-  return "?";
+  return "nothing";
+}
+
+// The line a node starts on (toml++ counts from 1; 1 where it has no source, as an implicit table).
+int LineOf(const toml::node& n) { return std::max(1, static_cast<int>(n.source().begin.line)); }
+
+// One table of the file as the policy reader sees it: [name] or one [[name]] element, its line,
+// and its keys in file order (toml++ keeps them sorted by name).
+struct Table {
+  std::string name;            // "" for the root table
+  bool array_element = false;  // from [[name]]
+  int line = 1;
+  std::vector<std::pair<std::string, const toml::node*>> entries;
+};
+
+std::vector<std::pair<std::string, const toml::node*>> InFileOrder(const toml::table& t,
+                                                                   bool skip_tables) {
+  std::vector<std::pair<std::string, const toml::node*>> entries;
+  for (const auto& [key, node] : t) {
+    if (skip_tables && (node.is_table() || node.is_array_of_tables())) continue;
+    entries.emplace_back(std::string(key.str()), &node);
+  }
+  std::stable_sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) {
+    const toml::source_position& x = a.second->source().begin;
+    const toml::source_position& y = b.second->source().begin;
+    return std::tie(x.line, x.column) < std::tie(y.line, y.column);
+  });
+  return entries;
+}
+
+// The root's own keys first, then every table and [[table]] element in file order.
+std::vector<Table> TablesOf(const toml::table& root) {
+  std::vector<Table> tables;
+  tables.push_back(Table{"", false, 1, InFileOrder(root, /*skip_tables=*/true)});
+  for (const auto& [key, node] : root) {
+    if (const toml::table* t = node.as_table()) {
+      tables.push_back(Table{std::string(key.str()), false, LineOf(*t), InFileOrder(*t, false)});
+    } else if (node.is_array_of_tables()) {
+      for (const toml::node& element : *node.as_array()) {
+        tables.push_back(Table{std::string(key.str()), true, LineOf(element),
+                               InFileOrder(*element.as_table(), false)});
+      }
+    }
+  }
+  std::stable_sort(tables.begin() + 1, tables.end(),
+                   [](const Table& a, const Table& b) { return a.line < b.line; });
+  return tables;
 }
 
 // Reads the entries of one table, checking keys, types and values; errors name file:line.
 class TableReader {
  public:
-  TableReader(absl::string_view file, const TomlTable& table) : file_(file), table_(table) {}
+  TableReader(absl::string_view file, const Table& table) : file_(file), table_(table) {}
 
   absl::Status Error(int line, absl::string_view what) const {
     return absl::InvalidArgumentError(absl::StrCat(file_, ":", line, ": ", what));
@@ -60,53 +118,54 @@ class TableReader {
       if (!ok) {
         std::string list;
         for (absl::string_view k : known) absl::StrAppend(&list, list.empty() ? "" : ", ", k);
-        return Error(value.line,
+        return Error(LineOf(*value),
                      absl::StrCat("unknown key '", Where(key), "' (known: ", list, ")"));
       }
     }
     return absl::OkStatus();
   }
-  const TomlValue* Find(absl::string_view key) const {
+  const toml::node* Find(absl::string_view key) const {
     for (const auto& [k, v] : table_.entries) {
-      if (k == key) return &v;
+      if (k == key) return v;
     }
     return nullptr;
   }
-  absl::Status Expect(absl::string_view key, const TomlValue& v, Type type) const {
-    if (v.type == type) return absl::OkStatus();
-    return Error(v.line, absl::StrCat("'", Where(key), "' must be ", TypeName(type), ", not ",
-                                      TypeName(v.type)));
+  absl::Status Expect(absl::string_view key, const toml::node& v, toml::node_type type) const {
+    if (v.type() == type) return absl::OkStatus();
+    return Error(LineOf(v), absl::StrCat("'", Where(key), "' must be ", TypeName(type), ", not ",
+                                         TypeName(v.type())));
   }
   absl::Status Required(absl::string_view key) const {
     return Error(table_.line, absl::StrCat("missing key '", Where(key), "'"));
   }
   absl::Status String(absl::string_view key, std::string* out) const {
-    const TomlValue* v = Find(key);
+    const toml::node* v = Find(key);
     if (v == nullptr) return absl::OkStatus();
-    if (absl::Status s = Expect(key, *v, Type::kString); !s.ok()) return s;
-    *out = v->string;
+    if (absl::Status s = Expect(key, *v, toml::node_type::string); !s.ok()) return s;
+    *out = v->as_string()->get();
     return absl::OkStatus();
   }
   absl::Status Count(absl::string_view key, uint64_t* out) const {
-    const TomlValue* v = Find(key);
+    const toml::node* v = Find(key);
     if (v == nullptr) return absl::OkStatus();
-    if (absl::Status s = Expect(key, *v, Type::kInteger); !s.ok()) return s;
-    if (v->integer < 0)
-      return Error(v->line, absl::StrCat("'", Where(key), "' must not be negative"));
-    *out = static_cast<uint64_t>(v->integer);
+    if (absl::Status s = Expect(key, *v, toml::node_type::integer); !s.ok()) return s;
+    const int64_t n = v->as_integer()->get();
+    if (n < 0) return Error(LineOf(*v), absl::StrCat("'", Where(key), "' must not be negative"));
+    *out = static_cast<uint64_t>(n);
     return absl::OkStatus();
   }
   // A size: bytes as an integer or a string such as "8GiB".
   absl::Status Size(absl::string_view key, uint64_t* out) const {
-    const TomlValue* v = Find(key);
+    const toml::node* v = Find(key);
     if (v == nullptr) return absl::OkStatus();
-    if (v->type == Type::kInteger) return Count(key, out);
-    if (v->type != Type::kString) {
-      return Error(v->line, absl::StrCat("'", Where(key), "' must be a size (\"8GiB\" or bytes)"));
+    if (v->is_integer()) return Count(key, out);
+    if (!v->is_string()) {
+      return Error(LineOf(*v),
+                   absl::StrCat("'", Where(key), "' must be a size (\"8GiB\" or bytes)"));
     }
-    absl::StatusOr<uint64_t> size = ParseSize(v->string);
+    absl::StatusOr<uint64_t> size = ParseSize(v->as_string()->get());
     if (!size.ok()) {
-      return Error(v->line, absl::StrCat("'", Where(key), "': ", size.status().message()));
+      return Error(LineOf(*v), absl::StrCat("'", Where(key), "': ", size.status().message()));
     }
     *out = *size;
     return absl::OkStatus();
@@ -114,20 +173,21 @@ class TableReader {
 
  private:
   absl::string_view file_;
-  const TomlTable& table_;
+  const Table& table_;
 };
 
 absl::StatusOr<ChunkRange> ParseChunkRange(const TableReader& t, absl::string_view key,
-                                           const TomlValue& v) {
-  auto bad = [&](absl::string_view why) {
-    return t.Error(v.line, absl::StrCat("'", t.Where(key), "' entry \"", v.string, "\": ", why,
-                                        " (write \"ALLOC:CHUNK\" or "
-                                        "\"ALLOC:FIRST-LAST\")"));
-  };
-  if (v.type != Type::kString) {
-    return t.Error(v.line, absl::StrCat("'", t.Where(key), "' must be an array of strings"));
+                                           const toml::node& v) {
+  if (!v.is_string()) {
+    return t.Error(LineOf(v), absl::StrCat("'", t.Where(key), "' must be an array of strings"));
   }
-  const absl::string_view s = v.string;
+  const std::string& text = v.as_string()->get();
+  auto bad = [&](absl::string_view why) {
+    return t.Error(LineOf(v), absl::StrCat("'", t.Where(key), "' entry \"", text, "\": ", why,
+                                           " (write \"ALLOC:CHUNK\" or "
+                                           "\"ALLOC:FIRST-LAST\")"));
+  };
+  const absl::string_view s = text;
   const size_t colon = s.find(':');
   if (colon == absl::string_view::npos) return bad("no ':'");
   const absl::string_view id_text = s.substr(0, colon);
@@ -145,9 +205,10 @@ absl::StatusOr<ChunkRange> ParseChunkRange(const TableReader& t, absl::string_vi
     return !x.empty() && x.size() <= 9 &&
            x.find_first_not_of("0123456789") == absl::string_view::npos;
   };
-  if (!digits(first_text) || !digits(last_text)) return bad("chunks must be integers");
-  absl::SimpleAtoi(absl::string_view(first_text.data(), first_text.size()), &first);
-  absl::SimpleAtoi(absl::string_view(last_text.data(), last_text.size()), &last);
+  if (!digits(first_text) || !digits(last_text) || !absl::SimpleAtoi(first_text, &first) ||
+      !absl::SimpleAtoi(last_text, &last)) {
+    return bad("chunks must be integers");
+  }
   if (last < first) return bad("the last chunk is before the first");
   return ChunkRange{id, static_cast<uint32_t>(first), static_cast<uint32_t>(last - first + 1)};
 }
@@ -162,51 +223,51 @@ absl::Status ReadModel(const TableReader& t, PolicyFile* p) {
   std::string fp;
   if (absl::Status s = t.String("fingerprint", &fp); !s.ok()) return s;
   if (!fp.empty()) {
-    const TomlValue* v = t.Find("fingerprint");
+    const toml::node* v = t.Find("fingerprint");
     if (fp.size() != 16 || fp.find_first_not_of("0123456789abcdef") != std::string::npos) {
-      return t.Error(v->line, "'model.fingerprint' must be 16 lowercase hex digits");
+      return t.Error(LineOf(*v), "'model.fingerprint' must be 16 lowercase hex digits");
     }
     p->fingerprint = std::stoull(fp, nullptr, 16);
-    p->fingerprint_line = v->line;
+    p->fingerprint_line = LineOf(*v);
   }
   std::string sig;
   if (absl::Status s = t.String("step_signature", &sig); !s.ok()) return s;
   if (!sig.empty()) {
-    const TomlValue* v = t.Find("step_signature");
+    const toml::node* v = t.Find("step_signature");
     if (sig.size() != 16 || sig.find_first_not_of("0123456789abcdef") != std::string::npos) {
-      return t.Error(v->line, "'model.step_signature' must be 16 lowercase hex digits");
+      return t.Error(LineOf(*v), "'model.step_signature' must be 16 lowercase hex digits");
     }
     p->step_signature = std::stoull(sig, nullptr, 16);
   }
   if (absl::Status s = t.Count("step_events", &p->step_events); !s.ok()) return s;
   if (absl::Status s = t.Count("persistent", &p->persistent); !s.ok()) return s;
   if (p->step_signature != 0 && p->step_events == 0) {
-    return t.Error(t.Find("step_signature")->line,
+    return t.Error(LineOf(*t.Find("step_signature")),
                    "'model.step_signature' needs 'model.step_events' (events per step)");
   }
   if (absl::Status s = t.Count("launches", &p->launches); !s.ok()) return s;
   if (absl::Status s = t.Count("allocations", &p->allocations); !s.ok()) return s;
-  if (const TomlValue* v = t.Find("launches")) p->launches_line = v->line;
-  if (const TomlValue* v = t.Find("allocations")) p->allocations_line = v->line;
-  if (const TomlValue* v = t.Find("step_events")) {
+  if (const toml::node* v = t.Find("launches")) p->launches_line = LineOf(*v);
+  if (const toml::node* v = t.Find("allocations")) p->allocations_line = LineOf(*v);
+  if (const toml::node* v = t.Find("step_events")) {
     // Each launch is one event, each allocation at most two (made and freed in the step).
     if (p->step_events > kMaxStepEvents) {
-      return t.Error(v->line, absl::StrCat("'model.step_events' ", p->step_events,
-                                           " is more than the engine follows (", kMaxStepEvents,
-                                           " events per step)"));
+      return t.Error(LineOf(*v), absl::StrCat("'model.step_events' ", p->step_events,
+                                              " is more than the engine follows (", kMaxStepEvents,
+                                              " events per step)"));
     }
     if (p->launches != 0 && p->allocations != 0 &&
         p->step_events > p->launches + 2 * p->allocations) {
-      return t.Error(
-          v->line, absl::StrCat("'model.step_events' ", p->step_events, " is more than a step of ",
-                                p->launches, " launches and ", p->allocations,
-                                " allocations holds (launches + 2 x allocations)"));
+      return t.Error(LineOf(*v), absl::StrCat("'model.step_events' ", p->step_events,
+                                              " is more than a step of ", p->launches,
+                                              " launches and ", p->allocations,
+                                              " allocations holds (launches + 2 x allocations)"));
     }
   }
   return absl::OkStatus();
 }
 
-absl::Status ReadRule(const TableReader& t, const TomlTable& table, PolicyFile* p) {
+absl::Status ReadRule(const TableReader& t, const Table& table, PolicyFile* p) {
   if (absl::Status s =
           t.OnlyKeys({"call_site", "module", "min_size", "max_size", "order", "action"});
       !s.ok()) {
@@ -215,10 +276,10 @@ absl::Status ReadRule(const TableReader& t, const TomlTable& table, PolicyFile* 
   PolicyRule rule;
   rule.line = table.line;
   if (absl::Status s = t.String("call_site", &rule.call_site); !s.ok()) return s;
-  if (const TomlValue* v = t.Find("call_site");
+  if (const toml::node* v = t.Find("call_site");
       v != nullptr && (rule.call_site.size() != 16 ||
                        rule.call_site.find_first_not_of("0123456789abcdef") != std::string::npos)) {
-    return t.Error(v->line,
+    return t.Error(LineOf(*v),
                    "'rule.call_site' must be 16 lowercase hex digits (a call-site id as "
                    "spillway-inspect prints it)");
   }
@@ -226,27 +287,28 @@ absl::Status ReadRule(const TableReader& t, const TomlTable& table, PolicyFile* 
   if (absl::Status s = t.Size("min_size", &rule.min_bytes); !s.ok()) return s;
   if (absl::Status s = t.Size("max_size", &rule.max_bytes); !s.ok()) return s;
   if (rule.min_bytes > rule.max_bytes) {
-    return t.Error(t.Find("max_size")->line, "'rule.max_size' is less than 'rule.min_size'");
+    return t.Error(LineOf(*t.Find("max_size")), "'rule.max_size' is less than 'rule.min_size'");
   }
-  if (const TomlValue* v = t.Find("order")) {
-    const bool single = v->type == Type::kInteger;
-    const bool pair =
-        v->type == Type::kArray && v->array.size() == 2 && v->array[0].type == Type::kInteger;
+  if (const toml::node* v = t.Find("order")) {
+    const toml::array* range = v->as_array();
+    const bool single = v->is_integer();
+    const bool pair = range != nullptr && range->size() == 2 && (*range)[0].is_integer() &&
+                      (*range)[1].is_integer();
     if (!single && !pair) {
-      return t.Error(v->line, "'rule.order' must be an integer or [first, last]");
+      return t.Error(LineOf(*v), "'rule.order' must be an integer or [first, last]");
     }
-    const int64_t first = single ? v->integer : v->array[0].integer;
-    const int64_t last = single ? v->integer : v->array[1].integer;
+    const int64_t first = single ? v->as_integer()->get() : (*range)[0].as_integer()->get();
+    const int64_t last = single ? first : (*range)[1].as_integer()->get();
     if (first < 1 || last < first) {
-      return t.Error(v->line, "'rule.order' must be positive and first <= last");
+      return t.Error(LineOf(*v), "'rule.order' must be positive and first <= last");
     }
     rule.first_order = static_cast<uint64_t>(first);
     rule.last_order = static_cast<uint64_t>(last);
   }
-  const TomlValue* action = t.Find("action");
+  const toml::node* action = t.Find("action");
   if (action == nullptr) return t.Required("action");
-  if (absl::Status s = t.Expect("action", *action, Type::kString); !s.ok()) return s;
-  const std::string& a = action->string;
+  if (absl::Status s = t.Expect("action", *action, toml::node_type::string); !s.ok()) return s;
+  const std::string& a = action->as_string()->get();
   if (a == "keep") {
     rule.action = RuleAction::kKeep;
   } else if (a == "host") {
@@ -256,18 +318,18 @@ absl::Status ReadRule(const TableReader& t, const TomlTable& table, PolicyFile* 
   } else if (a == "never") {
     rule.action = RuleAction::kNever;
   } else {
-    return t.Error(action->line, absl::StrCat("'rule.action' is \"", a,
-                                              "\"; it must be keep, host, swap or never"));
+    return t.Error(LineOf(*action), absl::StrCat("'rule.action' is \"", a,
+                                                 "\"; it must be keep, host, swap or never"));
   }
   if (p->rules.size() >= kMaxRules) {
-    return t.Error(action->line,
+    return t.Error(LineOf(*action),
                    absl::StrCat("more than the ", kMaxRules, " rules a policy file may have"));
   }
   p->rules.push_back(rule);
   return absl::OkStatus();
 }
 
-absl::Status ReadStep(const TableReader& t, const TomlTable& table, PolicyFile* p,
+absl::Status ReadStep(const TableReader& t, const Table& table, PolicyFile* p,
                       uint64_t* schedule_moves) {
   if (absl::Status s =
           t.OnlyKeys({"position", "evict_absent", "evict", "discard", "prefetch", "populate"});
@@ -276,14 +338,14 @@ absl::Status ReadStep(const TableReader& t, const TomlTable& table, PolicyFile* 
   }
   ScheduleEntry e;
   e.line = table.line;
-  const TomlValue* pos = t.Find("position");
+  const toml::node* pos = t.Find("position");
   if (pos == nullptr) return t.Required("position");
   uint64_t position = 0;
   if (absl::Status s = t.Count("position", &position); !s.ok()) return s;
-  if (position > UINT32_MAX) return t.Error(pos->line, "'step.position' is too large");
+  if (position > UINT32_MAX) return t.Error(LineOf(*pos), "'step.position' is too large");
   e.position = static_cast<uint32_t>(position);
   if (!p->schedule.empty() && p->schedule.back().position >= e.position) {
-    return t.Error(pos->line,
+    return t.Error(LineOf(*pos),
                    absl::StrCat("'step.position' ", e.position,
                                 " is not after the previous step's ", p->schedule.back().position));
   }
@@ -294,12 +356,12 @@ absl::Status ReadStep(const TableReader& t, const TomlTable& table, PolicyFile* 
       {"prefetch", &e.prefetch},
       {"populate", &e.populate}};
   for (const auto& [key, out] : lists) {
-    const TomlValue* v = t.Find(key);
+    const toml::node* v = t.Find(key);
     if (v == nullptr) continue;
-    if (v->type != Type::kArray) {
-      return t.Error(v->line, absl::StrCat("'", t.Where(key), "' must be an array of strings"));
+    if (!v->is_array()) {
+      return t.Error(LineOf(*v), absl::StrCat("'", t.Where(key), "' must be an array of strings"));
     }
-    for (const TomlValue& item : v->array) {
+    for (const toml::node& item : *v->as_array()) {
       absl::StatusOr<ChunkRange> r = ParseChunkRange(t, key, item);
       if (!r.ok()) return r.status();
       out->push_back(*r);
@@ -308,14 +370,14 @@ absl::Status ReadStep(const TableReader& t, const TomlTable& table, PolicyFile* 
   const uint64_t moves = e.evict_absent.size() + e.evict.size() + e.discard.size() +
                          e.prefetch.size() + e.populate.size();
   if (moves > kMaxMovesPerPosition) {
-    return t.Error(pos->line,
+    return t.Error(LineOf(*pos),
                    absl::StrCat("position ", e.position, " has ", moves, " moves, more than the ",
                                 kMaxMovesPerPosition, " the engine takes at one position"));
   }
   *schedule_moves += moves;
   if (*schedule_moves > kMaxScheduleMoves) {
-    return t.Error(pos->line, absl::StrCat("the schedule has more than the ", kMaxScheduleMoves,
-                                           " moves the engine takes in a step"));
+    return t.Error(LineOf(*pos), absl::StrCat("the schedule has more than the ", kMaxScheduleMoves,
+                                              " moves the engine takes in a step"));
   }
   p->schedule.push_back(std::move(e));
   return absl::OkStatus();
@@ -351,6 +413,13 @@ absl::Status ReadRegularFile(int fd, const std::string& path, std::string* text)
 std::string RangeText(const ChunkRange& r) {
   if (r.num_chunks == 1) return absl::StrCat(r.alloc_id, ":", r.first_chunk);
   return absl::StrCat(r.alloc_id, ":", r.first_chunk, "-", r.first_chunk + r.num_chunks - 1);
+}
+
+// A TOML basic string for `s`, escaped by toml++ (control characters as \uXXXX).
+std::string TomlQuote(std::string_view s) {
+  std::ostringstream out;
+  out << toml::toml_formatter(toml::value<std::string>(std::string(s)), toml::format_flags::none);
+  return out.str();
 }
 
 std::string SizeText(uint64_t bytes) {
@@ -414,20 +483,27 @@ RuleAction PolicyFile::ActionFor(const WorkloadAllocation& a) const {
 }
 
 absl::StatusOr<PolicyFile> ParsePolicyFile(std::string_view text_in, std::string_view file_in) {
-  absl::StatusOr<TomlDocument> doc = ParseToml(text_in, file_in);
   const absl::string_view file_name(file_in.data(), file_in.size());
-  if (!doc.ok()) return doc.status();
+  const toml::parse_result doc = toml::parse(text_in, file_in);
+  if (!doc) {
+    // toml++'s description, on the line it names (its own escapes keep it to one line).
+    std::string what(doc.error().description());
+    std::replace_if(
+        what.begin(), what.end(), [](char c) { return c == '\n' || c == '\r'; }, ' ');
+    return absl::InvalidArgumentError(absl::StrCat(
+        file_name, ":", std::max<uint32_t>(1, doc.error().source().begin.line), ": ", what));
+  }
   PolicyFile p;
   uint64_t schedule_moves = 0;  // in the [[step]]s read so far
   bool have_budget = false;
-  for (const TomlTable& table : doc->tables) {
+  for (const Table& table : TablesOf(doc.table())) {
     const TableReader t(file_name, table);
     if (table.name.empty()) {
       if (absl::Status s = t.OnlyKeys({"version"}); !s.ok()) return s;
-      const TomlValue* v = t.Find("version");
+      const toml::node* v = t.Find("version");
       if (v == nullptr) return t.Error(1, "missing key 'version' (this format is version 1)");
-      if (v->type != Type::kInteger || v->integer != kVersion) {
-        return t.Error(v->line, "'version' must be 1 (the only version this spillway reads)");
+      if (v->value_exact<int64_t>() != kVersion) {
+        return t.Error(LineOf(*v), "'version' must be 1 (the only version this spillway reads)");
       }
       continue;
     }

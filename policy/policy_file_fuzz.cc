@@ -1,4 +1,4 @@
-// Fuzz target for the policy-file parser (and the TOML subset under it), the parser of a file
+// Fuzz target for the policy-file parser (and toml++ under it), the parser of a file
 // users write by hand. Invariants: it never crashes; every error names the file and a line; what
 // it accepts survives FormatPolicyFile and a second parse unchanged.
 // Built with libFuzzer when the compiler is clang (-DSPILLWAY_FUZZ=ON); otherwise replayed over

@@ -7,7 +7,6 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "common/json_writer.h"
 #include "common/output_file.h"
 #include "common/size.h"
 #include "policy/planner.h"

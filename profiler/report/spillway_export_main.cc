@@ -2,8 +2,10 @@
 // (docs/report.md).
 //   spillway-export TRACE --perfetto OUT.json.gz
 #include <cstdio>
+#include <optional>
 #include <string>
 
+#include "common/command_line.h"
 #include "common/output_file.h"
 #include "profiler/report/perfetto_export.h"
 #include "profiler/report/progress_line.h"
@@ -18,28 +20,17 @@ constexpr const char* kUsage = "usage: spillway-export TRACE --perfetto OUT.json
 int main(int argc, char** argv) {
   namespace report = spillway::report;
   std::string trace, out;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--perfetto" && i + 1 < argc) {
-      out = argv[++i];
-    } else if (arg == "-h" || arg == "--help") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    } else if (trace.empty() && !arg.empty() && arg[0] != '-') {
-      trace = arg;
-    } else {
-      std::fprintf(stderr, "spillway-export: unexpected argument '%s'\n%s", arg.c_str(), kUsage);
-      return 2;
-    }
+  CLI::App app;
+  app.add_option("TRACE", trace)->required();
+  app.add_option("--perfetto", out)
+      ->required()
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  if (const std::optional<int> done =
+          spillway::ParseCommandLine(app, {"spillway-export", kUsage}, argc, argv)) {
+    return *done;
   }
-  if (!trace.empty() && !out.empty()) {
-    if (absl::Status s = spillway::CheckOutputIsNotInput(out, trace, "the trace"); !s.ok()) {
-      std::fprintf(stderr, "spillway-export: %s\n", std::string(s.message()).c_str());
-      return 2;
-    }
-  }
-  if (trace.empty() || out.empty()) {
-    std::fputs(kUsage, stderr);
+  if (absl::Status s = spillway::CheckOutputIsNotInput(out, trace, "the trace"); !s.ok()) {
+    std::fprintf(stderr, "spillway-export: %s\n", std::string(s.message()).c_str());
     return 2;
   }
   report::ProgressLine progress("spillway-export");

@@ -5,9 +5,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/command_line.h"
 #include "profiler/report/planner_step.h"
 #include "profiler/report/progress_line.h"
 #include "profiler/report/report_svg.h"
@@ -155,31 +157,27 @@ void PrintSwapCandidates(const report::TraceModel& model, const report::Analysis
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string path;
-  size_t top = 5;
-  bool symbolize = true;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--top") {
-      if (i + 1 >= argc) return FailUsage("--top needs a number from 1 to 1000");
-      char* end = nullptr;
-      const unsigned long n = std::strtoul(argv[++i], &end, 10);
-      if (end == argv[i] || *end != '\0' || n == 0 || n > 1000) {
-        return FailUsage(absl::StrCat("--top wants a number from 1 to 1000, not '", argv[i], "'"));
-      }
-      top = n;
-    } else if (arg == "--no-symbolize") {
-      symbolize = false;
-    } else if (arg == "-h" || arg == "--help") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    } else if (path.empty() && !arg.empty() && arg[0] != '-') {
-      path = arg;
-    } else {
-      return FailUsage(absl::StrCat("unexpected argument '", arg, "'"));
-    }
+  std::string path, top_text;
+  bool no_symbolize = false;
+  CLI::App app;
+  app.add_option("TRACE", path)->required();
+  app.add_option("--top", top_text)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.add_flag("--no-symbolize", no_symbolize);
+  const spillway::CommandLineTool tool = {
+      "spillway-inspect", kUsage, /*hint_only=*/true, {{"--top", "a number from 1 to 1000"}}};
+  if (const std::optional<int> done = spillway::ParseCommandLine(app, tool, argc, argv)) {
+    return *done;
   }
-  if (path.empty()) return FailUsage("no TRACE given");
+  size_t top = 5;
+  if (app.count("--top") > 0) {
+    char* end = nullptr;
+    const unsigned long n = std::strtoul(top_text.c_str(), &end, 10);
+    if (end == top_text.c_str() || *end != '\0' || n == 0 || n > 1000) {
+      return FailUsage(absl::StrCat("--top wants a number from 1 to 1000, not '", top_text, "'"));
+    }
+    top = n;
+  }
+  const bool symbolize = !no_symbolize;
   absl::StatusOr<Counts> counts = CountRecords(path);
   if (!counts.ok()) return Fail(std::string(counts.status().message()));
   report::ProgressLine progress("spillway-inspect");

@@ -2,9 +2,10 @@
 //   spillway-report TRACE -o report.html [--no-symbolize]
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <string>
 
-#include "common/json_writer.h"
+#include "common/command_line.h"
 #include "common/output_file.h"
 #include "profiler/report/planner_step.h"
 #include "profiler/report/progress_line.h"
@@ -28,31 +29,20 @@ int Fail(const std::string& message) {
 int main(int argc, char** argv) {
   namespace report = spillway::report;
   std::string trace, out;
-  bool symbolize = true;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if ((arg == "-o" || arg == "--output") && i + 1 < argc) {
-      out = argv[++i];
-    } else if (arg == "--no-symbolize") {
-      symbolize = false;
-    } else if (arg == "-h" || arg == "--help") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    } else if (trace.empty() && !arg.empty() && arg[0] != '-') {
-      trace = arg;
-    } else {
-      std::fprintf(stderr, "spillway-report: unexpected argument '%s'\n%s", arg.c_str(), kUsage);
-      return 2;
-    }
+  bool no_symbolize = false;
+  CLI::App app;
+  app.add_option("TRACE", trace)->required();
+  app.add_option("-o,--output", out)
+      ->required()
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.add_flag("--no-symbolize", no_symbolize);
+  if (const std::optional<int> done =
+          spillway::ParseCommandLine(app, {"spillway-report", kUsage}, argc, argv)) {
+    return *done;
   }
-  if (!trace.empty() && !out.empty()) {
-    if (absl::Status s = spillway::CheckOutputIsNotInput(out, trace, "the trace"); !s.ok()) {
-      std::fprintf(stderr, "spillway-report: %s\n", std::string(s.message()).c_str());
-      return 2;
-    }
-  }
-  if (trace.empty() || out.empty()) {
-    std::fputs(kUsage, stderr);
+  const bool symbolize = !no_symbolize;
+  if (absl::Status s = spillway::CheckOutputIsNotInput(out, trace, "the trace"); !s.ok()) {
+    std::fprintf(stderr, "spillway-report: %s\n", std::string(s.message()).c_str());
     return 2;
   }
   report::ProgressLine progress("spillway-report");

@@ -256,7 +256,9 @@ TEST_F(PlannedRunTest, FallbacksGiveOneLineAndTheLearnedPolicy) {
       {other_path, ""},  // never recognised: said once after enough events (not in 3 steps)
       {bad_path, bad_path + ":5: 'rule.action' is \"pin\"; it must be keep, host, swap or never"},
       {"/nonexistent.policy.toml", "/nonexistent.policy.toml: cannot open the policy file"},
-      {deep_path, deep_path + ":2: nested arrays are not supported"},
+      {deep_path, deep_path +
+                      ":2: Error while parsing value: exceeded maximum nested value depth of "
+                      "256 (TOML_MAX_NESTED_VALUES)"},
       {long_path, absl::StrCat(long_path, ":", long_line,
                                ": 'model.step_events' 4000000000 is more than the engine follows "
                                "(4194304 events per step)")},

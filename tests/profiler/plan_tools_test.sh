@@ -61,7 +61,7 @@ for tool in plan simulate; do
     expect_error "$policy: not a regular file" \
       "${cmd[@]}" --oversubscription 1.5 --policy "$policy"
   done
-  expect_error "$tmp/deep.toml:2: nested arrays are not supported" \
+  expect_error "$tmp/deep.toml:2: Error while parsing value: exceeded maximum nested value depth of 256" \
     "${cmd[@]}" --oversubscription 1.5 --policy "$tmp/deep.toml"
 done
 

@@ -6,7 +6,8 @@ add_executable(report_test ${CMAKE_CURRENT_LIST_DIR}/analysis_test.cc
                ${CMAKE_CURRENT_LIST_DIR}/report_symbolizer_test.cc
                ${CMAKE_CURRENT_LIST_DIR}/analysis_random_test.cc)
 target_include_directories(report_test PRIVATE ${PROJECT_SOURCE_DIR})
-target_link_libraries(report_test PRIVATE spillway_report spillway_gtest_main ${CMAKE_DL_LIBS})
+target_link_libraries(report_test PRIVATE spillway_report spillway_gtest_main ${CMAKE_DL_LIBS}
+                      nlohmann_json::nlohmann_json)
 spillway_target_options(report_test)
 add_test(NAME report_test COMMAND report_test)
 

@@ -11,7 +11,8 @@ target_link_libraries(replay_make_trace PRIVATE replay_test_trace)
 spillway_target_options(replay_make_trace)
 
 # Reading traces, repeating steps, the arena model, written ranges and the kernels' values.
-add_executable(replay_unit_test replay_trace_test.cc replay_replayer_test.cc replay_model_test.cc)
+add_executable(replay_unit_test replay_trace_test.cc replay_replayer_test.cc replay_model_test.cc
+               replay_results_test.cc)
 target_link_libraries(replay_unit_test PRIVATE spillway_replay replay_test_trace spillway_gtest_main)
 spillway_target_options(replay_unit_test)
 add_test(NAME replay_unit_test COMMAND replay_unit_test)

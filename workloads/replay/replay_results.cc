@@ -3,8 +3,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common/json_writer.h"
 #include "common/size.h"
+#include "nlohmann/json.hpp"
 
 namespace spillway::replay {
 
@@ -81,34 +81,32 @@ std::string ResultsText(const ReplayResults& r) {
 }
 
 std::string ResultsJson(const ReplayResults& r) {
-  JsonWriter json;
-  json.BeginObject();
-  json.Key("trace").String(r.trace);
-  json.Key("device").String(r.device);
-  json.Key("device_memory_bytes").Uint(r.device_memory);
-  json.Key("alloc").String(r.alloc);
-  json.Key("touch").String(r.touch);
-  json.Key("recorded_steps").Int(r.recorded_steps);
-  json.Key("steps").Int(static_cast<int64_t>(r.step_ms.size()));
-  json.Key("warmup").Int(r.warmup);
-  json.Key("mean_step_ms").Double(r.MeanStepMs());
-  json.Key("step_ms").BeginArray();
-  for (const double ms : r.step_ms) json.Double(ms);
-  json.EndArray();
-  json.Key("recorded_step_ms").Double(r.recorded_step_ms);
-  json.Key("peak_live_bytes").Uint(r.peak_live_bytes);
-  json.Key("has_modes").Bool(r.has_modes);
-  json.Key("untimed_launches").Uint(r.untimed_launches);
-  json.Key("ignored_records").Uint(r.ignored_records);
-  json.Key("trailing_events").Uint(r.trailing_events);
-  json.Key("arena_segment_bytes").Uint(r.arena_segment_bytes);
-  json.Key("launches").Uint(r.counts.launches);
-  json.Key("split_ops").Uint(r.counts.split_ops);
-  json.Key("first_touch_bytes").Uint(r.counts.first_touch_bytes);
-  json.Key("verified_bytes").Uint(r.VerifiedBytes());
-  json.Key("digest").String(r.Digest());
-  json.EndObject();
-  return json.str();
+  // Keys in this order, on one line; a name that is not UTF-8 is written with U+FFFD, not refused.
+  const nlohmann::ordered_json json = {
+      {"trace", r.trace},
+      {"device", r.device},
+      {"device_memory_bytes", r.device_memory},
+      {"alloc", r.alloc},
+      {"touch", r.touch},
+      {"recorded_steps", r.recorded_steps},
+      {"steps", r.step_ms.size()},
+      {"warmup", r.warmup},
+      {"mean_step_ms", r.MeanStepMs()},
+      {"step_ms", r.step_ms},
+      {"recorded_step_ms", r.recorded_step_ms},
+      {"peak_live_bytes", r.peak_live_bytes},
+      {"has_modes", r.has_modes},
+      {"untimed_launches", r.untimed_launches},
+      {"ignored_records", r.ignored_records},
+      {"trailing_events", r.trailing_events},
+      {"arena_segment_bytes", r.arena_segment_bytes},
+      {"launches", r.counts.launches},
+      {"split_ops", r.counts.split_ops},
+      {"first_touch_bytes", r.counts.first_touch_bytes},
+      {"verified_bytes", r.VerifiedBytes()},
+      {"digest", r.Digest()},
+  };
+  return json.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
 }  // namespace spillway::replay
