@@ -26,7 +26,11 @@ run_leg() {
   # scripts_gpu_check_test checks what scripts/gpu_check.sh does with its stages and results on
   # simgpu: bash the sanitizers do not see, run by the plain leg; the library code it reaches is
   # run under the sanitizers by the other tests. It is the slowest test of this leg (about 120 s).
-  [[ "${1:-}" == "--sanitize" ]] && skip=(-E '^scripts_gpu_check_test$')
+  # So are the planner's long simulations (planner_engine_test and the two budget sweeps, about
+  # 220 s of this leg on two cores): the same planner and simulator code runs under the
+  # sanitizers in planner_test, and inside jobs (online planning) in train_like_test.
+  [[ "${1:-}" == "--sanitize" ]] &&
+    skip=(-E '^(scripts_gpu_check_test|planner_engine_test|planner_budgets_cnn_test|planner_budgets_other_test)$')
   # TSan slows the tests five- to fifteenfold: planner_test's simulations alone take about 380 s
   # under it on two cores (2026-11-25), past the 300 s the other legs allow each test.
   local timeout=300
