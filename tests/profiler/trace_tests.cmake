@@ -8,6 +8,13 @@ target_link_libraries(trace_test PRIVATE spillway_trace_writer spillway_trace_re
 spillway_target_options(trace_test)
 add_test(NAME trace_test COMMAND trace_test)
 
+# The record-mode recorder against a fake host (profiler/record/).
+add_executable(trace_recorder_test ${CMAKE_CURRENT_LIST_DIR}/trace_recorder_test.cc)
+target_link_libraries(trace_recorder_test PRIVATE spillway_recorder spillway_trace_reader
+                      spillway_gtest_main)
+spillway_target_options(trace_recorder_test)
+add_test(NAME trace_recorder_test COMMAND trace_recorder_test)
+
 # The reader's fuzz target replayed over seeds and 50,000 mutations (docs/fuzzing.md).
 add_executable(trace_reader_fuzz_replay_test ${CMAKE_CURRENT_LIST_DIR}/trace_reader_fuzz_test.cc
                ${PROJECT_SOURCE_DIR}/profiler/trace/trace_reader_fuzz.cc)
