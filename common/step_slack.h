@@ -1,7 +1,8 @@
 // How far a launch may move from its place one training step earlier and still count as the same
 // launch of the step: where an executor launches the ops that are ready at once (TensorFlow in
 // graph mode), the order of independent launches changes from step to step. The learned policy
-// (policy/learned_policy.cc) and `spillway inspect`'s step finder (profiler/report) use the same.
+// (policy/engine/learned_policy.cc) and `spillway inspect`'s step finder (profiler/report) use the
+// same.
 #ifndef SPILLWAY_COMMON_STEP_SLACK_H_
 #define SPILLWAY_COMMON_STEP_SLACK_H_
 

@@ -1,6 +1,6 @@
 // Access sets for CUDA graph launches. When a graph is instantiated, its kernel nodes are read
 // back through the real driver (cuGraphGetNodes, cuGraphNodeGetType, cuGraphKernelNodeGetParams)
-// and each node's parameters are resolved like a launch's (policy/access_set.h); the pointer
+// and each node's parameters are resolved like a launch's (policy/engine/access_set.h); the pointer
 // words are kept per exec (graph_access.h). At cuGraphLaunch the words of all kernel nodes are
 // resolved again against the live allocations and handed to the engine as one launch on the
 // graph's stream (docs/engine.md, "Graphs"). SPILLWAY_GRAPH_ACCESS=0 turns this off.

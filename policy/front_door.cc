@@ -6,8 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/cost_model.h"
-#include "policy/online_plan.h"
-#include "policy/planned_policy.h"
+#include "policy/plan/planned_policy.h"
+#include "policy/planner/online_plan.h"
 
 namespace spillway::policy {
 

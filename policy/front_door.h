@@ -1,8 +1,8 @@
 // The one way into the engine for the interposer (interpose/): the registry of the job's live
 // allocations, one residency engine per device (its budget and eviction policy chosen from the
 // job's settings), the resolution of a launch's pointers into its access set, and what the exit
-// summary reports of them all. interpose/ includes this header and policy/device.h, nothing else
-// of policy/: the engine, its policies and the planner stay behind it.
+// summary reports of them all. interpose/ includes this header and policy/engine/device.h, nothing
+// else of policy/: the engine, its policies and the planner stay behind it.
 //
 // Thread-safe. Engines start and retire under one lock that no driver call is made under (a
 // Device's MemoryInfo aside, asked before it is taken); the launch path takes no lock of its own.
@@ -19,13 +19,13 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "policy/access_set.h"
-#include "policy/allocation_registry.h"
-#include "policy/device.h"
-#include "policy/eviction_policy.h"
-#include "policy/planned_policy.h"
-#include "policy/policy_file.h"
-#include "policy/residency_engine.h"
+#include "policy/engine/access_set.h"
+#include "policy/engine/allocation_registry.h"
+#include "policy/engine/device.h"
+#include "policy/engine/eviction_policy.h"
+#include "policy/engine/residency_engine.h"
+#include "policy/plan/planned_policy.h"
+#include "policy/plan/policy_file.h"
 
 namespace spillway::policy {
 

@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/output_file.h"
 #include "common/size.h"
-#include "policy/planner.h"
+#include "policy/planner/planner.h"
 #include "policy/tools/workload_source.h"
 
 namespace spillway::policy {

@@ -12,9 +12,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/size.h"
-#include "policy/eviction_policy.h"
-#include "policy/planner.h"
-#include "policy/synthetic_workloads.h"
+#include "policy/engine/eviction_policy.h"
+#include "policy/planner/planner.h"
+#include "policy/planner/synthetic_workloads.h"
 #include "policy/tools/workload_source.h"
 
 namespace spillway::policy {

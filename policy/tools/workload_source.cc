@@ -9,8 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/calibration.h"
 #include "common/size.h"
-#include "policy/synthetic_workloads.h"
-#include "policy/trace_workload.h"
+#include "policy/planner/synthetic_workloads.h"
+#include "policy/planner/trace_workload.h"
 
 namespace spillway::policy {
 namespace {

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "policy/simulator.h"
-#include "policy/workload_model.h"
+#include "policy/plan/workload_model.h"
+#include "policy/planner/simulator.h"
 
 namespace spillway::policy {
 

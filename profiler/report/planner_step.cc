@@ -1,7 +1,7 @@
 // The planner's step in the report tools (see planner_step.h).
 #include "profiler/report/planner_step.h"
 
-#include "policy/trace_workload.h"
+#include "policy/planner/trace_workload.h"
 
 namespace spillway::report {
 

@@ -1,8 +1,8 @@
 // The training step `spillway inspect` and `spillway report` show: the one `spillway plan` plans
-// (policy/trace_workload.h's step finder over allocations, frees and launches), so the tools never
-// disagree about whether a trace has a step. Where that finder finds none, the launch-sequence
-// finder of trace_analysis.h stands (it also accepts a launch order that changes from step to
-// step, which a plan cannot follow).
+// (policy/planner/trace_workload.h's step finder over allocations, frees and launches), so the
+// tools never disagree about whether a trace has a step. Where that finder finds none, the
+// launch-sequence finder of trace_analysis.h stands (it also accepts a launch order that changes
+// from step to step, which a plan cannot follow).
 #ifndef SPILLWAY_PROFILER_REPORT_PLANNER_STEP_H_
 #define SPILLWAY_PROFILER_REPORT_PLANNER_STEP_H_
 

@@ -18,9 +18,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "policy/planner.h"
-#include "policy/simulator.h"
-#include "policy/trace_workload.h"
+#include "policy/planner/planner.h"
+#include "policy/planner/simulator.h"
+#include "policy/planner/trace_workload.h"
 #include "tests/integration/subprocess.h"
 
 namespace spillway::testing {
@@ -420,9 +420,9 @@ TEST_F(PlannedRunTest, HostRuleIsExecutedAsTheSimulatorPricesIt) {
       total / static_cast<double>(predicted.bytes_moved()));
 }
 
-// Early loads and held room (policy/planner.h) on a recorded step where Belady's schedule waits
-// for room: train_like, 8 layers, recorded on a big device and planned at 124 MiB (about 2x). Early
-// loads make the simulated step at least 1% faster than Belady's victims alone, and held room
+// Early loads and held room (policy/planner/planner.h) on a recorded step where Belady's schedule
+// waits for room: train_like, 8 layers, recorded on a big device and planned at 124 MiB (about 2x).
+// Early loads make the simulated step at least 1% faster than Belady's victims alone, and held room
 // (searched alongside) 1% faster again, in the schedule's model and with the engine following
 // the plan, within 10% of the chunk-level bound's bytes and with no demand faults; and a run
 // following the plan gives the checksum of the run without spillway and moves the bytes the

@@ -1,5 +1,5 @@
 // Access-set resolution over both launch-parameter forms.
-#include "policy/access_set.h"
+#include "policy/engine/access_set.h"
 
 #include <cstring>
 

@@ -1,6 +1,6 @@
 // AllocationRegistry: containment, interior pointers, replacement, byte counts and a
 // concurrency smoke test.
-#include "policy/allocation_registry.h"
+#include "policy/engine/allocation_registry.h"
 
 #include <thread>
 #include <vector>

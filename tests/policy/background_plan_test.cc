@@ -1,7 +1,7 @@
-// Online planning on a thread of its own (policy/background_plan.h): the caller never waits for
-// the planner, the thread blocks every signal without changing the caller's mask, one planning
+// Online planning on a thread of its own (policy/plan/background_plan.h): the caller never waits
+// for the planner, the thread blocks every signal without changing the caller's mask, one planning
 // runs at a time, a dropped one is forgotten, and a forked child holds none of its parent's.
-#include "policy/background_plan.h"
+#include "policy/plan/background_plan.h"
 
 #include <pthread.h>
 #include <signal.h>

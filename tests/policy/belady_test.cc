@@ -1,17 +1,17 @@
-// RunBelady (policy/simulator_replay.h) against a plain reference: the same replacement written
-// with a scan over every resident chunk at each choice, on random steps (persistent and step-local
-// allocations, some ending in a partial chunk that takes only its 4 KiB pages, launches touching
-// random chunk ranges), with Belady's victims, time-aware victims
-// and held room. RunBelady keeps its candidates in a heap with stale entries; any difference in a
-// victim, a load or a free shows up as a different event.
+// RunBelady (policy/planner/simulator_replay.h) against a plain reference: the same replacement
+// written with a scan over every resident chunk at each choice, on random steps (persistent and
+// step-local allocations, some ending in a partial chunk that takes only its 4 KiB pages, launches
+// touching random chunk ranges), with Belady's victims, time-aware victims and held room. RunBelady
+// keeps its candidates in a heap with stale entries; any difference in a victim, a load or a free
+// shows up as a different event.
 #include <cstdint>
 #include <optional>
 #include <random>
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "policy/simulator_replay.h"
-#include "policy/workload_model.h"
+#include "policy/plan/workload_model.h"
+#include "policy/planner/simulator_replay.h"
 
 namespace spillway::policy {
 namespace {

@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "policy/allocation_registry.h"
-#include "policy/device.h"
-#include "policy/residency_engine.h"
+#include "policy/engine/allocation_registry.h"
+#include "policy/engine/device.h"
+#include "policy/engine/residency_engine.h"
 
 namespace spillway::policy::testing {
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "policy/eviction_policy.h"
+#include "policy/engine/eviction_policy.h"
 
 namespace spillway::policy {
 namespace {

@@ -2,14 +2,14 @@
 // non-blocking reads of timing events, and the residency engine using both over the fake device
 // (deeper lookahead when kernels are long next to the transfers they hide, none beyond what
 // fits, never waiting for an event).
-#include "policy/lookahead_sizer.h"
+#include "policy/engine/lookahead_sizer.h"
 
 #include <algorithm>
 #include <set>
 
 #include "gtest/gtest.h"
-#include "policy/launch_timer.h"
-#include "policy/residency_engine.h"
+#include "policy/engine/launch_timer.h"
+#include "policy/engine/residency_engine.h"
 #include "tests/policy/fake_device.h"
 
 namespace spillway::policy {

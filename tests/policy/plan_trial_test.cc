@@ -1,7 +1,7 @@
-// PlanTrial (policy/plan_trial.h): the plan followed until its step times settle, then the learned
-// policy until its do, and the faster going on; the first step of each phase and a step the job
-// left are not counted, and a trial without times keeps the plan.
-#include "policy/plan_trial.h"
+// PlanTrial (policy/plan/plan_trial.h): the plan followed until its step times settle, then the
+// learned policy until its do, and the faster going on; the first step of each phase and a step the
+// job left are not counted, and a trial without times keeps the plan.
+#include "policy/plan/plan_trial.h"
 
 #include <functional>
 #include <vector>

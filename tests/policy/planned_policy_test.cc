@@ -10,7 +10,7 @@
 // Online planning (the learned policy planning the recorded step itself) plans the step the job
 // repeats and follows the plan with the simulator's bytes; a planner that fails leaves the
 // learned policy's moves, with one line.
-#include "policy/planned_policy.h"
+#include "policy/plan/planned_policy.h"
 
 #include <algorithm>
 #include <chrono>
@@ -29,13 +29,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
-#include "policy/online_plan.h"
-#include "policy/planner.h"
-#include "policy/residency_engine.h"
-#include "policy/simulator.h"
-#include "policy/step_events.h"
-#include "policy/step_signature.h"
-#include "policy/synthetic_workloads.h"
+#include "policy/engine/residency_engine.h"
+#include "policy/plan/step_events.h"
+#include "policy/plan/step_signature.h"
+#include "policy/planner/online_plan.h"
+#include "policy/planner/planner.h"
+#include "policy/planner/simulator.h"
+#include "policy/planner/synthetic_workloads.h"
 #include "tests/policy/fake_device.h"
 
 namespace spillway::policy {
@@ -1004,7 +1004,7 @@ TEST(PlannedPolicy, KeepRuleAllocationsAreNoVictimsOfTheLearnedPolicy) {
   EXPECT_FALSE(replay.Moves().empty());
 }
 
-// ---- Host placement (`host` rules): policy/residency_engine_host.cc ----
+// ---- Host placement (`host` rules): policy/engine/residency_engine_host.cc ----
 
 // Persistent A (4 MiB) and B (2 MiB); per step X (6 MiB, the one rules place) and Y (2 MiB).
 Workload HostStep() {

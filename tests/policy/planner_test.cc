@@ -3,18 +3,18 @@
 // victims (within 10% once time-aware victims, early loads and host placement are tried), and is
 // never worse than lru (or demand paging) on the synthetic transformer and CNN training steps at
 // several budgets.
-#include "policy/planner.h"
+#include "policy/planner/planner.h"
 
 #include <algorithm>
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "policy/eviction_policy.h"
-#include "policy/planned_policy.h"
-#include "policy/policy_file.h"
-#include "policy/simulator_replay.h"
-#include "policy/synthetic_workloads.h"
+#include "policy/engine/eviction_policy.h"
+#include "policy/plan/planned_policy.h"
+#include "policy/plan/policy_file.h"
+#include "policy/planner/simulator_replay.h"
+#include "policy/planner/synthetic_workloads.h"
 
 namespace spillway::policy {
 namespace {

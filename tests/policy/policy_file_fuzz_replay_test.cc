@@ -40,7 +40,8 @@ const std::vector<std::string>& Seeds() {
       "[[a]]\n[a]\n",
       "[[[1]]]\n",  // toml++ 3.3 asserted on a header's first key character (tomlplusplus.h)
       "version = 1\n[?or\n",
-      "version = 1\xd0\x81\n",  // toml++ 3.3 reached an unreachable point (policy/tomlplusplus.h)
+      "version = 1\xd0\x81\n",  // toml++ 3.3 reached an unreachable point
+                                // (policy/plan/tomlplusplus.h)
       "version = 99999999999999999999\n",
       "v = \"\\q\"\n",
       "v = \"\\\n",

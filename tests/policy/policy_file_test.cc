@@ -1,6 +1,6 @@
 // Policy files: round trips (hand-written and planner output), every error message for bad
 // files, and the check that a policy belongs to a workload.
-#include "policy/policy_file.h"
+#include "policy/plan/policy_file.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -13,8 +13,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "policy/planner.h"
-#include "policy/synthetic_workloads.h"
+#include "policy/planner/planner.h"
+#include "policy/planner/synthetic_workloads.h"
 
 namespace spillway::policy {
 namespace {
@@ -353,7 +353,7 @@ TEST(PolicyFile, AnyTomlIsReadByWhatItMeans) {
        "p.toml:2: Error while parsing key-value pair: cannot redefine existing integer 'version'"},
       {Head("[model]\nname = \"a\\q\"\n"),
        "p.toml:5: Error while parsing string: unknown escape sequence '\\q'"},
-      // toml++ 3.3 asserted on these headers (policy/tomlplusplus.h turns its checks off).
+      // toml++ 3.3 asserted on these headers (policy/plan/tomlplusplus.h turns its checks off).
       {Head("[[[1]]]\n"),
        "p.toml:4: Error while parsing key: expected bare key starting character or string "
        "delimiter, saw '['"},

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "policy/residency_engine.h"
+#include "policy/engine/residency_engine.h"
 #include "tests/policy/fake_device.h"
 
 namespace spillway::policy {
@@ -108,7 +108,7 @@ TEST_F(ArenaTest, SmallOrBasePointerOnlyAllocationsStayWhole) {
   EXPECT_EQ(Launch({large.base}), (Ranges{{large.base, 16 * kMiB}}));
 }
 
-// A policy that needs arenas whole (a schedule to follow, policy/planned_policy.h) from some
+// A policy that needs arenas whole (a schedule to follow, policy/plan/planned_policy.h) from some
 // launch on: the engine merges the arena it has split back into one allocation, resident (with
 // the whole footprint) because some chunk was, and the policy sees the allocation again, not its
 // chunks. lru otherwise.

@@ -1,7 +1,7 @@
 // ResidencyEngine over the fake device. A typed suite runs the same behavioural tests on every
 // eviction policy (the current access set is never evicted, the budget holds, counters, discard
 // on free); lru's eviction order has its own test.
-#include "policy/residency_engine.h"
+#include "policy/engine/residency_engine.h"
 
 #include <map>
 #include <set>

@@ -1,6 +1,6 @@
 // RoomLedger: freed room is taken oldest first after the room free all along, each take names the
 // events of the room it took, and old or no longer free room drops out.
-#include "policy/room_ledger.h"
+#include "policy/engine/room_ledger.h"
 
 #include <vector>
 

@@ -1,6 +1,6 @@
 // The step simulator on hand-made workloads whose costs can be worked out by hand, and its use of
 // the shared cost model.
-#include "policy/simulator.h"
+#include "policy/planner/simulator.h"
 
 #include <algorithm>
 #include <string>
@@ -8,10 +8,10 @@
 
 #include "common/cost_model.h"
 #include "gtest/gtest.h"
-#include "policy/eviction_policy.h"
-#include "policy/planner.h"
-#include "policy/simulator_timeline_device.h"
-#include "policy/synthetic_workloads.h"
+#include "policy/engine/eviction_policy.h"
+#include "policy/planner/planner.h"
+#include "policy/planner/simulator_timeline_device.h"
+#include "policy/planner/synthetic_workloads.h"
 
 namespace spillway::policy {
 namespace {

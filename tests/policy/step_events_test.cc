@@ -1,9 +1,9 @@
-// Recorded events -> one step (policy/step_events.h), as online planning hands them over: the step
-// is found by its tokens wherever the recording starts, each launch's compute time is the least
-// recorded for its position over the repetitions (also those after the step picked), a position
-// never timed takes the least time of the same kernel, and a kernel never timed takes 0. Too few
-// repetitions is one error naming the recording.
-#include "policy/step_events.h"
+// Recorded events -> one step (policy/plan/step_events.h), as online planning hands them over: the
+// step is found by its tokens wherever the recording starts, each launch's compute time is the
+// least recorded for its position over the repetitions (also those after the step picked), a
+// position never timed takes the least time of the same kernel, and a kernel never timed takes 0.
+// Too few repetitions is one error naming the recording.
+#include "policy/plan/step_events.h"
 
 #include <algorithm>
 #include <random>

@@ -1,5 +1,5 @@
 // The synthetic training steps are valid and have the sizes and times they claim.
-#include "policy/synthetic_workloads.h"
+#include "policy/planner/synthetic_workloads.h"
 
 #include <algorithm>
 

@@ -5,7 +5,7 @@
 // Pointers into an arena end at the next offset seen, and on such a trace the simulator's bounds
 // stay below every policy's row. A trace without a repeating step is one clear error naming the
 // file.
-#include "policy/trace_workload.h"
+#include "policy/planner/trace_workload.h"
 
 #include <unistd.h>
 
@@ -17,10 +17,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "policy/eviction_policy.h"
-#include "policy/planner.h"
-#include "policy/simulator.h"
-#include "policy/step_signature.h"
+#include "policy/engine/eviction_policy.h"
+#include "policy/plan/step_signature.h"
+#include "policy/planner/planner.h"
+#include "policy/planner/simulator.h"
 #include "profiler/trace/trace_reader.h"
 #include "profiler/trace/trace_writer.h"
 

@@ -1,5 +1,5 @@
 // The workload model: validation of hand-made steps, peak live bytes, and the fingerprint.
-#include "policy/workload_model.h"
+#include "policy/plan/workload_model.h"
 
 #include "gtest/gtest.h"
 

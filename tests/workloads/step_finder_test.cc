@@ -1,4 +1,4 @@
-// The step finder (policy/trace_workload.h, what `spillway plan`, `simulate`, `inspect` and
+// The step finder (policy/planner/trace_workload.h, what `spillway plan`, `simulate`, `inspect` and
 // `report` use) on every recorded real model in workloads/traces/: the step it finds is the
 // training step the recorder marked (a context synchronize ends each), never a layer within it.
 #include <algorithm>
@@ -9,7 +9,7 @@
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
-#include "policy/trace_workload.h"
+#include "policy/planner/trace_workload.h"
 #include "profiler/trace/trace_reader.h"
 
 namespace spillway::policy {
