@@ -563,7 +563,7 @@ int ResidencyEngine::OnLaunch(const AccessSet& access, const std::vector<uint64_
   uint64_t stamp = 0, step_mark = 0;
   bool scheduled = false, host = false;
   {
-    std::lock_guard lock(mutex_);
+    std::unique_lock lock(mutex_);
     stamp = ++launch_stamp_;
     done_batch_ = std::max(done_batch_, done_batch);
     for (const LaunchTimer::Sample& sample : samples) {
@@ -600,7 +600,11 @@ int ResidencyEngine::OnLaunch(const AccessSet& access, const std::vector<uint64_
       }
     }
     // A policy file's schedule decides this launch's moves (residency_engine_schedule.cc).
-    scheduled = PlanScheduled(ids, side, stream);
+    scheduled = TakeScheduledMoves();
+    if (scheduled) {
+      TrimRoomIfFollowingBegins(lock, &ids);
+      PlanScheduled(ids, side, stream);
+    }
     t_own_last_uses.clear();
     t_own_waits.clear();
     t_evict_last_uses.clear();

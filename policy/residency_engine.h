@@ -34,6 +34,7 @@
 #include "policy/access_set.h"
 #include "policy/allocation_registry.h"
 #include "policy/device.h"
+#include "policy/engine_mutex.h"
 #include "policy/eviction_policy.h"
 #include "policy/launch_timer.h"
 #include "policy/lookahead_sizer.h"
@@ -253,11 +254,18 @@ class ResidencyEngine {
   // and for PlanScheduled; empty otherwise. residency_engine_schedule.cc.
   const std::vector<ArenaChunk>& ScheduledArenaChunks(const AccessSet& access,
                                                       const std::vector<uint64_t>& words);
-  // REQUIRES: mutex_ held, ScheduledArenaChunks called for this launch. When the policy's schedule
-  // decides the launch being planned (`ids`: its access set), takes its moves, updates residency
-  // and plans the device calls that execute them (with side streams: chunk by chunk, ordered by
-  // order events). residency_engine_schedule.cc.
-  bool PlanScheduled(const std::vector<uint64_t>& ids, bool side, Stream stream);
+  // REQUIRES: mutex_ held. Takes the policy's moves for the launch being planned: false when its
+  // schedule does not decide the launch (following ends). residency_engine_schedule.cc.
+  bool TakeScheduledMoves();
+  // REQUIRES: `lock` holds mutex_, TakeScheduledMoves true for this launch. When following begins
+  // at this launch, trims the room ledger to the device's free memory, asked with the lock
+  // released (never a lock across a driver call); what was freed meanwhile leaves `ids`.
+  void TrimRoomIfFollowingBegins(std::unique_lock<EngineMutex>& lock, std::vector<uint64_t>* ids);
+  // REQUIRES: mutex_ held, ScheduledArenaChunks and TakeScheduledMoves (true) called for this
+  // launch. Updates residency from the schedule's moves for the launch being planned (`ids`: its
+  // access set) and plans the device calls that execute them (with side streams: chunk by chunk,
+  // ordered by order events). residency_engine_schedule.cc.
+  void PlanScheduled(const std::vector<uint64_t>& ids, bool side, Stream stream);
   // REQUIRES: mutex_ held. While a schedule is followed (arenas stay whole in tracked_), notes
   // the offsets `words` reach into each allocation of `access` of at least kArenaMinBytes reached
   // through an interior pointer, and appends to `pieces` the PieceId of each chunk its pointers
@@ -299,7 +307,7 @@ class ResidencyEngine {
   const uint64_t budget_bytes_;
   const EngineOptions options_;
   const bool moves_;  // the policy's MovesData(): false, the engine makes no device call
-  mutable std::mutex mutex_;
+  mutable EngineMutex mutex_;
   std::unique_ptr<EvictionPolicy> policy_;         // guarded by mutex_
   std::unordered_map<uint64_t, Tracked> tracked_;  // managed allocations by id; guarded by mutex_
   std::unordered_map<uint64_t, Arena> arenas_;     // by allocation id; guarded by mutex_

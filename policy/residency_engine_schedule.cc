@@ -144,28 +144,41 @@ const std::vector<ArenaChunk>& ResidencyEngine::ScheduledArenaChunks(
   return t_chunks;
 }
 
-bool ResidencyEngine::PlanScheduled(const std::vector<uint64_t>& ids, bool side, Stream stream) {
+bool ResidencyEngine::TakeScheduledMoves() {
+  if (policy_->ScheduledMoves(&t_scheduled)) return true;
+  schedule_active_ = false;
+  return false;
+}
+
+void ResidencyEngine::TrimRoomIfFollowingBegins(std::unique_lock<EngineMutex>& lock,
+                                                std::vector<uint64_t>* ids) {
+  if (schedule_active_) return;
+  // Following begins (again): the ledger keeps at most the device's free memory now. Its room
+  // was made by the learned policy, and what the ledger does not see (demand faults) may have
+  // taken it since: a chunk the schedule brought into such room would not wait for the room it
+  // really takes, and the device would go over the budget and evict by itself (`train_like` at
+  // 4x: a third of the weights, every step). The oldest room goes first; a chunk that finds the
+  // ledger empty waits for the newest eviction. The device is asked without the lock; another
+  // thread may free what this launch uses meanwhile.
+  lock.unlock();
+  uint64_t free = 0, total = 0;
+  const bool known = device_->MemoryInfo(&free, &total) == kDeviceOk;
+  lock.lock();
+  const auto freed = [this](uint64_t id) { return !tracked_.contains(id); };
+  std::erase_if(*ids, freed);
+  std::erase_if(t_arena_ids, freed);
+  // The chunks of an arena the schedule keeps whole: freed with the allocation.
+  std::erase_if(t_pieces, [&freed](uint64_t piece) { return freed(ArenaPieceAllocation(piece)); });
+  room_.Trim(order_seq_, kOrderEvents / 2, known ? free : UINT64_MAX);
+}
+
+void ResidencyEngine::PlanScheduled(const std::vector<uint64_t>& ids, bool side, Stream stream) {
   std::vector<ResolvedMove>& resolved = t_resolved;
   std::vector<ScheduleOp>& ops = t_ops;
   resolved.clear();
   ops.clear();
   const std::vector<uint64_t>& arena_ids = t_arena_ids;
   const std::vector<uint64_t>& pieces = t_pieces;
-  if (!policy_->ScheduledMoves(&t_scheduled)) {
-    schedule_active_ = false;
-    return false;
-  }
-  // Following begins (again): the ledger keeps at most the device's free memory now. Its room
-  // was made by the learned policy, and what the ledger does not see (demand faults) may have
-  // taken it since: a chunk the schedule brought into such room would not wait for the room it
-  // really takes, and the device would go over the budget and evict by itself (`train_like` at
-  // 4x: a third of the weights, every step). The oldest room goes first; a chunk that finds the
-  // ledger empty waits for the newest eviction.
-  if (!schedule_active_) {
-    uint64_t free = 0, total = 0;
-    const bool known = device_->MemoryInfo(&free, &total) == kDeviceOk;
-    room_.Trim(order_seq_, kOrderEvents / 2, known ? free : UINT64_MAX);
-  }
   schedule_active_ = true;
   const uint64_t launch = ++schedule_launches_;
   // This launch is its stream's newest; a stream silent for a while is forgotten.
@@ -234,7 +247,7 @@ bool ResidencyEngine::PlanScheduled(const std::vector<uint64_t>& ids, bool side,
       ops.push_back(ScheduleOp{IsIncoming(move.kind) ? Type::kToDevice : Type::kToHost, On::kLaunch,
                                0, move.id, move.address, move.bytes});
     }
-    return true;
+    return;
   }
   // Evictions, a chunk at a time, after the launch stream's work so far.
   std::vector<uint64_t>& evict_seqs = t_evict_seqs;
@@ -365,7 +378,6 @@ bool ResidencyEngine::PlanScheduled(const std::vector<uint64_t>& ids, bool side,
     if (it != schedule_chunk_state_.end()) take_ready(it->second);
   }
   if (ready != 0) ops.push_back(ScheduleOp{Type::kWait, On::kLaunch, ready});
-  return true;
 }
 
 int ResidencyEngine::IssueScheduled(Stream stream) {
