@@ -68,10 +68,7 @@ struct EvictableContext {
 }  // namespace
 
 uint64_t ResidencyEngine::Footprint(uint64_t base, uint64_t size) const {
-  const uint64_t granule = std::max<uint64_t>(options_.residency_granule, 1);
-  if (granule == 1 || size == 0) return size;
-  const uint64_t first = base / granule, last = (base + size - 1) / granule;
-  return (last - first + 1) * granule;
+  return GranuleFootprint(base, size, options_.residency_granule);
 }
 
 ResidencyEngine::ResidencyEngine(Device* device, std::unique_ptr<EvictionPolicy> policy,
@@ -142,12 +139,7 @@ uint64_t ResidencyEngine::ForgetLocked(const Allocation& allocation) {
   }
   ForgetArena(allocation.id);
   policy_->Forget(allocation.id);
-  schedule_state_.erase(allocation.id);
-  if (schedule_offsets_.erase(allocation.id) != 0) {
-    for (uint64_t c = 0; c * kArenaChunkBytes < allocation.size; ++c) {
-      schedule_chunk_state_.erase(PieceId(allocation.id, c));
-    }
-  }
+  schedule_.Forget(allocation.id, allocation.size);
   return resident_before - resident_bytes_;
 }
 
@@ -577,7 +569,8 @@ int ResidencyEngine::OnLaunch(const AccessSet& access, const std::vector<uint64_
       }
     }
     ExpandAccess(access, words, &ids, &sizes);
-    const std::vector<ArenaChunk>& chunks = ScheduledArenaChunks(access, words);
+    const std::vector<ArenaChunk>& chunks =
+        schedule_.ArenaChunks(access, words, tracked_, policy_->adherence() != nullptr);
     policy_->ObserveLaunch(LaunchView{function, ids.data(), sizes.data(), ids.size(), stamp,
                                       chunks.data(), chunks.size(), LaunchingThread()});
     step_mark = policy_->TakeStepMark();
@@ -600,10 +593,13 @@ int ResidencyEngine::OnLaunch(const AccessSet& access, const std::vector<uint64_
       }
     }
     // A policy file's schedule decides this launch's moves (residency_engine_schedule.cc).
-    scheduled = TakeScheduledMoves();
+    scheduled = schedule_.TakeMoves(*policy_);
     if (scheduled) {
       TrimRoomIfFollowingBegins(lock, &ids);
-      PlanScheduled(ids, side, stream);
+      schedule_.Plan(ids, order_ready_.load(std::memory_order_acquire),
+                     side ? evict_stream_ : stream, stream,
+                     ScheduleExecutor::Residency{&tracked_, &resident_bytes_, &room_, &order_seq_,
+                                                 kOrderEvents, options_.residency_granule});
     }
     t_own_last_uses.clear();
     t_own_waits.clear();

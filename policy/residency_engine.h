@@ -33,12 +33,15 @@
 #include "absl/functional/function_ref.h"
 #include "policy/access_set.h"
 #include "policy/allocation_registry.h"
+#include "policy/arena_chunks.h"
 #include "policy/device.h"
 #include "policy/engine_mutex.h"
 #include "policy/eviction_policy.h"
 #include "policy/launch_timer.h"
 #include "policy/lookahead_sizer.h"
 #include "policy/room_ledger.h"
+#include "policy/schedule_executor.h"
+#include "policy/tracked_allocation.h"
 
 namespace spillway::policy {
 
@@ -98,8 +101,8 @@ class ResidencyEngine {
   // residency_engine_arena.cc.
   int OnLaunch(const AccessSet& access, const std::vector<uint64_t>& words, Stream stream,
                uint64_t function = 0);
-  static constexpr uint64_t kArenaChunkBytes = uint64_t{2} << 20;
-  static constexpr uint64_t kArenaMinBytes = 8 * kArenaChunkBytes;
+  static constexpr uint64_t kArenaChunkBytes = policy::kArenaChunkBytes;
+  static constexpr uint64_t kArenaMinBytes = policy::kArenaMinBytes;
 
   // @brief A memset on `stream` is about to write every byte of [address, address + bytes) of
   // `allocation`. The whole 2 MiB chunks of that range the engine has not made resident hold dead
@@ -141,19 +144,7 @@ class ResidencyEngine {
   bool adherence(ScheduleAdherence* out) const;
 
  private:
-  struct Tracked {
-    uint64_t base = 0;
-    uint64_t size = 0;
-    bool resident = false;
-    uint64_t used_by_launch = 0;   // the launch stamp of the last launch whose access set had it
-    uint64_t pending_batch = 0;    // the lookahead batch that prefetched it, until a launch waits
-    uint64_t footprint = 0;        // what it takes of the budget when resident (see Footprint)
-    bool on_host = false;          // placed on the host by a rule: never moved, out of budget
-    bool launched = false;         // a launch's access set has had it
-    Stream last_stream = nullptr;  // the stream of its newest such launch
-    uint64_t evict_seq = 0;        // the order event after its newest eviction (0: none)
-    Stream evicted_on = nullptr;   // the stream of that eviction
-  };
+  using Tracked = TrackedAllocation;
   static constexpr size_t kEvents = 64;  // a ring of events, two per lookahead batch
 
   // An arena: a large allocation tracked per chunk (the chunks' ids are PieceId(id, chunk)).
@@ -162,18 +153,11 @@ class ResidencyEngine {
     uint64_t size = 0;
     std::vector<uint64_t> offsets;  // the offsets pointers into it were seen at, sorted, distinct
   };
-  static constexpr size_t kMaxArenaOffsets = 4096;
   static uint64_t PieceId(uint64_t id, uint64_t chunk) { return ArenaPieceId(id, chunk); }
   // REQUIRES: mutex_ held. The ids of what the launch touches (tracked allocations, and for arenas
   // the chunks its pointers name), distinct, in parameter order, with their sizes.
   void ExpandAccess(const AccessSet& access, const std::vector<uint64_t>& words,
                     std::vector<uint64_t>* ids, std::vector<uint64_t>* sizes);
-  // Adds the offsets of the pointers in `words` into `allocation` to `offsets` (sorted, distinct,
-  // at most kMaxArenaOffsets), then calls `chunk` with each 2 MiB chunk a pointer names: from its
-  // offset up to the next offset seen, or the allocation's end. False when no word points into it.
-  static bool ForEachNamedChunk(const Allocation& allocation, const std::vector<uint64_t>& words,
-                                std::vector<uint64_t>* offsets,
-                                absl::FunctionRef<void(uint64_t)> chunk);
   // REQUIRES: mutex_ held; [from, to) inside `allocation`. Calls `visit` with each tracked entry
   // of `allocation` (it whole, or its chunks if an arena) that overlaps [from, to), and its id.
   void ForEachTouched(const Allocation& allocation, uint64_t from, uint64_t to,
@@ -184,7 +168,7 @@ class ResidencyEngine {
   bool ForgetArena(uint64_t id);
   // REQUIRES: mutex_ held. Tracks every arena whole again (the policy's ArenasWhole): resident
   // when any chunk is, its use stamps the newest of its chunks'; the offsets pointers into it were
-  // seen at carry over to the schedule's (ScheduledArenaUse).
+  // seen at carry over to the schedule executor's.
   void MergeArenas();
 
   static bool Evictable(const void* context, uint64_t id);
@@ -249,30 +233,13 @@ class ResidencyEngine {
             const std::vector<LastUse>& last_uses, const std::vector<OrderWait>& waits);
   // REQUIRES: mutex_ held. Forgets `allocation`; returns the bytes of the budget that frees.
   uint64_t ForgetLocked(const Allocation& allocation);
-  // REQUIRES: mutex_ held. With a policy that has a schedule (adherence() non-null), the chunks
-  // of arenas the launch (`access`, `words`) uses (ScheduledArenaUse), for the policy's view of it
-  // and for PlanScheduled; empty otherwise. residency_engine_schedule.cc.
-  const std::vector<ArenaChunk>& ScheduledArenaChunks(const AccessSet& access,
-                                                      const std::vector<uint64_t>& words);
-  // REQUIRES: mutex_ held. Takes the policy's moves for the launch being planned: false when its
-  // schedule does not decide the launch (following ends). residency_engine_schedule.cc.
-  bool TakeScheduledMoves();
-  // REQUIRES: `lock` holds mutex_, TakeScheduledMoves true for this launch. When following begins
-  // at this launch, trims the room ledger to the device's free memory, asked with the lock
-  // released (never a lock across a driver call); what was freed meanwhile leaves `ids`.
+  // REQUIRES: `lock` holds mutex_, the schedule executor took moves for this launch. When
+  // following begins at this launch, trims the room ledger to the device's free memory, asked
+  // with the lock released (never a lock across a driver call); what was freed meanwhile leaves
+  // `ids`. residency_engine_schedule.cc.
   void TrimRoomIfFollowingBegins(std::unique_lock<EngineMutex>& lock, std::vector<uint64_t>* ids);
-  // REQUIRES: mutex_ held, ScheduledArenaChunks and TakeScheduledMoves (true) called for this
-  // launch. Updates residency from the schedule's moves for the launch being planned (`ids`: its
-  // access set) and plans the device calls that execute them (with side streams: chunk by chunk,
-  // ordered by order events). residency_engine_schedule.cc.
-  void PlanScheduled(const std::vector<uint64_t>& ids, bool side, Stream stream);
-  // REQUIRES: mutex_ held. While a schedule is followed (arenas stay whole in tracked_), notes
-  // the offsets `words` reach into each allocation of `access` of at least kArenaMinBytes reached
-  // through an interior pointer, and appends to `pieces` the PieceId of each chunk its pointers
-  // name (as ExpandAccess names them) and to `arena_ids` those allocations.
-  void ScheduledArenaUse(const AccessSet& access, const std::vector<uint64_t>& words,
-                         std::vector<uint64_t>* arena_ids, std::vector<uint64_t>* pieces);
-  // Issues the calls PlanScheduled planned (before the kernel on `stream`); returns the failures.
+  // Issues the calls the schedule executor planned for this thread's launch (before the kernel
+  // on `stream`); returns the failures. residency_engine_schedule.cc.
   int IssueScheduled(Stream stream);
   // REQUIRES: mutex_ held. Takes the policy's new host placements (EvictionPolicy::
   // TakeHostPlacements) and plans them: each leaves the budget for good, a resident one to be
@@ -294,15 +261,6 @@ class ResidencyEngine {
   // first waits for that event where it has not completed (as the driver makes a host wait when a
   // stream's queue is full). No lock held.
   DeviceResult RecordOrderEvent(uint64_t seq, Stream stream);
-  // Per allocation (per chunk for arenas) while a schedule is followed: the event after its
-  // newest side-stream prefetch (0: none to wait for) and after its newest eviction.
-  struct ScheduleState {
-    uint64_t ready_seq = 0;
-    uint64_t evict_seq = 0;
-    Stream last_stream = nullptr;  // the stream of its newest use (null: the legacy stream)
-    uint64_t last_launch = 0;      // schedule_launches_ at its newest use (0: none yet)
-  };
-
   Device* const device_;
   const uint64_t budget_bytes_;
   const EngineOptions options_;
@@ -333,18 +291,7 @@ class ResidencyEngine {
   std::once_flag order_once_;
   std::atomic<bool> order_ready_{false};
   std::array<Event, kOrderEvents> order_events_{};  // written once under order_once_
-  // The schedule's execution (residency_engine_schedule.cc); guarded by mutex_ unless noted.
-  bool schedule_active_ = false;          // the latest launch followed a schedule
-  uint64_t schedule_last_evict_seq_ = 0;  // the event after the newest scheduled eviction
-  std::unordered_map<uint64_t, ScheduleState> schedule_state_;
-  // For arenas, the same per chunk (by PieceId), so a launch waits only for the moves of the
-  // chunks it uses, and the offsets pointers into each were seen at (sorted, distinct).
-  std::unordered_map<uint64_t, ScheduleState> schedule_chunk_state_;
-  std::unordered_map<uint64_t, std::vector<uint64_t>> schedule_offsets_;
-  // Launches seen while following (numbered from 1), and each stream's newest of them: an
-  // eviction waits for every stream that launched after its victim's newest use.
-  uint64_t schedule_launches_ = 0;
-  std::vector<std::pair<Stream, uint64_t>> schedule_streams_;
+  ScheduleExecutor schedule_;                       // the schedule's execution; guarded by mutex_
   std::atomic<uint64_t> prefetch_bytes_{0};
   std::atomic<uint64_t> lookahead_bytes_{0};
   std::atomic<uint64_t> evict_bytes_{0};

@@ -17,8 +17,8 @@ ResidencyEngine::Arena& ResidencyEngine::MakeArena(uint64_t id) {
   arena.size = whole.size;
   // Split again after a schedule kept it whole: the tensor offsets seen meanwhile still hold, so
   // a pointer names its tensor's chunks, not every chunk up to the arena's end.
-  if (const auto seen = schedule_offsets_.find(id); seen != schedule_offsets_.end()) {
-    arena.offsets = seen->second;
+  if (const std::vector<uint64_t>* seen = schedule_.SeenOffsets(id); seen != nullptr) {
+    arena.offsets = *seen;
   }
   const uint64_t chunks = (whole.size + kArenaChunkBytes - 1) / kArenaChunkBytes;
   for (uint64_t c = 0; c < chunks; ++c) {
@@ -78,7 +78,7 @@ void ResidencyEngine::MergeArenas() {
     }
     if (whole.resident) resident_bytes_ += whole.footprint;
     tracked_[id] = whole;
-    schedule_offsets_[id] = arena.offsets;
+    schedule_.KeepOffsets(id, arena.offsets);
     policy_->Merged(id);
   }
   arenas_.clear();
@@ -92,10 +92,7 @@ void ResidencyEngine::ExpandAccess(const AccessSet& access, const std::vector<ui
   for (const Allocation& allocation : access) {
     auto arena = arenas_.find(allocation.id);
     if (arena == arenas_.end() && arenas_allowed && allocation.size >= kArenaMinBytes &&
-        tracked_.contains(allocation.id) &&
-        std::any_of(words.begin(), words.end(), [&allocation](uint64_t word) {
-          return word != allocation.base && allocation.Contains(word);
-        })) {
+        tracked_.contains(allocation.id) && ReachedInside(allocation, words)) {
       MakeArena(allocation.id);
       arena = arenas_.find(allocation.id);
     }
@@ -115,31 +112,6 @@ void ResidencyEngine::ExpandAccess(const AccessSet& access, const std::vector<ui
       sizes->push_back(it->second.size);
     });
   }
-}
-
-bool ResidencyEngine::ForEachNamedChunk(const Allocation& allocation,
-                                        const std::vector<uint64_t>& words,
-                                        std::vector<uint64_t>* offsets,
-                                        absl::FunctionRef<void(uint64_t)> chunk) {
-  bool named = false;
-  for (const uint64_t word : words) {
-    if (!allocation.Contains(word)) continue;
-    const uint64_t offset = word - allocation.base;
-    const auto at = std::lower_bound(offsets->begin(), offsets->end(), offset);
-    if ((at == offsets->end() || *at != offset) && offsets->size() < kMaxArenaOffsets) {
-      offsets->insert(at, offset);
-    }
-  }
-  for (const uint64_t word : words) {
-    if (!allocation.Contains(word)) continue;
-    const uint64_t offset = word - allocation.base;
-    // The pointer names the arena up to the next offset seen (the next tensor), or its end.
-    const auto next = std::upper_bound(offsets->begin(), offsets->end(), offset);
-    const uint64_t end = next == offsets->end() ? allocation.size : *next;
-    for (uint64_t c = offset / kArenaChunkBytes; c <= (end - 1) / kArenaChunkBytes; ++c) chunk(c);
-    named = true;
-  }
-  return named;
 }
 
 }  // namespace spillway::policy

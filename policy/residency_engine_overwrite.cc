@@ -65,7 +65,7 @@ int ResidencyEngine::OnOverwrite(const Allocation& allocation, uint64_t address,
     }
     // What the memset would fault in comes in now, on its stream, after room made for it (a
     // schedule being followed plans its own residency: not then).
-    if (!schedule_active_) {
+    if (!schedule_.active()) {
       std::vector<uint64_t> ids, touched;
       uint64_t needed = 0;
       // The device chunks the memset touches: [first, end).
