@@ -78,6 +78,9 @@ ResidencyEngine::ResidencyEngine(Device* device, std::unique_ptr<EvictionPolicy>
       options_(options),
       moves_(policy->MovesData()),
       policy_(std::move(policy)),
+      predictor_(policy_->step_predictor()),
+      time_observer_(policy_->time_observer()),
+      schedule_source_(policy_->schedule_source()),
       timer_(device) {}
 
 double ResidencyEngine::lookahead_bytes_per_second() const {
@@ -92,22 +95,22 @@ uint64_t ResidencyEngine::resident_estimate() const {
 
 uint64_t ResidencyEngine::predicted_launches() const {
   std::lock_guard lock(mutex_);
-  return policy_->predicted_launches();
+  return predictor_ != nullptr ? predictor_->predicted_launches() : 0;
 }
 
 uint64_t ResidencyEngine::step_length() const {
   std::lock_guard lock(mutex_);
-  return policy_->step_length();
+  return predictor_ != nullptr ? predictor_->step_length() : 0;
 }
 
 uint64_t ResidencyEngine::thread_steps() const {
   std::lock_guard lock(mutex_);
-  return policy_->thread_steps();
+  return predictor_ != nullptr ? predictor_->thread_steps() : 0;
 }
 
 uint64_t ResidencyEngine::reordered_launches() const {
   std::lock_guard lock(mutex_);
-  return policy_->reordered_launches();
+  return predictor_ != nullptr ? predictor_->reordered_launches() : 0;
 }
 
 void ResidencyEngine::OnAllocated(const Allocation& allocation, bool place_now) {
@@ -120,7 +123,9 @@ void ResidencyEngine::OnAllocated(const Allocation& allocation, bool place_now) 
     }
     tracked_[allocation.id] = Tracked{
         allocation.base, allocation.size, false, 0, 0, Footprint(allocation.base, allocation.size)};
-    policy_->ObserveAllocated(allocation.id, allocation.size, allocation.call_site);
+    if (schedule_source_ != nullptr) {
+      schedule_source_->ObserveAllocated(allocation.id, allocation.size, allocation.call_site);
+    }
     host = place_now && PlanHostPlacements(nullptr);  // residency_engine_host.cc
   }
   if (host) IssueHostPlacements(nullptr);
@@ -285,15 +290,15 @@ uint64_t ResidencyEngine::SizeLookahead(uint64_t stamp, const std::vector<uint64
   // The bytes each of the next launches needs that are not on the device yet, or are still in the
   // prefetch stream's queue (a batch not seen complete).
   std::vector<uint64_t>& needed = t_needed;
-  needed.assign(std::min<uint64_t>(limit, policy_->prediction_horizon()), 0);
+  needed.assign(std::min<uint64_t>(limit, predictor_->prediction_horizon()), 0);
   for (const uint64_t id : next) {
     const auto it = tracked_.find(id);
     if (it == tracked_.end()) continue;
     if (it->second.resident && it->second.pending_batch <= done_batch_) continue;
-    const uint64_t distance = policy_->NextUse(id);
+    const uint64_t distance = predictor_->NextUse(id);
     if (distance >= 1 && distance <= needed.size()) needed[distance - 1] += it->second.footprint;
   }
-  return sizer_.Window(stamp, policy_->step_length(), needed);
+  return sizer_.Window(stamp, predictor_->step_length(), needed);
 }
 
 void ResidencyEngine::NoteLastUse(const Tracked& tracked, Stream stream,
@@ -309,13 +314,15 @@ void ResidencyEngine::NoteLastUse(const Tracked& tracked, Stream stream,
 // kEvictAheadLaunches of each launching thread whose own step the policy follows: their launches
 // interleave, so as many launches of the whole sequence reach about as far into each thread's.
 uint64_t ResidencyEngine::EvictAhead() const {
-  return kEvictAheadLaunches * std::max<uint64_t>(1, policy_->thread_steps());
+  return kEvictAheadLaunches * std::max<uint64_t>(1, predictor_->thread_steps());
 }
 
 uint64_t ResidencyEngine::PlanLookahead(uint64_t stamp, Stream stream, uint64_t access_bytes,
                                         std::vector<PlannedMove>* side_moves) {
+  // Only a policy that predicts the next launches has a lookahead.
+  if (predictor_ == nullptr) return 0;
   std::vector<uint64_t>& next = t_next;
-  policy_->PredictNextUses(options_.lookahead_launches, &next);
+  predictor_->PredictNextUses(options_.lookahead_launches, &next);
   if (next.empty()) return 0;
   // How far ahead data must move now (sized from observed times, or the fixed count). Room is
   // made by eviction only for that data, and at most EvictAhead() launches ahead when sized from
@@ -353,12 +360,12 @@ uint64_t ResidencyEngine::PlanLookahead(uint64_t stamp, Stream stream, uint64_t 
   // launch need not evict on its own stream: taken from what is needed after the window.
   const uint64_t headroom_window = std::min(
       evict_horizon, options_.size_lookahead_from_time ? evict_ahead : kFixedHeadroomLaunches);
-  policy_->PredictUnallocated(headroom_window, &t_unallocated);
+  predictor_->PredictUnallocated(headroom_window, &t_unallocated);
   uint64_t headroom = 0;
   for (const uint64_t size : t_unallocated) headroom += Footprint(0, size);
   while (headroom != 0 && fixed_bytes_ + resident_bytes_ + headroom > budget_bytes_) {
     const uint64_t victim = policy_->PickVictim(&Evictable, &context);
-    const uint64_t distance = victim == 0 ? 0 : policy_->NextUse(victim);
+    const uint64_t distance = victim == 0 ? 0 : predictor_->NextUse(victim);
     if (victim == 0 || distance <= headroom_window) break;
     evict(victim);
   }
@@ -367,13 +374,13 @@ uint64_t ResidencyEngine::PlanLookahead(uint64_t stamp, Stream stream, uint64_t 
   for (const uint64_t id : next) {  // nearest use first
     const auto it = tracked_.find(id);
     if (it == tracked_.end() || it->second.resident) continue;
-    const uint64_t distance = policy_->NextUse(id);
+    const uint64_t distance = predictor_->NextUse(id);
     // Make room only for data within the eviction horizon, and only from allocations needed later
     // than this one (Belady); else stop.
     while (distance <= evict_horizon &&
            fixed_bytes_ + resident_bytes_ + it->second.footprint > budget) {
       const uint64_t victim = policy_->PickVictim(&Evictable, &context);
-      if (victim == 0 || policy_->NextUse(victim) <= distance) break;
+      if (victim == 0 || predictor_->NextUse(victim) <= distance) break;
       evict(victim);
     }
     if (fixed_bytes_ + resident_bytes_ + it->second.footprint > budget) break;
@@ -507,7 +514,7 @@ void ResidencyEngine::PlanOwnMoves(const std::vector<uint64_t>& ids, uint64_t ne
   for (const uint64_t id : ids) {
     const auto it = tracked_.find(id);
     if (it == tracked_.end() || it->second.resident) continue;
-    if (!policy_->MayPrefetch(it->first)) continue;
+    if (schedule_source_ != nullptr && !schedule_source_->MayPrefetch(it->first)) continue;
     if (fixed_bytes_ + resident_bytes_ + it->second.footprint > budget_bytes_) continue;
     t_room_waits.clear();
     TakeRoom(it->second, stream, /*on_side=*/false, &own_room, &t_room_waits);
@@ -561,20 +568,22 @@ int ResidencyEngine::OnLaunch(const AccessSet& access, const std::vector<uint64_
     for (const LaunchTimer::Sample& sample : samples) {
       if (sample.kind == LaunchTimer::Kind::kKernel) {
         sizer_.AddKernelTime(sample.key, sample.seconds);
-        policy_->ObserveKernelTime(sample.key, sample.seconds);
+        if (time_observer_ != nullptr)
+          time_observer_->ObserveKernelTime(sample.key, sample.seconds);
       } else if (sample.kind == LaunchTimer::Kind::kStep) {
-        policy_->ObserveStepTime(sample.key, sample.seconds);
+        if (time_observer_ != nullptr) time_observer_->ObserveStepTime(sample.key, sample.seconds);
       } else {
         sizer_.AddTransfer(sample.key, sample.seconds, sample.kind == LaunchTimer::Kind::kToDevice);
       }
     }
     ExpandAccess(access, words, &ids, &sizes);
     const std::vector<ArenaChunk>& chunks =
-        schedule_.ArenaChunks(access, words, tracked_, policy_->adherence() != nullptr);
+        schedule_.ArenaChunks(access, words, tracked_, Adherence() != nullptr);
     policy_->ObserveLaunch(LaunchView{function, ids.data(), sizes.data(), ids.size(), stamp,
                                       chunks.data(), chunks.size(), LaunchingThread()});
-    step_mark = policy_->TakeStepMark();
-    policy_times_.store(policy_->WantsTimes(), std::memory_order_relaxed);
+    step_mark = time_observer_ != nullptr ? time_observer_->TakeStepMark() : 0;
+    policy_times_.store(time_observer_ != nullptr && time_observer_->WantsTimes(),
+                        std::memory_order_relaxed);
     host = PlanHostPlacements(stream);  // residency_engine_host.cc
     uint64_t needed = 0, access_bytes = 0;
     for (const uint64_t id : ids) {
@@ -593,7 +602,7 @@ int ResidencyEngine::OnLaunch(const AccessSet& access, const std::vector<uint64_
       }
     }
     // A policy file's schedule decides this launch's moves (residency_engine_schedule.cc).
-    scheduled = schedule_.TakeMoves(*policy_);
+    scheduled = schedule_.TakeMoves(schedule_source_);
     if (scheduled) {
       TrimRoomIfFollowingBegins(lock, &ids);
       schedule_.Plan(ids, order_ready_.load(std::memory_order_acquire),
@@ -610,7 +619,9 @@ int ResidencyEngine::OnLaunch(const AccessSet& access, const std::vector<uint64_
       PlanOwnMoves(ids, needed, stamp, stream, &moves, &t_own_last_uses, &t_own_waits);
     }
     if (side && !scheduled) batch = PlanLookahead(stamp, stream, access_bytes, &side_moves);
-    if (policy_->prediction_horizon() != 0) step_seen_.store(true, std::memory_order_relaxed);
+    if (predictor_ != nullptr && predictor_->prediction_horizon() != 0) {
+      step_seen_.store(true, std::memory_order_relaxed);
+    }
     if (scheduled) moving_.store(true, std::memory_order_relaxed);
   }
   int failures = 0;

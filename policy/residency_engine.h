@@ -136,8 +136,8 @@ class ResidencyEngine {
   // Launches the policy predicted correctly, and the step length it detected (0: none).
   uint64_t predicted_launches() const;
   uint64_t step_length() const;
-  uint64_t thread_steps() const;        // EvictionPolicy::thread_steps
-  uint64_t reordered_launches() const;  // EvictionPolicy::reordered_launches
+  uint64_t thread_steps() const;        // StepPredictor::thread_steps
+  uint64_t reordered_launches() const;  // StepPredictor::reordered_launches
   // Bytes the engine believes are on the device: resident managed + fixed (device) allocations.
   uint64_t resident_estimate() const;
   // How closely the run followed a policy file (a copy); false when the policy has none.
@@ -220,6 +220,10 @@ class ResidencyEngine {
   // side_ready_).
   void TakeRoom(const Tracked& tracked, Stream on, bool on_side, uint64_t* own_room,
                 std::vector<uint64_t>* waits);
+  // REQUIRES: mutex_ held. The policy's schedule adherence; null without a schedule.
+  const ScheduleAdherence* Adherence() const {
+    return schedule_source_ != nullptr ? schedule_source_->adherence() : nullptr;
+  }
   // REQUIRES: mutex_ held. A new order event (its ring position); 0 when they do not exist yet.
   uint64_t NextOrderEvent();
   // REQUIRES: mutex_ held. How many launches ahead of launch `stamp` data has to start moving:
@@ -241,7 +245,7 @@ class ResidencyEngine {
   // Issues the calls the schedule executor planned for this thread's launch (before the kernel
   // on `stream`); returns the failures. residency_engine_schedule.cc.
   int IssueScheduled(Stream stream);
-  // REQUIRES: mutex_ held. Takes the policy's new host placements (EvictionPolicy::
+  // REQUIRES: mutex_ held. Takes the policy's new host placements (ScheduleSource::
   // TakeHostPlacements) and plans them: each leaves the budget for good, a resident one to be
   // written back on `stream` (its room in the ledger, freed by an order event recorded after the
   // write-back). False when there are none. residency_engine_host.cc.
@@ -266,7 +270,11 @@ class ResidencyEngine {
   const EngineOptions options_;
   const bool moves_;  // the policy's MovesData(): false, the engine makes no device call
   mutable EngineMutex mutex_;
-  std::unique_ptr<EvictionPolicy> policy_;         // guarded by mutex_
+  std::unique_ptr<EvictionPolicy> policy_;  // guarded by mutex_
+  // policy_'s capabilities (null: it has none), used as policy_ is.
+  StepPredictor* const predictor_;
+  TimeObserver* const time_observer_;
+  ScheduleSource* const schedule_source_;
   std::unordered_map<uint64_t, Tracked> tracked_;  // managed allocations by id; guarded by mutex_
   std::unordered_map<uint64_t, Arena> arenas_;     // by allocation id; guarded by mutex_
   uint64_t resident_bytes_ = 0;                    // guarded by mutex_

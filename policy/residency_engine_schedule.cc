@@ -12,7 +12,7 @@ namespace spillway::policy {
 
 bool ResidencyEngine::adherence(ScheduleAdherence* out) const {
   std::lock_guard lock(mutex_);
-  const ScheduleAdherence* a = policy_->adherence();
+  const ScheduleAdherence* a = Adherence();
   if (a == nullptr) return false;
   *out = *a;
   return true;

@@ -124,8 +124,8 @@ const std::vector<ArenaChunk>& ScheduleExecutor::ArenaChunks(const AccessSet& ac
   return t_chunks;
 }
 
-bool ScheduleExecutor::TakeMoves(EvictionPolicy& policy) {
-  if (policy.ScheduledMoves(&t_scheduled)) return true;
+bool ScheduleExecutor::TakeMoves(ScheduleSource* source) {
+  if (source != nullptr && source->ScheduledMoves(&t_scheduled)) return true;
   active_ = false;
   return false;
 }

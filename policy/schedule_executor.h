@@ -58,9 +58,9 @@ class ScheduleExecutor {
   const std::vector<ArenaChunk>& ArenaChunks(const AccessSet& access,
                                              const std::vector<uint64_t>& words,
                                              const TrackedMap& tracked, bool has_schedule);
-  // @brief Takes the policy's moves for the launch being planned: false when its schedule does
-  // not decide the launch (following ends).
-  bool TakeMoves(EvictionPolicy& policy);
+  // @brief Takes the moves of the policy's schedule (`source`; null: the policy has none) for the
+  // launch being planned: false when it does not decide the launch (following ends).
+  bool TakeMoves(ScheduleSource* source);
   // @brief After the engine's lock was released and taken again during a launch's planning: what
   // `tracked` no longer has leaves the launch (`ids` and the arena use ArenaChunks found).
   void DropFreed(const TrackedMap& tracked, std::vector<uint64_t>* ids);

@@ -812,7 +812,7 @@ TEST(PlannedPolicy, MissingFileIsOneLineAndLearned) {
   EXPECT_EQ(policy->name(), "learned");
   ASSERT_EQ(log.problems.size(), 1u);
   EXPECT_EQ(log.problems[0], "/nonexistent/x.policy.toml: cannot open the policy file");
-  EXPECT_EQ(policy->adherence()->fallback_reason, log.problems[0]);
+  EXPECT_EQ(policy->schedule_source()->adherence()->fallback_reason, log.problems[0]);
   ExpectLearnedFallback(w, std::move(policy), 6 * kMiB, 4);
   EXPECT_EQ(log.problems.size(), 1u);
 }
