@@ -273,15 +273,7 @@ bool ResidencyEngine::Evictable(const void* context, uint64_t id) {
 
 bool ResidencyEngine::SideStreamReady() {
   if (options_.lookahead_launches <= 0) return false;
-  std::call_once(side_once_, [this] {
-    if (device_->CreateSideStream(&side_stream_) != kDeviceOk) return;
-    if (device_->CreateSideStream(&evict_stream_) != kDeviceOk) evict_stream_ = side_stream_;
-    for (Event& event : events_) {
-      if (device_->CreateEvent(&event) != kDeviceOk) return;
-    }
-    side_ready_.store(true, std::memory_order_release);
-  });
-  return side_ready_.load(std::memory_order_acquire);
+  return lookahead_.Ready(device_);
 }
 
 uint64_t ResidencyEngine::SizeLookahead(uint64_t stamp, const std::vector<uint64_t>& next) {
@@ -294,7 +286,7 @@ uint64_t ResidencyEngine::SizeLookahead(uint64_t stamp, const std::vector<uint64
   for (const uint64_t id : next) {
     const auto it = tracked_.find(id);
     if (it == tracked_.end()) continue;
-    if (it->second.resident && it->second.pending_batch <= done_batch_) continue;
+    if (it->second.resident && it->second.pending_batch <= lookahead_.done()) continue;
     const uint64_t distance = predictor_->NextUse(id);
     if (distance >= 1 && distance <= needed.size()) needed[distance - 1] += it->second.footprint;
   }
@@ -346,14 +338,14 @@ uint64_t ResidencyEngine::PlanLookahead(uint64_t stamp, Stream stream, uint64_t 
     protected_bytes += it->second.footprint;
     it->second.used_by_launch = stamp;
   }
-  const uint64_t batch = batches_ + 1;
+  const uint64_t batch = lookahead_.next_batch();
   const EvictableContext context{&tracked_, stamp, kRecentUseGuard};
   // An eviction on the evict stream, after the victim's last use, its room freed by an event.
   auto evict = [&](uint64_t victim) {
     Tracked& tracked = tracked_.at(victim);
     NoteLastUse(tracked, stream, &t_evict_last_uses);
     const uint64_t seq = NextOrderEvent();
-    PlanEviction(&tracked, seq, evict_stream_);
+    PlanEviction(&tracked, seq, lookahead_.evict());
     side_moves->push_back(PlannedMove{false, victim, tracked.base, tracked.size, seq});
   };
   // Room for the allocations the next launches will make (fresh activations), so that their first
@@ -387,7 +379,7 @@ uint64_t ResidencyEngine::PlanLookahead(uint64_t stamp, Stream stream, uint64_t 
     // It comes in once the room it takes is free (the discards' and evictions' events).
     t_room_waits.clear();
     uint64_t no_own_room = 0;
-    TakeRoom(it->second, side_stream_, /*on_side=*/true, &no_own_room, &t_room_waits);
+    TakeRoom(it->second, lookahead_.side(), /*on_side=*/true, &no_own_room, &t_room_waits);
     for (const uint64_t seq : t_room_waits) t_side_waits.push_back(OrderWait{prefetches, seq});
     ++prefetches;
     it->second.resident = true;
@@ -396,23 +388,8 @@ uint64_t ResidencyEngine::PlanLookahead(uint64_t stamp, Stream stream, uint64_t 
     side_moves->push_back(PlannedMove{true, it->first, it->second.base, it->second.size});
   }
   if (side_moves->empty()) return 0;
-  batches_ = batch;
-  issued_batches_.store(batch, std::memory_order_release);
+  lookahead_.Planned(batch);
   return batch;
-}
-
-uint64_t ResidencyEngine::PollBatches() {
-  constexpr uint64_t kRingBatches = kEvents / 2;
-  const uint64_t issued = issued_batches_.load(std::memory_order_acquire);
-  uint64_t done = polled_batch_.load(std::memory_order_relaxed);
-  // A batch whose events were reused since is long done.
-  if (issued > done + kRingBatches - 1) done = issued - (kRingBatches - 1);
-  for (int query = 0; query < 8 && done < issued; ++query) {
-    if (device_->QueryEvent(BatchEvent(done + 1, 1)) != kDeviceOk) break;
-    ++done;
-  }
-  polled_batch_.store(done, std::memory_order_relaxed);
-  return done;
 }
 
 int ResidencyEngine::IssueLookahead(const std::vector<PlannedMove>& moves, uint64_t batch) {
@@ -424,23 +401,26 @@ int ResidencyEngine::IssueLookahead(const std::vector<PlannedMove>& moves, uint6
   prefetches.clear();
   for (const PlannedMove& move : moves) (move.to_device ? prefetches : evictions).push_back(move);
   int failures = 0;
+  Stream const evict_stream = lookahead_.evict(), side_stream = lookahead_.side();
   if (!evictions.empty()) {
     // After the victims' last uses: what the launch stream has so far, and other streams' uses.
-    if (device_->StreamWaitEvent(evict_stream_, BatchEvent(batch, 0)) != kDeviceOk) ++failures;
+    if (device_->StreamWaitEvent(evict_stream, lookahead_.BatchEvent(batch, 0)) != kDeviceOk) {
+      ++failures;
+    }
     // The write-backs' time on the evict stream gives the device-to-host bandwidth.
     const int transfer =
-        options_.size_lookahead_from_time ? timer_.BeginTransfer(evict_stream_) : -1;
-    failures += Issue(evictions, evict_stream_, true, t_evict_last_uses, kNoWaits);
-    if (transfer >= 0) timer_.EndTransfer(transfer, Bytes(evictions), false, evict_stream_);
+        options_.size_lookahead_from_time ? timer_.BeginTransfer(evict_stream) : -1;
+    failures += Issue(evictions, evict_stream, true, t_evict_last_uses, kNoWaits);
+    if (transfer >= 0) timer_.EndTransfer(transfer, Bytes(evictions), false, evict_stream);
   }
   // Each prefetch waits for the events of the room it takes (t_side_waits), so one batch's
   // evictions overlap the previous batch's prefetches.
   // The prefetches' time on the prefetch stream gives the bandwidth the lookahead is sized with.
   const bool timed = options_.size_lookahead_from_time && !prefetches.empty();
-  const int transfer = timed ? timer_.BeginTransfer(side_stream_) : -1;
-  failures += Issue(prefetches, side_stream_, true, kNoLastUses, t_side_waits);
-  if (transfer >= 0) timer_.EndTransfer(transfer, Bytes(prefetches), true, side_stream_);
-  if (device_->RecordEvent(BatchEvent(batch, 1), side_stream_) != kDeviceOk) ++failures;
+  const int transfer = timed ? timer_.BeginTransfer(side_stream) : -1;
+  failures += Issue(prefetches, side_stream, true, kNoLastUses, t_side_waits);
+  if (transfer >= 0) timer_.EndTransfer(transfer, Bytes(prefetches), true, side_stream);
+  if (device_->RecordEvent(lookahead_.BatchEvent(batch, 1), side_stream) != kDeviceOk) ++failures;
   return failures;
 }
 
@@ -556,7 +536,7 @@ int ResidencyEngine::OnLaunch(const AccessSet& access, const std::vector<uint64_
   uint64_t done_batch = 0;
   if (timing) {
     timer_.Poll(&samples);
-    done_batch = PollBatches();
+    done_batch = lookahead_.Poll(device_);
   }
   uint64_t wait_batch = 0, batch = 0;
   uint64_t stamp = 0, step_mark = 0;
@@ -564,7 +544,7 @@ int ResidencyEngine::OnLaunch(const AccessSet& access, const std::vector<uint64_
   {
     std::unique_lock lock(mutex_);
     stamp = ++launch_stamp_;
-    done_batch_ = std::max(done_batch_, done_batch);
+    lookahead_.SeenDone(done_batch);
     for (const LaunchTimer::Sample& sample : samples) {
       if (sample.kind == LaunchTimer::Kind::kKernel) {
         sizer_.AddKernelTime(sample.key, sample.seconds);
@@ -606,7 +586,7 @@ int ResidencyEngine::OnLaunch(const AccessSet& access, const std::vector<uint64_
     if (scheduled) {
       TrimRoomIfFollowingBegins(lock, &ids);
       schedule_.Plan(ids, order_ready_.load(std::memory_order_acquire),
-                     side ? evict_stream_ : stream, stream,
+                     side ? lookahead_.evict() : stream, stream,
                      ScheduleExecutor::Residency{&tracked_, &resident_bytes_, &room_, &order_seq_,
                                                  kOrderEvents, options_.residency_granule});
     }
@@ -629,7 +609,8 @@ int ResidencyEngine::OnLaunch(const AccessSet& access, const std::vector<uint64_
   // step the policy times begins here.
   if (timing && step_mark != 0) timer_.StepMark(step_mark, stream);
   if (timing) timer_.LaunchArrived(stamp, stream);
-  if (wait_batch != 0 && device_->StreamWaitEvent(stream, BatchEvent(wait_batch, 1)) != kDeviceOk) {
+  if (wait_batch != 0 &&
+      device_->StreamWaitEvent(stream, lookahead_.BatchEvent(wait_batch, 1)) != kDeviceOk) {
     ++failures;
   }
   if (host) IssueHostPlacements(stream);
@@ -640,7 +621,7 @@ int ResidencyEngine::OnLaunch(const AccessSet& access, const std::vector<uint64_
   } else if (batch != 0) {
     // The evictions ahead start after what the launch stream has so far (the victims' last uses
     // there); the prefetches signal the launches that need them.
-    const Event after_launch_stream = BatchEvent(batch, 0);
+    const Event after_launch_stream = lookahead_.BatchEvent(batch, 0);
     if (device_->RecordEvent(after_launch_stream, stream) != kDeviceOk) ++failures;
     failures += IssueLookahead(side_moves, batch);
   }

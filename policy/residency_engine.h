@@ -39,6 +39,7 @@
 #include "policy/eviction_policy.h"
 #include "policy/launch_timer.h"
 #include "policy/lookahead_sizer.h"
+#include "policy/lookahead_streams.h"
 #include "policy/room_ledger.h"
 #include "policy/schedule_executor.h"
 #include "policy/tracked_allocation.h"
@@ -145,7 +146,6 @@ class ResidencyEngine {
 
  private:
   using Tracked = TrackedAllocation;
-  static constexpr size_t kEvents = 64;  // a ring of events, two per lookahead batch
 
   // An arena: a large allocation tracked per chunk (the chunks' ids are PieceId(id, chunk)).
   struct Arena {
@@ -181,16 +181,10 @@ class ResidencyEngine {
   uint64_t EvictAhead() const;
   uint64_t PlanLookahead(uint64_t stamp, Stream stream, uint64_t access_bytes,
                          std::vector<PlannedMove>* side_moves);
-  // Queries (without waiting) the prefetch events of the batches not yet seen complete, oldest
-  // first; returns the newest batch up to which all are complete. No lock held.
-  uint64_t PollBatches();
-  // Creates the side stream and the events once; false when the device cannot.
+  // Creates the lookahead's side streams and events once (LookaheadStreams::Ready); false when
+  // there is no lookahead or the device cannot.
   bool SideStreamReady();
-  // Event `which` (0: after the launch stream, 1: prefetches done) of a batch.
-  Event BatchEvent(uint64_t batch, size_t which) const {
-    return events_[(2 * batch + which) % kEvents];
-  }
-  // Issues a lookahead batch's `moves` (planned at a launch, after which BatchEvent(batch, 0) was
+  // Issues a lookahead batch's `moves` (planned at a launch, after which its first event was
   // recorded on its stream): evictions on the evict stream once the launch stream's earlier work
   // and the victims' last uses elsewhere are done, each followed by its order event; prefetches on
   // the side stream, each after the order events of the room it takes (both planned by
@@ -216,8 +210,8 @@ class ResidencyEngine {
   // order events (not on `on` itself, not waited for there yet) that free it, oldest room first,
   // and the event after its own newest eviction. `own_room`: bytes this launch's own evictions on
   // `on` freed that are not taken yet (taken first: no wait). `on_side`: `on` is the lookahead's
-  // side stream (the caller knows; side_stream_ itself is published to other threads only by
-  // side_ready_).
+  // side stream (the caller knows; lookahead_.side() itself is published to other threads only
+  // by lookahead_.ready()).
   void TakeRoom(const Tracked& tracked, Stream on, bool on_side, uint64_t* own_room,
                 std::vector<uint64_t>* waits);
   // REQUIRES: mutex_ held. The policy's schedule adherence; null without a schedule.
@@ -280,15 +274,8 @@ class ResidencyEngine {
   uint64_t resident_bytes_ = 0;                    // guarded by mutex_
   uint64_t fixed_bytes_ = 0;                       // guarded by mutex_
   uint64_t launch_stamp_ = 0;                      // guarded by mutex_
-  uint64_t batches_ = 0;                           // lookahead batches planned; guarded by mutex_
-  uint64_t done_batch_ = 0;  // batches up to this one were seen complete; guarded by mutex_
-  std::atomic<uint64_t> issued_batches_{0};  // batches_, read without the lock
-  std::atomic<uint64_t> polled_batch_{0};    // what PollBatches saw complete
-  std::once_flag side_once_;
-  std::atomic<bool> side_ready_{false};
-  Stream side_stream_ = nullptr;         // lookahead prefetches; written once under side_once_
-  Stream evict_stream_ = nullptr;        // lookahead evictions; written once under side_once_
-  std::array<Event, kEvents> events_{};  // written once under side_once_
+  // The lookahead's side streams and batches (their counts guarded by mutex_, see its header).
+  LookaheadStreams lookahead_;
   // Order events used (a ring: OrderEvent); guarded by mutex_.
   uint64_t order_seq_ = 0;
   // Room counted free whose discard or eviction may not have run yet; guarded by mutex_.

@@ -70,8 +70,8 @@ void ResidencyEngine::IssueHostPlacements(Stream stream) {
     }
     if (!p.write_back) continue;
     // Not counted resident any more: on the host it goes (after a lookahead prefetch still queued).
-    if (p.wait_batch != 0 && side_ready_.load(std::memory_order_acquire)) {
-      device_->StreamWaitEvent(stream, BatchEvent(p.wait_batch, 1));
+    if (p.wait_batch != 0 && lookahead_.ready()) {
+      device_->StreamWaitEvent(stream, lookahead_.BatchEvent(p.wait_batch, 1));
     }
     if (device_->PrefetchToHost(p.base, p.size, stream) == kDeviceOk) {
       evict_bytes_.fetch_add(p.size, std::memory_order_relaxed);

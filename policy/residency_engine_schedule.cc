@@ -39,8 +39,9 @@ void ResidencyEngine::TrimRoomIfFollowingBegins(std::unique_lock<EngineMutex>& l
 int ResidencyEngine::IssueScheduled(Stream stream) {
   int failures = 0;
   // Without side streams the executor planned the evict and side ops for the launch stream.
-  const bool side = side_ready_.load(std::memory_order_acquire);
-  const Stream streams[3] = {stream, side ? evict_stream_ : stream, side ? side_stream_ : stream};
+  const bool side = lookahead_.ready();
+  const Stream streams[3] = {stream, side ? lookahead_.evict() : stream,
+                             side ? lookahead_.side() : stream};
   for (const ScheduleOp& op : ScheduleExecutor::PlannedOps()) {
     const Stream on = op.on == ScheduleOp::On::kOther ? op.other : streams[static_cast<int>(op.on)];
     DeviceResult result = kDeviceOk;
