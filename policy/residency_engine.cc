@@ -142,7 +142,7 @@ uint64_t ResidencyEngine::ForgetLocked(const Allocation& allocation) {
     if (it->second.resident) resident_bytes_ -= it->second.footprint;
     tracked_.erase(it);
   }
-  ForgetArena(allocation.id);
+  arenas_.Forget(allocation.id, ArenaView());
   policy_->Forget(allocation.id);
   schedule_.Forget(allocation.id, allocation.size);
   return resident_before - resident_bytes_;
@@ -556,7 +556,7 @@ int ResidencyEngine::OnLaunch(const AccessSet& access, const std::vector<uint64_
         sizer_.AddTransfer(sample.key, sample.seconds, sample.kind == LaunchTimer::Kind::kToDevice);
       }
     }
-    ExpandAccess(access, words, &ids, &sizes);
+    arenas_.ExpandAccess(access, words, ArenaView(), &ids, &sizes);
     const std::vector<ArenaChunk>& chunks =
         schedule_.ArenaChunks(access, words, tracked_, Adherence() != nullptr);
     policy_->ObserveLaunch(LaunchView{function, ids.data(), sizes.data(), ids.size(), stamp,

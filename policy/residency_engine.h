@@ -34,6 +34,7 @@
 #include "policy/access_set.h"
 #include "policy/allocation_registry.h"
 #include "policy/arena_chunks.h"
+#include "policy/arena_tracker.h"
 #include "policy/device.h"
 #include "policy/engine_mutex.h"
 #include "policy/eviction_policy.h"
@@ -99,7 +100,7 @@ class ResidencyEngine {
   // interior pointer is an *arena* (a caching allocator's segment that tensors are carved from):
   // from then on it is tracked per 2 MiB chunk, and a pointer into it names the chunks from the
   // pointer up to the next offset into the arena seen so far (or its end), so only those move.
-  // residency_engine_arena.cc.
+  // ArenaTracker (policy/arena_tracker.h).
   int OnLaunch(const AccessSet& access, const std::vector<uint64_t>& words, Stream stream,
                uint64_t function = 0);
   static constexpr uint64_t kArenaChunkBytes = policy::kArenaChunkBytes;
@@ -147,29 +148,11 @@ class ResidencyEngine {
  private:
   using Tracked = TrackedAllocation;
 
-  // An arena: a large allocation tracked per chunk (the chunks' ids are PieceId(id, chunk)).
-  struct Arena {
-    uint64_t base = 0;
-    uint64_t size = 0;
-    std::vector<uint64_t> offsets;  // the offsets pointers into it were seen at, sorted, distinct
-  };
-  static uint64_t PieceId(uint64_t id, uint64_t chunk) { return ArenaPieceId(id, chunk); }
-  // REQUIRES: mutex_ held. The ids of what the launch touches (tracked allocations, and for arenas
-  // the chunks its pointers name), distinct, in parameter order, with their sizes.
-  void ExpandAccess(const AccessSet& access, const std::vector<uint64_t>& words,
-                    std::vector<uint64_t>* ids, std::vector<uint64_t>* sizes);
-  // REQUIRES: mutex_ held; [from, to) inside `allocation`. Calls `visit` with each tracked entry
-  // of `allocation` (it whole, or its chunks if an arena) that overlaps [from, to), and its id.
-  void ForEachTouched(const Allocation& allocation, uint64_t from, uint64_t to,
-                      absl::FunctionRef<void(Tracked&, uint64_t)> visit);
-  // REQUIRES: mutex_ held; `id` tracked. Replaces it by its chunks (same residency).
-  Arena& MakeArena(uint64_t id);
-  // REQUIRES: mutex_ held. Forgets the chunks of arena `id`, if it is one; false when it is not.
-  bool ForgetArena(uint64_t id);
-  // REQUIRES: mutex_ held. Tracks every arena whole again (the policy's ArenasWhole): resident
-  // when any chunk is, its use stamps the newest of its chunks'; the offsets pointers into it were
-  // seen at carry over to the schedule executor's.
-  void MergeArenas();
+  // REQUIRES: mutex_ held. The engine's state the arena tracker works on.
+  ArenaTracker::Residency ArenaView() {
+    return ArenaTracker::Residency{&tracked_, &resident_bytes_, policy_.get(), &schedule_,
+                                   options_.residency_granule};
+  }
 
   static bool Evictable(const void* context, uint64_t id);
   // The bytes [base, base + size) takes on the device: the residency granules it spans.
@@ -270,7 +253,7 @@ class ResidencyEngine {
   TimeObserver* const time_observer_;
   ScheduleSource* const schedule_source_;
   std::unordered_map<uint64_t, Tracked> tracked_;  // managed allocations by id; guarded by mutex_
-  std::unordered_map<uint64_t, Arena> arenas_;     // by allocation id; guarded by mutex_
+  ArenaTracker arenas_;                            // guarded by mutex_
   uint64_t resident_bytes_ = 0;                    // guarded by mutex_
   uint64_t fixed_bytes_ = 0;                       // guarded by mutex_
   uint64_t launch_stamp_ = 0;                      // guarded by mutex_
