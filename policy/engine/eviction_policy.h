@@ -1,6 +1,8 @@
-// The eviction-policy interface of the residency engine: it is told which allocations each launch
-// uses and which are forgotten, and picks the victims when the device budget is exceeded. The
-// engine serializes all calls (its own lock), so a policy needs no locking of its own.
+// The eviction-policy interface of the residency engine: a core every policy has (it is told which
+// allocations each launch uses and which are forgotten, and picks the victims when the device
+// budget is exceeded) and optional capabilities a policy has only if it can (step prediction,
+// device times, a planned schedule), each found through an accessor of the core. The engine
+// serializes all calls (its own lock), so a policy needs no locking of its own.
 #ifndef SPILLWAY_POLICY_ENGINE_EVICTION_POLICY_H_
 #define SPILLWAY_POLICY_ENGINE_EVICTION_POLICY_H_
 
@@ -87,6 +89,96 @@ struct ScheduleAdherence {
   double trial_learned_step_seconds = 0;  // and with the learned policy deciding
 };
 
+// A capability of a policy that predicts the next launches from a detected step (`learned`, and
+// the planned policy through it): the engine's lookahead and Belady-style eviction ahead ask it,
+// and the exit summary reports its counts. EvictionPolicy::step_predictor() gives it.
+class StepPredictor {
+ public:
+  virtual ~StepPredictor() = default;
+
+  // @brief The allocations the next `launches` launches are predicted to use, nearest first
+  // (each id once); empty when the policy does not predict. `out` is cleared first.
+  virtual void PredictNextUses(size_t launches, std::vector<uint64_t>* out) = 0;
+  // @brief The sizes of the allocations that the next `launches` launches are predicted to use but
+  // that do not exist yet (the successors of freed ones: a step's fresh activations), one entry
+  // each; empty when the policy does not predict. `out` is cleared first.
+  virtual void PredictUnallocated(size_t launches, std::vector<uint64_t>* out) = 0;
+  // @brief How many launches from now allocation `id` is predicted to be used next;
+  // kNoPrediction when the policy cannot tell (or predicts no use within a step).
+  virtual uint64_t NextUse(uint64_t id) = 0;
+  static constexpr uint64_t kNoPrediction = ~uint64_t{0};
+
+  // @brief Launches whose access set the policy had predicted correctly.
+  virtual uint64_t predicted_launches() const = 0;
+  // @brief The detected step length in launches; 0 when none is detected.
+  virtual uint64_t step_length() const = 0;
+  // @brief Launches that repeated a launch of the previous step at another place in it (the
+  // job's launch order changes from step to step; `learned`).
+  virtual uint64_t reordered_launches() const { return 0; }
+  // @brief How many launches ahead NextUse and PredictNextUses can see; 0 when they predict
+  // nothing. The step length, or, where each launching thread has a step of its own and the whole
+  // launch sequence none (`learned`), the launches of the whole sequence that the longest of those
+  // steps spans.
+  virtual uint64_t prediction_horizon() const { return step_length(); }
+  // @brief The launching threads whose own step predicts next uses because the whole launch
+  // sequence has none (`learned`); 0 when the step is the whole sequence's or none is found.
+  virtual uint64_t thread_steps() const { return 0; }
+};
+
+// A capability of a policy that wants the device times of launches and steps (online planning's
+// recording and its trial of a plan). EvictionPolicy::time_observer() gives it.
+class TimeObserver {
+ public:
+  virtual ~TimeObserver() = default;
+
+  // @brief Whether the policy wants ObserveKernelTime and ObserveStepTime now (the engine then
+  // times launches and steps).
+  virtual bool WantsTimes() const = 0;
+  // @brief Launch `stamp` (LaunchView::stamp) ran for `seconds` on the device: measured with
+  // timing events, delivered some launches later, only while WantsTimes() or the engine sizes its
+  // lookahead from time, and only once something moves and a step is detected.
+  virtual void ObserveKernelTime(uint64_t stamp, double seconds) = 0;
+  // @brief For the launch just observed: nonzero when it begins a step the policy wants timed, the
+  // mark's tag (counting up; a tag skipped tells the engine the previous mark began no whole step).
+  virtual uint64_t TakeStepMark() = 0;
+  // @brief The step begun at mark `tag` (TakeStepMark) took `seconds` on the device until the mark
+  // `tag` + 1: measured with timing events where the launches arrive, so with every stall the
+  // engine's moves and the device's faults caused; delivered as ObserveKernelTime is, a mark
+  // whose event the engine could not record gives no sample.
+  virtual void ObserveStepTime(uint64_t tag, double seconds) = 0;
+};
+
+// A capability of a policy that follows a planned schedule (a policy file or an online plan,
+// policy/plan/planned_policy.h): its moves replace the engine's own at the launches it decides, and
+// its rules keep allocations on the host or off the device. EvictionPolicy::schedule_source() gives
+// it.
+class ScheduleSource {
+ public:
+  virtual ~ScheduleSource() = default;
+
+  // @brief A managed allocation of `bytes` was made at `call_site` (Allocation::call_site) or
+  // found when the engine started.
+  virtual void ObserveAllocated(uint64_t id, uint64_t bytes, uint64_t call_site) = 0;
+  // @brief For the launch just observed: true when a schedule decides its moves, which are then
+  // `out` (the engine issues them in order instead of planning the launch itself).
+  virtual bool ScheduledMoves(std::vector<ScheduledMove>* out) = 0;
+  // @brief Whether the engine may prefetch allocation `id` when it plans a launch itself (a
+  // policy file's host and never rules say no).
+  virtual bool MayPrefetch(uint64_t id) = 0;
+  // @brief The allocations newly placed on the host (a policy file's host rules) since the last
+  // call, each once; `out` is cleared first. The engine advises the device to keep them on the host
+  // and map them remotely (Device::PlaceOnHost), and from then on neither moves them nor counts
+  // them against the budget.
+  virtual void TakeHostPlacements(std::vector<uint64_t>* out) = 0;
+  // @brief The device refused to place allocation `id` on the host (`result`: its CUresult): the
+  // policy moves it as it would a `swap` allocation from now on.
+  virtual void HostPlacementFailed(uint64_t id, int result) = 0;
+  // @brief How closely the run followed a policy file.
+  virtual const ScheduleAdherence* adherence() const = 0;
+};
+
+// The core every policy has; what only some have are the capabilities above, each given by its
+// accessor (null: the policy has none; a policy's answer never changes).
 class EvictionPolicy {
  public:
   virtual ~EvictionPolicy() = default;
@@ -98,21 +190,6 @@ class EvictionPolicy {
   virtual bool MovesData() const { return true; }
   // @brief A launch is being planned; called before the Touch calls of its access set.
   virtual void ObserveLaunch(const LaunchView& /*launch*/) {}
-  // @brief Launch `stamp` (LaunchView::stamp) ran for `seconds` on the device: measured with
-  // timing events, delivered some launches later, only while WantsTimes() or the engine sizes its
-  // lookahead from time, and only once something moves and a step is detected.
-  virtual void ObserveKernelTime(uint64_t /*stamp*/, double /*seconds*/) {}
-  // @brief For the launch just observed: nonzero when it begins a step the policy wants timed, the
-  // mark's tag (counting up; a tag skipped tells the engine the previous mark began no whole step).
-  virtual uint64_t TakeStepMark() { return 0; }
-  // @brief The step begun at mark `tag` (TakeStepMark) took `seconds` on the device until the mark
-  // `tag` + 1: measured with timing events where the launches arrive, so with every stall the
-  // engine's moves and the device's faults caused; delivered as ObserveKernelTime is, a mark
-  // whose event the engine could not record gives no sample.
-  virtual void ObserveStepTime(uint64_t /*tag*/, double /*seconds*/) {}
-  // @brief Whether the policy wants ObserveKernelTime and ObserveStepTime (the engine then times
-  // launches and steps).
-  virtual bool WantsTimes() const { return false; }
   // @brief Allocation `id` is used by the launch being planned (the newest use).
   virtual void Touch(uint64_t id) = 0;
   // @brief Allocation `id` is gone (freed); it must never be named again.
@@ -130,56 +207,11 @@ class EvictionPolicy {
   // there is none. Picking does not forget: the engine calls Forget or Touch as it sees fit.
   virtual uint64_t PickVictim(bool (*evictable)(const void* context, uint64_t id),
                               const void* context) = 0;
-  // @brief The allocations the next `launches` launches are predicted to use, nearest first
-  // (each id once); empty when the policy does not predict. `out` is cleared first.
-  virtual void PredictNextUses(size_t /*launches*/, std::vector<uint64_t>* out) { out->clear(); }
 
-  // @brief The sizes of the allocations that the next `launches` launches are predicted to use but
-  // that do not exist yet (the successors of freed ones: a step's fresh activations), one entry
-  // each; empty when the policy does not predict. `out` is cleared first.
-  virtual void PredictUnallocated(size_t /*launches*/, std::vector<uint64_t>* out) { out->clear(); }
-
-  // @brief How many launches from now allocation `id` is predicted to be used next;
-  // kNoPrediction when the policy cannot tell (or predicts no use within a step).
-  virtual uint64_t NextUse(uint64_t /*id*/) { return kNoPrediction; }
-  static constexpr uint64_t kNoPrediction = ~uint64_t{0};
-
-  // @brief Launches whose access set the policy had predicted correctly.
-  virtual uint64_t predicted_launches() const { return 0; }
-  // @brief The detected step length in launches; 0 when none is detected.
-  virtual uint64_t step_length() const { return 0; }
-  // @brief Launches that repeated a launch of the previous step at another place in it (the
-  // job's launch order changes from step to step; `learned`).
-  virtual uint64_t reordered_launches() const { return 0; }
-  // @brief How many launches ahead NextUse and PredictNextUses can see; 0 when they predict
-  // nothing. The step length, or, where each launching thread has a step of its own and the whole
-  // launch sequence none (`learned`), the launches of the whole sequence that the longest of those
-  // steps spans.
-  virtual uint64_t prediction_horizon() const { return step_length(); }
-  // @brief The launching threads whose own step predicts next uses because the whole launch
-  // sequence has none (`learned`); 0 when the step is the whole sequence's or none is found.
-  virtual uint64_t thread_steps() const { return 0; }
-
-  // Planned schedules (policy/plan/planned_policy.h); the defaults are for policies without one.
-  // @brief A managed allocation of `bytes` was made at `call_site` (Allocation::call_site) or
-  // found when the engine started.
-  virtual void ObserveAllocated(uint64_t /*id*/, uint64_t /*bytes*/, uint64_t /*call_site*/) {}
-  // @brief For the launch just observed: true when a schedule decides its moves, which are then
-  // `out` (the engine issues them in order instead of planning the launch itself).
-  virtual bool ScheduledMoves(std::vector<ScheduledMove>* /*out*/) { return false; }
-  // @brief Whether the engine may prefetch allocation `id` when it plans a launch itself (a
-  // policy file's host and never rules say no).
-  virtual bool MayPrefetch(uint64_t /*id*/) { return true; }
-  // @brief The allocations newly placed on the host (a policy file's host rules) since the last
-  // call, each once; `out` is cleared first. The engine advises the device to keep them on the host
-  // and map them remotely (Device::PlaceOnHost), and from then on neither moves them nor counts
-  // them against the budget.
-  virtual void TakeHostPlacements(std::vector<uint64_t>* out) { out->clear(); }
-  // @brief The device refused to place allocation `id` on the host (`result`: its CUresult): the
-  // policy moves it as it would a `swap` allocation from now on.
-  virtual void HostPlacementFailed(uint64_t /*id*/, int /*result*/) {}
-  // @brief How closely the run followed a policy file; null without one.
-  virtual const ScheduleAdherence* adherence() const { return nullptr; }
+  // The capabilities.
+  virtual StepPredictor* step_predictor() { return nullptr; }
+  virtual TimeObserver* time_observer() { return nullptr; }
+  virtual ScheduleSource* schedule_source() { return nullptr; }
 };
 
 // The least-recently-used policy: victims in order of last use, oldest first.

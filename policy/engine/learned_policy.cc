@@ -49,7 +49,7 @@ constexpr uint64_t kHistory = kMaxPeriod + kVerifyWindow + kStepSlack + 1;
 constexpr size_t kRecentOccurrences = 4;     // earlier positions kept per strong token
 constexpr size_t kMaxTokens = 4 * kHistory;  // distinct tokens remembered before a reset
 constexpr size_t kMaxTranslations = 1 << 16;
-constexpr uint64_t kNever = EvictionPolicy::kNoPrediction;
+constexpr uint64_t kNever = StepPredictor::kNoPrediction;
 
 uint64_t Mix(uint64_t hash, uint64_t value) {
   hash ^= value + 0x9e3779b97f4a7c15ull + (hash << 6) + (hash >> 2);
@@ -66,11 +66,12 @@ struct LaunchRecord {
 
 using RecentMap = std::unordered_map<uint64_t, std::array<uint64_t, kRecentOccurrences>>;
 
-class LearnedPolicy final : public EvictionPolicy {
+class LearnedPolicy final : public EvictionPolicy, public StepPredictor {
  public:
   LearnedPolicy() : history_(kHistory) {}
 
   std::string_view name() const override { return "learned"; }
+  StepPredictor* step_predictor() override { return this; }
   uint64_t predicted_launches() const override { return predicted_; }
   uint64_t step_length() const override { return period_; }
   uint64_t reordered_launches() const override { return reordered_; }

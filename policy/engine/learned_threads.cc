@@ -30,18 +30,19 @@ namespace {
 constexpr size_t kMaxThreads = 8;     // threads learned on their own; later ones are not
 constexpr size_t kShareWindow = 512;  // the recent launches that give each thread's share
 constexpr uint8_t kNoThread = 0xff;
-constexpr uint64_t kNever = EvictionPolicy::kNoPrediction;
+constexpr uint64_t kNever = StepPredictor::kNoPrediction;
 constexpr uint64_t kUnknown = kNever - 1;  // used by a thread that has no step (yet)
 
-class ThreadedLearnedPolicy final : public EvictionPolicy {
+class ThreadedLearnedPolicy final : public EvictionPolicy, public StepPredictor {
  public:
   ThreadedLearnedPolicy() : whole_(MakeSequenceLearnedPolicy()), recent_(kShareWindow, kNoThread) {}
 
   const EvictionPolicy& whole() const { return *whole_; }
 
   std::string_view name() const override { return "learned"; }
+  StepPredictor* step_predictor() override { return this; }
   uint64_t predicted_launches() const override { return predicted_; }
-  uint64_t step_length() const override { return whole_->step_length(); }
+  uint64_t step_length() const override { return Predict(whole_).step_length(); }
   // The whole sequence's while no thread is learned on its own (none launched at once yet, or the
   // whole sequence's step has held for two periods since), and the threads' own while their steps
   // decide: what the whole sequence pairs within its slack while threads interleave before their
@@ -49,41 +50,42 @@ class ThreadedLearnedPolicy final : public EvictionPolicy {
   uint64_t reordered_launches() const override { return reordered_; }
 
   uint64_t prediction_horizon() const override {
-    if (!PerThread()) return whole_->step_length();
+    if (!PerThread()) return Predict(whole_).step_length();
     uint64_t horizon = 0;
     for (size_t t = 0; t < threads_.size(); ++t) {
-      const uint64_t period = threads_[t]->step_length();
+      const uint64_t period = Predict(threads_[t]).step_length();
       if (period != 0) horizon = std::max(horizon, Scaled(t, period));
     }
     return horizon;
   }
 
   uint64_t thread_steps() const override {
-    return whole_->step_length() != 0 ? 0 : ThreadsWithAStep();
+    return Predict(whole_).step_length() != 0 ? 0 : ThreadsWithAStep();
   }
 
   void ObserveLaunch(const LaunchView& launch) override {
     // While a thread's own step predicts, the whole sequence's interleaving of the threads is
     // explained: it gets no slack, so it does not hold a step within the interleaving's drift.
     SetSequenceSlack(*whole_, ThreadsWithAStep() == 0);
-    const uint64_t whole_before = whole_->predicted_launches();
-    const uint64_t whole_moved = whole_->reordered_launches();
+    const uint64_t whole_before = Predict(whole_).predicted_launches();
+    const uint64_t whole_moved = Predict(whole_).reordered_launches();
     whole_->ObserveLaunch(launch);
-    const bool whole_predicted = whole_->predicted_launches() != whole_before;
-    if (threads_.empty()) reordered_ += whole_->reordered_launches() - whole_moved;
+    const bool whole_predicted = Predict(whole_).predicted_launches() != whole_before;
+    if (threads_.empty()) reordered_ += Predict(whole_).reordered_launches() - whole_moved;
     whole_held_ = whole_predicted ? whole_held_ + 1 : 0;
-    const uint64_t period = whole_->step_length();
+    const uint64_t period = Predict(whole_).step_length();
     if (!threads_.empty() && period != 0 && whole_held_ >= 2 * period) Retire();
     current_ = ThreadIndex(launch.thread);
     NoteShare(current_);
     bool thread_predicted = false;
     if (current_ != kNoThread) {
       EvictionPolicy& thread = *threads_[current_];
-      const uint64_t before = thread.predicted_launches();
-      const uint64_t moved = thread.reordered_launches();
+      const StepPredictor& prediction = Predict(threads_[current_]);
+      const uint64_t before = prediction.predicted_launches();
+      const uint64_t moved = prediction.reordered_launches();
       thread.ObserveLaunch(launch);
-      thread_predicted = thread.predicted_launches() != before;
-      if (PerThread()) reordered_ += thread.reordered_launches() - moved;
+      thread_predicted = prediction.predicted_launches() != before;
+      if (PerThread()) reordered_ += prediction.reordered_launches() - moved;
     }
     if (whole_predicted || thread_predicted) ++predicted_;
   }
@@ -114,7 +116,7 @@ class ThreadedLearnedPolicy final : public EvictionPolicy {
   }
 
   uint64_t NextUse(uint64_t id) override {
-    if (!PerThread()) return whole_->NextUse(id);
+    if (!PerThread()) return Predict(whole_).NextUse(id);
     const uint64_t distance = Distance(id);
     return distance >= kUnknown ? kNoPrediction : distance;
   }
@@ -122,14 +124,14 @@ class ThreadedLearnedPolicy final : public EvictionPolicy {
   // Each thread's predictions for its share of the next `launches`, nearest (scaled) first.
   void PredictNextUses(size_t launches, std::vector<uint64_t>* out) override {
     if (!PerThread()) {
-      whole_->PredictNextUses(launches, out);
+      Predict(whole_).PredictNextUses(launches, out);
       return;
     }
     out->clear();
     ranked_.clear();
     for (size_t t = 0; t < threads_.size(); ++t) {
-      if (threads_[t]->step_length() == 0) continue;
-      threads_[t]->PredictNextUses(ShareOf(t, launches), &scratch_);
+      if (Predict(threads_[t]).step_length() == 0) continue;
+      Predict(threads_[t]).PredictNextUses(ShareOf(t, launches), &scratch_);
       for (const uint64_t id : scratch_) ranked_.emplace_back(Distance(id), id);
     }
     std::sort(ranked_.begin(), ranked_.end());
@@ -140,13 +142,13 @@ class ThreadedLearnedPolicy final : public EvictionPolicy {
 
   void PredictUnallocated(size_t launches, std::vector<uint64_t>* out) override {
     if (!PerThread()) {
-      whole_->PredictUnallocated(launches, out);
+      Predict(whole_).PredictUnallocated(launches, out);
       return;
     }
     out->clear();
     for (size_t t = 0; t < threads_.size(); ++t) {
-      if (threads_[t]->step_length() == 0) continue;
-      threads_[t]->PredictUnallocated(ShareOf(t, launches), &scratch_);
+      if (Predict(threads_[t]).step_length() == 0) continue;
+      Predict(threads_[t]).PredictUnallocated(ShareOf(t, launches), &scratch_);
       out->insert(out->end(), scratch_.begin(), scratch_.end());
     }
   }
@@ -156,8 +158,9 @@ class ThreadedLearnedPolicy final : public EvictionPolicy {
   bool PerThread() const { return thread_steps() != 0; }
   // The threads learned on their own whose own step is locked, whether or not they decide.
   uint64_t ThreadsWithAStep() const {
-    return static_cast<uint64_t>(std::count_if(
-        threads_.begin(), threads_.end(), [](const auto& t) { return t->step_length() != 0; }));
+    return static_cast<uint64_t>(std::count_if(threads_.begin(), threads_.end(), [](const auto& t) {
+      return Predict(t).step_length() != 0;
+    }));
   }
 
   // The index in threads_ of launching thread `thread`, made on its first launch; kNoThread for a
@@ -168,7 +171,8 @@ class ThreadedLearnedPolicy final : public EvictionPolicy {
     if (threads_.empty()) {
       const uint64_t previous = previous_thread_;
       previous_thread_ = thread;
-      if (previous == 0 || previous == thread || whole_->step_length() != 0) return kNoThread;
+      if (previous == 0 || previous == thread || Predict(whole_).step_length() != 0)
+        return kNoThread;
       AddThread(previous);  // the first thread keeps its place among the kMaxThreads
     }
     for (size_t t = 0; t < threads_.size(); ++t) {
@@ -227,13 +231,18 @@ class ThreadedLearnedPolicy final : public EvictionPolicy {
     bool unknown = false;
     for (size_t t = 0; t < threads_.size(); ++t) {
       if (((it->second >> t) & 1) == 0) continue;
-      if (threads_[t]->step_length() == 0) {
+      if (Predict(threads_[t]).step_length() == 0) {
         unknown = true;
         continue;
       }
-      nearest = std::min(nearest, Scaled(t, threads_[t]->NextUse(id)));
+      nearest = std::min(nearest, Scaled(t, Predict(threads_[t]).NextUse(id)));
     }
     return nearest != kNever ? nearest : unknown ? kUnknown : kNever;
+  }
+
+  // The step prediction of a sequence policy (MakeSequenceLearnedPolicy: it always has one).
+  static StepPredictor& Predict(const std::unique_ptr<EvictionPolicy>& sequence) {
+    return *sequence->step_predictor();
   }
 
   std::unique_ptr<EvictionPolicy> whole_;

@@ -68,10 +68,7 @@ struct EvictableContext {
 }  // namespace
 
 uint64_t ResidencyEngine::Footprint(uint64_t base, uint64_t size) const {
-  const uint64_t granule = std::max<uint64_t>(options_.residency_granule, 1);
-  if (granule == 1 || size == 0) return size;
-  const uint64_t first = base / granule, last = (base + size - 1) / granule;
-  return (last - first + 1) * granule;
+  return GranuleFootprint(base, size, options_.residency_granule);
 }
 
 ResidencyEngine::ResidencyEngine(Device* device, std::unique_ptr<EvictionPolicy> policy,
@@ -81,6 +78,9 @@ ResidencyEngine::ResidencyEngine(Device* device, std::unique_ptr<EvictionPolicy>
       options_(options),
       moves_(policy->MovesData()),
       policy_(std::move(policy)),
+      predictor_(policy_->step_predictor()),
+      time_observer_(policy_->time_observer()),
+      schedule_source_(policy_->schedule_source()),
       timer_(device) {}
 
 double ResidencyEngine::lookahead_bytes_per_second() const {
@@ -95,22 +95,22 @@ uint64_t ResidencyEngine::resident_estimate() const {
 
 uint64_t ResidencyEngine::predicted_launches() const {
   std::lock_guard lock(mutex_);
-  return policy_->predicted_launches();
+  return predictor_ != nullptr ? predictor_->predicted_launches() : 0;
 }
 
 uint64_t ResidencyEngine::step_length() const {
   std::lock_guard lock(mutex_);
-  return policy_->step_length();
+  return predictor_ != nullptr ? predictor_->step_length() : 0;
 }
 
 uint64_t ResidencyEngine::thread_steps() const {
   std::lock_guard lock(mutex_);
-  return policy_->thread_steps();
+  return predictor_ != nullptr ? predictor_->thread_steps() : 0;
 }
 
 uint64_t ResidencyEngine::reordered_launches() const {
   std::lock_guard lock(mutex_);
-  return policy_->reordered_launches();
+  return predictor_ != nullptr ? predictor_->reordered_launches() : 0;
 }
 
 void ResidencyEngine::OnAllocated(const Allocation& allocation, bool place_now) {
@@ -123,7 +123,9 @@ void ResidencyEngine::OnAllocated(const Allocation& allocation, bool place_now) 
     }
     tracked_[allocation.id] = Tracked{
         allocation.base, allocation.size, false, 0, 0, Footprint(allocation.base, allocation.size)};
-    policy_->ObserveAllocated(allocation.id, allocation.size, allocation.call_site);
+    if (schedule_source_ != nullptr) {
+      schedule_source_->ObserveAllocated(allocation.id, allocation.size, allocation.call_site);
+    }
     host = place_now && PlanHostPlacements(nullptr);  // residency_engine_host.cc
   }
   if (host) IssueHostPlacements(nullptr);
@@ -140,14 +142,9 @@ uint64_t ResidencyEngine::ForgetLocked(const Allocation& allocation) {
     if (it->second.resident) resident_bytes_ -= it->second.footprint;
     tracked_.erase(it);
   }
-  ForgetArena(allocation.id);
+  arenas_.Forget(allocation.id, ArenaView());
   policy_->Forget(allocation.id);
-  schedule_state_.erase(allocation.id);
-  if (schedule_offsets_.erase(allocation.id) != 0) {
-    for (uint64_t c = 0; c * kArenaChunkBytes < allocation.size; ++c) {
-      schedule_chunk_state_.erase(PieceId(allocation.id, c));
-    }
-  }
+  schedule_.Forget(allocation.id, allocation.size);
   return resident_before - resident_bytes_;
 }
 
@@ -276,15 +273,7 @@ bool ResidencyEngine::Evictable(const void* context, uint64_t id) {
 
 bool ResidencyEngine::SideStreamReady() {
   if (options_.lookahead_launches <= 0) return false;
-  std::call_once(side_once_, [this] {
-    if (device_->CreateSideStream(&side_stream_) != kDeviceOk) return;
-    if (device_->CreateSideStream(&evict_stream_) != kDeviceOk) evict_stream_ = side_stream_;
-    for (Event& event : events_) {
-      if (device_->CreateEvent(&event) != kDeviceOk) return;
-    }
-    side_ready_.store(true, std::memory_order_release);
-  });
-  return side_ready_.load(std::memory_order_acquire);
+  return lookahead_.Ready(device_);
 }
 
 uint64_t ResidencyEngine::SizeLookahead(uint64_t stamp, const std::vector<uint64_t>& next) {
@@ -293,15 +282,15 @@ uint64_t ResidencyEngine::SizeLookahead(uint64_t stamp, const std::vector<uint64
   // The bytes each of the next launches needs that are not on the device yet, or are still in the
   // prefetch stream's queue (a batch not seen complete).
   std::vector<uint64_t>& needed = t_needed;
-  needed.assign(std::min<uint64_t>(limit, policy_->prediction_horizon()), 0);
+  needed.assign(std::min<uint64_t>(limit, predictor_->prediction_horizon()), 0);
   for (const uint64_t id : next) {
     const auto it = tracked_.find(id);
     if (it == tracked_.end()) continue;
-    if (it->second.resident && it->second.pending_batch <= done_batch_) continue;
-    const uint64_t distance = policy_->NextUse(id);
+    if (it->second.resident && it->second.pending_batch <= lookahead_.done()) continue;
+    const uint64_t distance = predictor_->NextUse(id);
     if (distance >= 1 && distance <= needed.size()) needed[distance - 1] += it->second.footprint;
   }
-  return sizer_.Window(stamp, policy_->step_length(), needed);
+  return sizer_.Window(stamp, predictor_->step_length(), needed);
 }
 
 void ResidencyEngine::NoteLastUse(const Tracked& tracked, Stream stream,
@@ -317,13 +306,15 @@ void ResidencyEngine::NoteLastUse(const Tracked& tracked, Stream stream,
 // kEvictAheadLaunches of each launching thread whose own step the policy follows: their launches
 // interleave, so as many launches of the whole sequence reach about as far into each thread's.
 uint64_t ResidencyEngine::EvictAhead() const {
-  return kEvictAheadLaunches * std::max<uint64_t>(1, policy_->thread_steps());
+  return kEvictAheadLaunches * std::max<uint64_t>(1, predictor_->thread_steps());
 }
 
 uint64_t ResidencyEngine::PlanLookahead(uint64_t stamp, Stream stream, uint64_t access_bytes,
                                         std::vector<PlannedMove>* side_moves) {
+  // Only a policy that predicts the next launches has a lookahead.
+  if (predictor_ == nullptr) return 0;
   std::vector<uint64_t>& next = t_next;
-  policy_->PredictNextUses(options_.lookahead_launches, &next);
+  predictor_->PredictNextUses(options_.lookahead_launches, &next);
   if (next.empty()) return 0;
   // How far ahead data must move now (sized from observed times, or the fixed count). Room is
   // made by eviction only for that data, and at most EvictAhead() launches ahead when sized from
@@ -347,26 +338,26 @@ uint64_t ResidencyEngine::PlanLookahead(uint64_t stamp, Stream stream, uint64_t 
     protected_bytes += it->second.footprint;
     it->second.used_by_launch = stamp;
   }
-  const uint64_t batch = batches_ + 1;
+  const uint64_t batch = lookahead_.next_batch();
   const EvictableContext context{&tracked_, stamp, kRecentUseGuard};
   // An eviction on the evict stream, after the victim's last use, its room freed by an event.
   auto evict = [&](uint64_t victim) {
     Tracked& tracked = tracked_.at(victim);
     NoteLastUse(tracked, stream, &t_evict_last_uses);
     const uint64_t seq = NextOrderEvent();
-    PlanEviction(&tracked, seq, evict_stream_);
+    PlanEviction(&tracked, seq, lookahead_.evict());
     side_moves->push_back(PlannedMove{false, victim, tracked.base, tracked.size, seq});
   };
   // Room for the allocations the next launches will make (fresh activations), so that their first
   // launch need not evict on its own stream: taken from what is needed after the window.
   const uint64_t headroom_window = std::min(
       evict_horizon, options_.size_lookahead_from_time ? evict_ahead : kFixedHeadroomLaunches);
-  policy_->PredictUnallocated(headroom_window, &t_unallocated);
+  predictor_->PredictUnallocated(headroom_window, &t_unallocated);
   uint64_t headroom = 0;
   for (const uint64_t size : t_unallocated) headroom += Footprint(0, size);
   while (headroom != 0 && fixed_bytes_ + resident_bytes_ + headroom > budget_bytes_) {
     const uint64_t victim = policy_->PickVictim(&Evictable, &context);
-    const uint64_t distance = victim == 0 ? 0 : policy_->NextUse(victim);
+    const uint64_t distance = victim == 0 ? 0 : predictor_->NextUse(victim);
     if (victim == 0 || distance <= headroom_window) break;
     evict(victim);
   }
@@ -375,20 +366,20 @@ uint64_t ResidencyEngine::PlanLookahead(uint64_t stamp, Stream stream, uint64_t 
   for (const uint64_t id : next) {  // nearest use first
     const auto it = tracked_.find(id);
     if (it == tracked_.end() || it->second.resident) continue;
-    const uint64_t distance = policy_->NextUse(id);
+    const uint64_t distance = predictor_->NextUse(id);
     // Make room only for data within the eviction horizon, and only from allocations needed later
     // than this one (Belady); else stop.
     while (distance <= evict_horizon &&
            fixed_bytes_ + resident_bytes_ + it->second.footprint > budget) {
       const uint64_t victim = policy_->PickVictim(&Evictable, &context);
-      if (victim == 0 || policy_->NextUse(victim) <= distance) break;
+      if (victim == 0 || predictor_->NextUse(victim) <= distance) break;
       evict(victim);
     }
     if (fixed_bytes_ + resident_bytes_ + it->second.footprint > budget) break;
     // It comes in once the room it takes is free (the discards' and evictions' events).
     t_room_waits.clear();
     uint64_t no_own_room = 0;
-    TakeRoom(it->second, side_stream_, /*on_side=*/true, &no_own_room, &t_room_waits);
+    TakeRoom(it->second, lookahead_.side(), /*on_side=*/true, &no_own_room, &t_room_waits);
     for (const uint64_t seq : t_room_waits) t_side_waits.push_back(OrderWait{prefetches, seq});
     ++prefetches;
     it->second.resident = true;
@@ -397,23 +388,8 @@ uint64_t ResidencyEngine::PlanLookahead(uint64_t stamp, Stream stream, uint64_t 
     side_moves->push_back(PlannedMove{true, it->first, it->second.base, it->second.size});
   }
   if (side_moves->empty()) return 0;
-  batches_ = batch;
-  issued_batches_.store(batch, std::memory_order_release);
+  lookahead_.Planned(batch);
   return batch;
-}
-
-uint64_t ResidencyEngine::PollBatches() {
-  constexpr uint64_t kRingBatches = kEvents / 2;
-  const uint64_t issued = issued_batches_.load(std::memory_order_acquire);
-  uint64_t done = polled_batch_.load(std::memory_order_relaxed);
-  // A batch whose events were reused since is long done.
-  if (issued > done + kRingBatches - 1) done = issued - (kRingBatches - 1);
-  for (int query = 0; query < 8 && done < issued; ++query) {
-    if (device_->QueryEvent(BatchEvent(done + 1, 1)) != kDeviceOk) break;
-    ++done;
-  }
-  polled_batch_.store(done, std::memory_order_relaxed);
-  return done;
 }
 
 int ResidencyEngine::IssueLookahead(const std::vector<PlannedMove>& moves, uint64_t batch) {
@@ -425,23 +401,26 @@ int ResidencyEngine::IssueLookahead(const std::vector<PlannedMove>& moves, uint6
   prefetches.clear();
   for (const PlannedMove& move : moves) (move.to_device ? prefetches : evictions).push_back(move);
   int failures = 0;
+  Stream const evict_stream = lookahead_.evict(), side_stream = lookahead_.side();
   if (!evictions.empty()) {
     // After the victims' last uses: what the launch stream has so far, and other streams' uses.
-    if (device_->StreamWaitEvent(evict_stream_, BatchEvent(batch, 0)) != kDeviceOk) ++failures;
+    if (device_->StreamWaitEvent(evict_stream, lookahead_.BatchEvent(batch, 0)) != kDeviceOk) {
+      ++failures;
+    }
     // The write-backs' time on the evict stream gives the device-to-host bandwidth.
     const int transfer =
-        options_.size_lookahead_from_time ? timer_.BeginTransfer(evict_stream_) : -1;
-    failures += Issue(evictions, evict_stream_, true, t_evict_last_uses, kNoWaits);
-    if (transfer >= 0) timer_.EndTransfer(transfer, Bytes(evictions), false, evict_stream_);
+        options_.size_lookahead_from_time ? timer_.BeginTransfer(evict_stream) : -1;
+    failures += Issue(evictions, evict_stream, true, t_evict_last_uses, kNoWaits);
+    if (transfer >= 0) timer_.EndTransfer(transfer, Bytes(evictions), false, evict_stream);
   }
   // Each prefetch waits for the events of the room it takes (t_side_waits), so one batch's
   // evictions overlap the previous batch's prefetches.
   // The prefetches' time on the prefetch stream gives the bandwidth the lookahead is sized with.
   const bool timed = options_.size_lookahead_from_time && !prefetches.empty();
-  const int transfer = timed ? timer_.BeginTransfer(side_stream_) : -1;
-  failures += Issue(prefetches, side_stream_, true, kNoLastUses, t_side_waits);
-  if (transfer >= 0) timer_.EndTransfer(transfer, Bytes(prefetches), true, side_stream_);
-  if (device_->RecordEvent(BatchEvent(batch, 1), side_stream_) != kDeviceOk) ++failures;
+  const int transfer = timed ? timer_.BeginTransfer(side_stream) : -1;
+  failures += Issue(prefetches, side_stream, true, kNoLastUses, t_side_waits);
+  if (transfer >= 0) timer_.EndTransfer(transfer, Bytes(prefetches), true, side_stream);
+  if (device_->RecordEvent(lookahead_.BatchEvent(batch, 1), side_stream) != kDeviceOk) ++failures;
   return failures;
 }
 
@@ -515,7 +494,7 @@ void ResidencyEngine::PlanOwnMoves(const std::vector<uint64_t>& ids, uint64_t ne
   for (const uint64_t id : ids) {
     const auto it = tracked_.find(id);
     if (it == tracked_.end() || it->second.resident) continue;
-    if (!policy_->MayPrefetch(it->first)) continue;
+    if (schedule_source_ != nullptr && !schedule_source_->MayPrefetch(it->first)) continue;
     if (fixed_bytes_ + resident_bytes_ + it->second.footprint > budget_bytes_) continue;
     t_room_waits.clear();
     TakeRoom(it->second, stream, /*on_side=*/false, &own_room, &t_room_waits);
@@ -557,31 +536,34 @@ int ResidencyEngine::OnLaunch(const AccessSet& access, const std::vector<uint64_
   uint64_t done_batch = 0;
   if (timing) {
     timer_.Poll(&samples);
-    done_batch = PollBatches();
+    done_batch = lookahead_.Poll(device_);
   }
   uint64_t wait_batch = 0, batch = 0;
   uint64_t stamp = 0, step_mark = 0;
   bool scheduled = false, host = false;
   {
-    std::lock_guard lock(mutex_);
+    std::unique_lock lock(mutex_);
     stamp = ++launch_stamp_;
-    done_batch_ = std::max(done_batch_, done_batch);
+    lookahead_.SeenDone(done_batch);
     for (const LaunchTimer::Sample& sample : samples) {
       if (sample.kind == LaunchTimer::Kind::kKernel) {
         sizer_.AddKernelTime(sample.key, sample.seconds);
-        policy_->ObserveKernelTime(sample.key, sample.seconds);
+        if (time_observer_ != nullptr)
+          time_observer_->ObserveKernelTime(sample.key, sample.seconds);
       } else if (sample.kind == LaunchTimer::Kind::kStep) {
-        policy_->ObserveStepTime(sample.key, sample.seconds);
+        if (time_observer_ != nullptr) time_observer_->ObserveStepTime(sample.key, sample.seconds);
       } else {
         sizer_.AddTransfer(sample.key, sample.seconds, sample.kind == LaunchTimer::Kind::kToDevice);
       }
     }
-    ExpandAccess(access, words, &ids, &sizes);
-    const std::vector<ArenaChunk>& chunks = ScheduledArenaChunks(access, words);
+    arenas_.ExpandAccess(access, words, ArenaView(), &ids, &sizes);
+    const std::vector<ArenaChunk>& chunks =
+        schedule_.ArenaChunks(access, words, tracked_, Adherence() != nullptr);
     policy_->ObserveLaunch(LaunchView{function, ids.data(), sizes.data(), ids.size(), stamp,
                                       chunks.data(), chunks.size(), LaunchingThread()});
-    step_mark = policy_->TakeStepMark();
-    policy_times_.store(policy_->WantsTimes(), std::memory_order_relaxed);
+    step_mark = time_observer_ != nullptr ? time_observer_->TakeStepMark() : 0;
+    policy_times_.store(time_observer_ != nullptr && time_observer_->WantsTimes(),
+                        std::memory_order_relaxed);
     host = PlanHostPlacements(stream);  // residency_engine_host.cc
     uint64_t needed = 0, access_bytes = 0;
     for (const uint64_t id : ids) {
@@ -600,7 +582,14 @@ int ResidencyEngine::OnLaunch(const AccessSet& access, const std::vector<uint64_
       }
     }
     // A policy file's schedule decides this launch's moves (residency_engine_schedule.cc).
-    scheduled = PlanScheduled(ids, side, stream);
+    scheduled = schedule_.TakeMoves(schedule_source_);
+    if (scheduled) {
+      TrimRoomIfFollowingBegins(lock, &ids);
+      schedule_.Plan(ids, order_ready_.load(std::memory_order_acquire),
+                     side ? lookahead_.evict() : stream, stream,
+                     ScheduleExecutor::Residency{&tracked_, &resident_bytes_, &room_, &order_seq_,
+                                                 kOrderEvents, options_.residency_granule});
+    }
     t_own_last_uses.clear();
     t_own_waits.clear();
     t_evict_last_uses.clear();
@@ -610,7 +599,9 @@ int ResidencyEngine::OnLaunch(const AccessSet& access, const std::vector<uint64_
       PlanOwnMoves(ids, needed, stamp, stream, &moves, &t_own_last_uses, &t_own_waits);
     }
     if (side && !scheduled) batch = PlanLookahead(stamp, stream, access_bytes, &side_moves);
-    if (policy_->prediction_horizon() != 0) step_seen_.store(true, std::memory_order_relaxed);
+    if (predictor_ != nullptr && predictor_->prediction_horizon() != 0) {
+      step_seen_.store(true, std::memory_order_relaxed);
+    }
     if (scheduled) moving_.store(true, std::memory_order_relaxed);
   }
   int failures = 0;
@@ -618,7 +609,8 @@ int ResidencyEngine::OnLaunch(const AccessSet& access, const std::vector<uint64_
   // step the policy times begins here.
   if (timing && step_mark != 0) timer_.StepMark(step_mark, stream);
   if (timing) timer_.LaunchArrived(stamp, stream);
-  if (wait_batch != 0 && device_->StreamWaitEvent(stream, BatchEvent(wait_batch, 1)) != kDeviceOk) {
+  if (wait_batch != 0 &&
+      device_->StreamWaitEvent(stream, lookahead_.BatchEvent(wait_batch, 1)) != kDeviceOk) {
     ++failures;
   }
   if (host) IssueHostPlacements(stream);
@@ -629,7 +621,7 @@ int ResidencyEngine::OnLaunch(const AccessSet& access, const std::vector<uint64_
   } else if (batch != 0) {
     // The evictions ahead start after what the launch stream has so far (the victims' last uses
     // there); the prefetches signal the launches that need them.
-    const Event after_launch_stream = BatchEvent(batch, 0);
+    const Event after_launch_stream = lookahead_.BatchEvent(batch, 0);
     if (device_->RecordEvent(after_launch_stream, stream) != kDeviceOk) ++failures;
     failures += IssueLookahead(side_moves, batch);
   }

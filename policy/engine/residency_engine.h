@@ -33,11 +33,17 @@
 #include "absl/functional/function_ref.h"
 #include "policy/engine/access_set.h"
 #include "policy/engine/allocation_registry.h"
+#include "policy/engine/arena_chunks.h"
+#include "policy/engine/arena_tracker.h"
 #include "policy/engine/device.h"
+#include "policy/engine/engine_mutex.h"
 #include "policy/engine/eviction_policy.h"
 #include "policy/engine/launch_timer.h"
 #include "policy/engine/lookahead_sizer.h"
+#include "policy/engine/lookahead_streams.h"
 #include "policy/engine/room_ledger.h"
+#include "policy/engine/schedule_executor.h"
+#include "policy/engine/tracked_allocation.h"
 
 namespace spillway::policy {
 
@@ -94,11 +100,11 @@ class ResidencyEngine {
   // interior pointer is an *arena* (a caching allocator's segment that tensors are carved from):
   // from then on it is tracked per 2 MiB chunk, and a pointer into it names the chunks from the
   // pointer up to the next offset into the arena seen so far (or its end), so only those move.
-  // residency_engine_arena.cc.
+  // ArenaTracker (policy/engine/arena_tracker.h).
   int OnLaunch(const AccessSet& access, const std::vector<uint64_t>& words, Stream stream,
                uint64_t function = 0);
-  static constexpr uint64_t kArenaChunkBytes = uint64_t{2} << 20;
-  static constexpr uint64_t kArenaMinBytes = 8 * kArenaChunkBytes;
+  static constexpr uint64_t kArenaChunkBytes = policy::kArenaChunkBytes;
+  static constexpr uint64_t kArenaMinBytes = policy::kArenaMinBytes;
 
   // @brief A memset on `stream` is about to write every byte of [address, address + bytes) of
   // `allocation`. The whole 2 MiB chunks of that range the engine has not made resident hold dead
@@ -132,59 +138,21 @@ class ResidencyEngine {
   // Launches the policy predicted correctly, and the step length it detected (0: none).
   uint64_t predicted_launches() const;
   uint64_t step_length() const;
-  uint64_t thread_steps() const;        // EvictionPolicy::thread_steps
-  uint64_t reordered_launches() const;  // EvictionPolicy::reordered_launches
+  uint64_t thread_steps() const;        // StepPredictor::thread_steps
+  uint64_t reordered_launches() const;  // StepPredictor::reordered_launches
   // Bytes the engine believes are on the device: resident managed + fixed (device) allocations.
   uint64_t resident_estimate() const;
   // How closely the run followed a policy file (a copy); false when the policy has none.
   bool adherence(ScheduleAdherence* out) const;
 
  private:
-  struct Tracked {
-    uint64_t base = 0;
-    uint64_t size = 0;
-    bool resident = false;
-    uint64_t used_by_launch = 0;   // the launch stamp of the last launch whose access set had it
-    uint64_t pending_batch = 0;    // the lookahead batch that prefetched it, until a launch waits
-    uint64_t footprint = 0;        // what it takes of the budget when resident (see Footprint)
-    bool on_host = false;          // placed on the host by a rule: never moved, out of budget
-    bool launched = false;         // a launch's access set has had it
-    Stream last_stream = nullptr;  // the stream of its newest such launch
-    uint64_t evict_seq = 0;        // the order event after its newest eviction (0: none)
-    Stream evicted_on = nullptr;   // the stream of that eviction
-  };
-  static constexpr size_t kEvents = 64;  // a ring of events, two per lookahead batch
+  using Tracked = TrackedAllocation;
 
-  // An arena: a large allocation tracked per chunk (the chunks' ids are PieceId(id, chunk)).
-  struct Arena {
-    uint64_t base = 0;
-    uint64_t size = 0;
-    std::vector<uint64_t> offsets;  // the offsets pointers into it were seen at, sorted, distinct
-  };
-  static constexpr size_t kMaxArenaOffsets = 4096;
-  static uint64_t PieceId(uint64_t id, uint64_t chunk) { return ArenaPieceId(id, chunk); }
-  // REQUIRES: mutex_ held. The ids of what the launch touches (tracked allocations, and for arenas
-  // the chunks its pointers name), distinct, in parameter order, with their sizes.
-  void ExpandAccess(const AccessSet& access, const std::vector<uint64_t>& words,
-                    std::vector<uint64_t>* ids, std::vector<uint64_t>* sizes);
-  // Adds the offsets of the pointers in `words` into `allocation` to `offsets` (sorted, distinct,
-  // at most kMaxArenaOffsets), then calls `chunk` with each 2 MiB chunk a pointer names: from its
-  // offset up to the next offset seen, or the allocation's end. False when no word points into it.
-  static bool ForEachNamedChunk(const Allocation& allocation, const std::vector<uint64_t>& words,
-                                std::vector<uint64_t>* offsets,
-                                absl::FunctionRef<void(uint64_t)> chunk);
-  // REQUIRES: mutex_ held; [from, to) inside `allocation`. Calls `visit` with each tracked entry
-  // of `allocation` (it whole, or its chunks if an arena) that overlaps [from, to), and its id.
-  void ForEachTouched(const Allocation& allocation, uint64_t from, uint64_t to,
-                      absl::FunctionRef<void(Tracked&, uint64_t)> visit);
-  // REQUIRES: mutex_ held; `id` tracked. Replaces it by its chunks (same residency).
-  Arena& MakeArena(uint64_t id);
-  // REQUIRES: mutex_ held. Forgets the chunks of arena `id`, if it is one; false when it is not.
-  bool ForgetArena(uint64_t id);
-  // REQUIRES: mutex_ held. Tracks every arena whole again (the policy's ArenasWhole): resident
-  // when any chunk is, its use stamps the newest of its chunks'; the offsets pointers into it were
-  // seen at carry over to the schedule's (ScheduledArenaUse).
-  void MergeArenas();
+  // REQUIRES: mutex_ held. The engine's state the arena tracker works on.
+  ArenaTracker::Residency ArenaView() {
+    return ArenaTracker::Residency{&tracked_, &resident_bytes_, policy_.get(), &schedule_,
+                                   options_.residency_granule};
+  }
 
   static bool Evictable(const void* context, uint64_t id);
   // The bytes [base, base + size) takes on the device: the residency granules it spans.
@@ -196,16 +164,10 @@ class ResidencyEngine {
   uint64_t EvictAhead() const;
   uint64_t PlanLookahead(uint64_t stamp, Stream stream, uint64_t access_bytes,
                          std::vector<PlannedMove>* side_moves);
-  // Queries (without waiting) the prefetch events of the batches not yet seen complete, oldest
-  // first; returns the newest batch up to which all are complete. No lock held.
-  uint64_t PollBatches();
-  // Creates the side stream and the events once; false when the device cannot.
+  // Creates the lookahead's side streams and events once (LookaheadStreams::Ready); false when
+  // there is no lookahead or the device cannot.
   bool SideStreamReady();
-  // Event `which` (0: after the launch stream, 1: prefetches done) of a batch.
-  Event BatchEvent(uint64_t batch, size_t which) const {
-    return events_[(2 * batch + which) % kEvents];
-  }
-  // Issues a lookahead batch's `moves` (planned at a launch, after which BatchEvent(batch, 0) was
+  // Issues a lookahead batch's `moves` (planned at a launch, after which its first event was
   // recorded on its stream): evictions on the evict stream once the launch stream's earlier work
   // and the victims' last uses elsewhere are done, each followed by its order event; prefetches on
   // the side stream, each after the order events of the room it takes (both planned by
@@ -231,10 +193,14 @@ class ResidencyEngine {
   // order events (not on `on` itself, not waited for there yet) that free it, oldest room first,
   // and the event after its own newest eviction. `own_room`: bytes this launch's own evictions on
   // `on` freed that are not taken yet (taken first: no wait). `on_side`: `on` is the lookahead's
-  // side stream (the caller knows; side_stream_ itself is published to other threads only by
-  // side_ready_).
+  // side stream (the caller knows; lookahead_.side() itself is published to other threads only
+  // by lookahead_.ready()).
   void TakeRoom(const Tracked& tracked, Stream on, bool on_side, uint64_t* own_room,
                 std::vector<uint64_t>* waits);
+  // REQUIRES: mutex_ held. The policy's schedule adherence; null without a schedule.
+  const ScheduleAdherence* Adherence() const {
+    return schedule_source_ != nullptr ? schedule_source_->adherence() : nullptr;
+  }
   // REQUIRES: mutex_ held. A new order event (its ring position); 0 when they do not exist yet.
   uint64_t NextOrderEvent();
   // REQUIRES: mutex_ held. How many launches ahead of launch `stamp` data has to start moving:
@@ -248,25 +214,15 @@ class ResidencyEngine {
             const std::vector<LastUse>& last_uses, const std::vector<OrderWait>& waits);
   // REQUIRES: mutex_ held. Forgets `allocation`; returns the bytes of the budget that frees.
   uint64_t ForgetLocked(const Allocation& allocation);
-  // REQUIRES: mutex_ held. With a policy that has a schedule (adherence() non-null), the chunks
-  // of arenas the launch (`access`, `words`) uses (ScheduledArenaUse), for the policy's view of it
-  // and for PlanScheduled; empty otherwise. residency_engine_schedule.cc.
-  const std::vector<ArenaChunk>& ScheduledArenaChunks(const AccessSet& access,
-                                                      const std::vector<uint64_t>& words);
-  // REQUIRES: mutex_ held, ScheduledArenaChunks called for this launch. When the policy's schedule
-  // decides the launch being planned (`ids`: its access set), takes its moves, updates residency
-  // and plans the device calls that execute them (with side streams: chunk by chunk, ordered by
-  // order events). residency_engine_schedule.cc.
-  bool PlanScheduled(const std::vector<uint64_t>& ids, bool side, Stream stream);
-  // REQUIRES: mutex_ held. While a schedule is followed (arenas stay whole in tracked_), notes
-  // the offsets `words` reach into each allocation of `access` of at least kArenaMinBytes reached
-  // through an interior pointer, and appends to `pieces` the PieceId of each chunk its pointers
-  // name (as ExpandAccess names them) and to `arena_ids` those allocations.
-  void ScheduledArenaUse(const AccessSet& access, const std::vector<uint64_t>& words,
-                         std::vector<uint64_t>* arena_ids, std::vector<uint64_t>* pieces);
-  // Issues the calls PlanScheduled planned (before the kernel on `stream`); returns the failures.
+  // REQUIRES: `lock` holds mutex_, the schedule executor took moves for this launch. When
+  // following begins at this launch, trims the room ledger to the device's free memory, asked
+  // with the lock released (never a lock across a driver call); what was freed meanwhile leaves
+  // `ids`. residency_engine_schedule.cc.
+  void TrimRoomIfFollowingBegins(std::unique_lock<EngineMutex>& lock, std::vector<uint64_t>* ids);
+  // Issues the calls the schedule executor planned for this thread's launch (before the kernel
+  // on `stream`); returns the failures. residency_engine_schedule.cc.
   int IssueScheduled(Stream stream);
-  // REQUIRES: mutex_ held. Takes the policy's new host placements (EvictionPolicy::
+  // REQUIRES: mutex_ held. Takes the policy's new host placements (ScheduleSource::
   // TakeHostPlacements) and plans them: each leaves the budget for good, a resident one to be
   // written back on `stream` (its room in the ledger, freed by an order event recorded after the
   // write-back). False when there are none. residency_engine_host.cc.
@@ -286,35 +242,23 @@ class ResidencyEngine {
   // first waits for that event where it has not completed (as the driver makes a host wait when a
   // stream's queue is full). No lock held.
   DeviceResult RecordOrderEvent(uint64_t seq, Stream stream);
-  // Per allocation (per chunk for arenas) while a schedule is followed: the event after its
-  // newest side-stream prefetch (0: none to wait for) and after its newest eviction.
-  struct ScheduleState {
-    uint64_t ready_seq = 0;
-    uint64_t evict_seq = 0;
-    Stream last_stream = nullptr;  // the stream of its newest use (null: the legacy stream)
-    uint64_t last_launch = 0;      // schedule_launches_ at its newest use (0: none yet)
-  };
-
   Device* const device_;
   const uint64_t budget_bytes_;
   const EngineOptions options_;
   const bool moves_;  // the policy's MovesData(): false, the engine makes no device call
-  mutable std::mutex mutex_;
-  std::unique_ptr<EvictionPolicy> policy_;         // guarded by mutex_
+  mutable EngineMutex mutex_;
+  std::unique_ptr<EvictionPolicy> policy_;  // guarded by mutex_
+  // policy_'s capabilities (null: it has none), used as policy_ is.
+  StepPredictor* const predictor_;
+  TimeObserver* const time_observer_;
+  ScheduleSource* const schedule_source_;
   std::unordered_map<uint64_t, Tracked> tracked_;  // managed allocations by id; guarded by mutex_
-  std::unordered_map<uint64_t, Arena> arenas_;     // by allocation id; guarded by mutex_
+  ArenaTracker arenas_;                            // guarded by mutex_
   uint64_t resident_bytes_ = 0;                    // guarded by mutex_
   uint64_t fixed_bytes_ = 0;                       // guarded by mutex_
   uint64_t launch_stamp_ = 0;                      // guarded by mutex_
-  uint64_t batches_ = 0;                           // lookahead batches planned; guarded by mutex_
-  uint64_t done_batch_ = 0;  // batches up to this one were seen complete; guarded by mutex_
-  std::atomic<uint64_t> issued_batches_{0};  // batches_, read without the lock
-  std::atomic<uint64_t> polled_batch_{0};    // what PollBatches saw complete
-  std::once_flag side_once_;
-  std::atomic<bool> side_ready_{false};
-  Stream side_stream_ = nullptr;         // lookahead prefetches; written once under side_once_
-  Stream evict_stream_ = nullptr;        // lookahead evictions; written once under side_once_
-  std::array<Event, kEvents> events_{};  // written once under side_once_
+  // The lookahead's side streams and batches (their counts guarded by mutex_, see its header).
+  LookaheadStreams lookahead_;
   // Order events used (a ring: OrderEvent); guarded by mutex_.
   uint64_t order_seq_ = 0;
   // Room counted free whose discard or eviction may not have run yet; guarded by mutex_.
@@ -325,18 +269,7 @@ class ResidencyEngine {
   std::once_flag order_once_;
   std::atomic<bool> order_ready_{false};
   std::array<Event, kOrderEvents> order_events_{};  // written once under order_once_
-  // The schedule's execution (residency_engine_schedule.cc); guarded by mutex_ unless noted.
-  bool schedule_active_ = false;          // the latest launch followed a schedule
-  uint64_t schedule_last_evict_seq_ = 0;  // the event after the newest scheduled eviction
-  std::unordered_map<uint64_t, ScheduleState> schedule_state_;
-  // For arenas, the same per chunk (by PieceId), so a launch waits only for the moves of the
-  // chunks it uses, and the offsets pointers into each were seen at (sorted, distinct).
-  std::unordered_map<uint64_t, ScheduleState> schedule_chunk_state_;
-  std::unordered_map<uint64_t, std::vector<uint64_t>> schedule_offsets_;
-  // Launches seen while following (numbered from 1), and each stream's newest of them: an
-  // eviction waits for every stream that launched after its victim's newest use.
-  uint64_t schedule_launches_ = 0;
-  std::vector<std::pair<Stream, uint64_t>> schedule_streams_;
+  ScheduleExecutor schedule_;                       // the schedule's execution; guarded by mutex_
   std::atomic<uint64_t> prefetch_bytes_{0};
   std::atomic<uint64_t> lookahead_bytes_{0};
   std::atomic<uint64_t> evict_bytes_{0};

@@ -32,7 +32,11 @@ thread_local std::vector<HostPlacement> t_host_placements;
 bool ResidencyEngine::PlanHostPlacements(Stream stream) {
   std::vector<HostPlacement>& placements = t_host_placements;
   placements.clear();
-  policy_->TakeHostPlacements(&t_host_ids);
+  if (schedule_source_ != nullptr) {
+    schedule_source_->TakeHostPlacements(&t_host_ids);
+  } else {
+    t_host_ids.clear();
+  }
   for (const uint64_t id : t_host_ids) {
     const auto it = tracked_.find(id);
     if (it == tracked_.end() || it->second.on_host) continue;
@@ -61,13 +65,13 @@ void ResidencyEngine::IssueHostPlacements(Stream stream) {
       const auto it = tracked_.find(p.id);
       if (it != tracked_.end()) {  // not freed meanwhile: moved as any other from now on
         it->second.on_host = false;
-        policy_->HostPlacementFailed(p.id, result);
+        schedule_source_->HostPlacementFailed(p.id, result);  // it placed p
       }
     }
     if (!p.write_back) continue;
     // Not counted resident any more: on the host it goes (after a lookahead prefetch still queued).
-    if (p.wait_batch != 0 && side_ready_.load(std::memory_order_acquire)) {
-      device_->StreamWaitEvent(stream, BatchEvent(p.wait_batch, 1));
+    if (p.wait_batch != 0 && lookahead_.ready()) {
+      device_->StreamWaitEvent(stream, lookahead_.BatchEvent(p.wait_batch, 1));
     }
     if (device_->PrefetchToHost(p.base, p.size, stream) == kDeviceOk) {
       evict_bytes_.fetch_add(p.size, std::memory_order_relaxed);

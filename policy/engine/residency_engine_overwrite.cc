@@ -13,24 +13,6 @@
 
 namespace spillway::policy {
 
-void ResidencyEngine::ForEachTouched(const Allocation& allocation, uint64_t from, uint64_t to,
-                                     absl::FunctionRef<void(Tracked&, uint64_t)> visit) {
-  auto touched = [&](uint64_t id) {
-    const auto it = tracked_.find(id);
-    if (it != tracked_.end() && it->second.base < to && from < it->second.base + it->second.size) {
-      visit(it->second, id);
-    }
-  };
-  if (arenas_.find(allocation.id) == arenas_.end()) {
-    touched(allocation.id);
-    return;
-  }
-  const uint64_t first = (from - allocation.base) / kArenaChunkBytes;
-  for (uint64_t c = first; c * kArenaChunkBytes < to - allocation.base; ++c) {
-    touched(PieceId(allocation.id, c));
-  }
-}
-
 int ResidencyEngine::OnOverwrite(const Allocation& allocation, uint64_t address, uint64_t bytes,
                                  Stream stream) {
   if (allocation.backing != Backing::kManaged || bytes == 0) return 0;
@@ -52,10 +34,11 @@ int ResidencyEngine::OnOverwrite(const Allocation& allocation, uint64_t address,
       // Dead when the engine tracks it and has none of it on the device (an arena's chunks count
       // from its base, so two of them may share a device chunk).
       bool tracked = false, off_device = true;
-      ForEachTouched(allocation, chunk, chunk + kArenaChunkBytes, [&](Tracked& entry, uint64_t) {
+      const auto dead = [&](Tracked& entry, uint64_t) {
         tracked = true;
         off_device = off_device && !entry.resident && !entry.on_host;
-      });
+      };
+      arenas_.ForEachTouched(allocation, chunk, chunk + kArenaChunkBytes, tracked_, dead);
       if (!tracked || !off_device) continue;
       if (!ranges.empty() && ranges.back().second == chunk) {
         ranges.back().second += kArenaChunkBytes;
@@ -65,14 +48,14 @@ int ResidencyEngine::OnOverwrite(const Allocation& allocation, uint64_t address,
     }
     // What the memset would fault in comes in now, on its stream, after room made for it (a
     // schedule being followed plans its own residency: not then).
-    if (!schedule_active_) {
+    if (!schedule_.active()) {
       std::vector<uint64_t> ids, touched;
       uint64_t needed = 0;
       // The device chunks the memset touches: [first, end).
       const uint64_t first = address / kArenaChunkBytes * kArenaChunkBytes;
       const uint64_t end =
           (address + bytes + kArenaChunkBytes - 1) / kArenaChunkBytes * kArenaChunkBytes;
-      ForEachTouched(allocation, address, address + bytes, [&](Tracked& entry, uint64_t id) {
+      const auto touch = [&](Tracked& entry, uint64_t id) {
         // Used by the memset, on `stream`: not a victim of the room made for it, and an eviction
         // elsewhere later waits for `stream`.
         entry.launched = true;
@@ -89,7 +72,8 @@ int ResidencyEngine::OnOverwrite(const Allocation& allocation, uint64_t address,
         }
         ids.push_back(id);
         needed += entry.footprint;
-      });
+      };
+      arenas_.ForEachTouched(allocation, address, address + bytes, tracked_, touch);
       std::sort(touched.begin(), touched.end());
       if (!ids.empty()) {
         PlanOwnMoves(ids, needed, launch_stamp_, stream, &moves, &last_uses, &waits, &touched);

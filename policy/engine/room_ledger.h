@@ -3,7 +3,7 @@
 // the freeing stream after that work. Such room is free on the device only once the event has
 // completed, so a move that takes it must first wait (cuStreamWaitEvent) for exactly that event.
 // Used by the learned lookahead (policy/engine/residency_engine.cc) and by planned schedules
-// (policy/engine/residency_engine_schedule.cc). Not thread-safe: the engine holds its lock.
+// (policy/engine/schedule_executor.cc). Not thread-safe: the engine holds its lock.
 #ifndef SPILLWAY_POLICY_ENGINE_ROOM_LEDGER_H_
 #define SPILLWAY_POLICY_ENGINE_ROOM_LEDGER_H_
 

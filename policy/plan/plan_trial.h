@@ -9,7 +9,7 @@
 // from the other's residency, is not counted; nor is a step the job left (Interrupted). A phase
 // ends unsettled after kMaxPhaseSteps steps, and with fewer than kTimedSteps times the trial ends
 // with the plan kept, as without a trial. Step times are the engine's step marks
-// (EvictionPolicy::TakeStepMark, ObserveStepTime): each step the trial times gets a tag, and a
+// (TimeObserver::TakeStepMark, ObserveStepTime): each step the trial times gets a tag, and a
 // step's time arrives some launches after it ends.
 #ifndef SPILLWAY_POLICY_PLAN_PLAN_TRIAL_H_
 #define SPILLWAY_POLICY_PLAN_PLAN_TRIAL_H_

@@ -27,7 +27,10 @@ uint64_t FollowedEvents(const PolicyFile& file) {
   return file.step_events <= kMaxStepEvents ? file.step_events : 1;
 }
 
-class PlannedPolicy final : public EvictionPolicy {
+class PlannedPolicy final : public EvictionPolicy,
+                            public StepPredictor,
+                            public TimeObserver,
+                            public ScheduleSource {
  public:
   PlannedPolicy(PolicyFile file, std::string path, uint64_t budget_bytes, PolicyLog log,
                 CallSiteModules modules, std::string load_problem)
@@ -35,6 +38,7 @@ class PlannedPolicy final : public EvictionPolicy {
         log_(std::move(log)),
         modules_(std::move(modules)),
         learned_(MakeLearnedPolicy()),
+        learned_predictor_(learned_->step_predictor()),
         hash_(FollowedEvents(file_)) {
     adherence_.path = std::move(path);
     std::string problem = std::move(load_problem);
@@ -67,6 +71,7 @@ class PlannedPolicy final : public EvictionPolicy {
   PlannedPolicy(uint64_t budget_bytes, PolicyLog log, StepPlanner planner, bool in_background)
       : log_(std::move(log)),
         learned_(MakeLearnedPolicy()),
+        learned_predictor_(learned_->step_predictor()),
         hash_(1),
         planner_(std::move(planner)),
         budget_bytes_(budget_bytes),
@@ -80,9 +85,11 @@ class PlannedPolicy final : public EvictionPolicy {
   std::string_view name() const override {
     return usable_ && !planner_ ? "planned" : learned_->name();
   }
+  StepPredictor* step_predictor() override { return this; }
+  TimeObserver* time_observer() override { return this; }
+  ScheduleSource* schedule_source() override { return this; }
 
   void ObserveAllocated(uint64_t id, uint64_t bytes, uint64_t call_site) override {
-    learned_->ObserveAllocated(id, bytes, call_site);
     if (recording_) recorded_.Allocated(id, bytes, call_site);
     sizes_[id] = bytes;
     if (call_site != 0 && modules_) call_sites_[id] = call_site;
@@ -202,18 +209,18 @@ class PlannedPolicy final : public EvictionPolicy {
   }
 
   void PredictNextUses(size_t launches, std::vector<uint64_t>* out) override {
-    learned_->PredictNextUses(launches, out);
+    learned_predictor_->PredictNextUses(launches, out);
     std::erase_if(*out, [this](uint64_t id) { return !MayPrefetch(id); });
   }
   void PredictUnallocated(size_t launches, std::vector<uint64_t>* out) override {
-    learned_->PredictUnallocated(launches, out);
+    learned_predictor_->PredictUnallocated(launches, out);
   }
-  uint64_t NextUse(uint64_t id) override { return learned_->NextUse(id); }
-  uint64_t predicted_launches() const override { return learned_->predicted_launches(); }
-  uint64_t step_length() const override { return learned_->step_length(); }
-  uint64_t prediction_horizon() const override { return learned_->prediction_horizon(); }
-  uint64_t thread_steps() const override { return learned_->thread_steps(); }
-  uint64_t reordered_launches() const override { return learned_->reordered_launches(); }
+  uint64_t NextUse(uint64_t id) override { return learned_predictor_->NextUse(id); }
+  uint64_t predicted_launches() const override { return learned_predictor_->predicted_launches(); }
+  uint64_t step_length() const override { return learned_predictor_->step_length(); }
+  uint64_t prediction_horizon() const override { return learned_predictor_->prediction_horizon(); }
+  uint64_t thread_steps() const override { return learned_predictor_->thread_steps(); }
+  uint64_t reordered_launches() const override { return learned_predictor_->reordered_launches(); }
 
   bool ScheduledMoves(std::vector<ScheduledMove>* out) override {
     out->clear();
@@ -349,12 +356,13 @@ class PlannedPolicy final : public EvictionPolicy {
     }
     recorded_.Launched(absl::StrCat("function ", launch.function), launch.stamp, accesses_);
     // A plan is followed by its step's exact sequence of events, which neither of these repeats.
-    if (learned_->thread_steps() != 0) {
+    if (learned_predictor_->thread_steps() != 0) {
       return NoPlan("the job's threads launch at once, in a different interleaving every step",
                     "the learned policy decides from each thread's own step");
     }
-    const uint64_t step = learned_->step_length();
-    if (const uint64_t moved = learned_->reordered_launches() - reordered_at_start_; moved != 0) {
+    const uint64_t step = learned_predictor_->step_length();
+    if (const uint64_t moved = learned_predictor_->reordered_launches() - reordered_at_start_;
+        moved != 0) {
       // Launches paired with one a step earlier at another place: the order changes from step to
       // step, or a step unlike the rest went by (a first step that creates the optimizer's state
       // shifts the pairing once). A step in a changing order cannot be followed by a plan; one
@@ -559,7 +567,7 @@ class PlannedPolicy final : public EvictionPolicy {
     PruneOrder();
     for (const uint64_t id : order_) recorded_.Allocated(id, sizes_.at(id), 0);
     recording_ = true;
-    reordered_at_start_ = learned_->reordered_launches();
+    reordered_at_start_ = learned_predictor_->reordered_launches();
     reordered_moved_ = 0;
     reordered_steps_ = 0;
     last_reorder_ = 0;
@@ -822,6 +830,7 @@ class PlannedPolicy final : public EvictionPolicy {
   const PolicyLog log_;
   const CallSiteModules modules_;
   std::unique_ptr<EvictionPolicy> learned_;
+  StepPredictor* const learned_predictor_;  // learned_'s (MakeLearnedPolicy: it always has one)
   RollingStepHash hash_;
   // Online planning (null planner_: a policy file).
   const StepPlanner planner_;

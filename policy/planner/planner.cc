@@ -70,7 +70,7 @@ std::vector<PolicyRule> PinRules(const Workload& w, const Replay& r, const Belad
 // kernel launched just after that use (on another stream, say) may still read it through a
 // pointer stored in device memory (an optimizer reading gradients from a pointer table), which no
 // access set names. The engine makes a planned eviction wait for every stream that launched
-// after the victim's last known use (residency_engine_schedule.cc), so one launch in between is
+// after the victim's last known use (schedule_executor.cc), so one launch in between is
 // enough for that kernel to be waited for. Measured on train_like (docs/results/
 // planner-simulate.md): evictions right after the last use faulted 4-27 times a step; two
 // launches, with the engine waiting only for the launch stream and the victim's, worked because

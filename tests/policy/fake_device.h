@@ -2,7 +2,8 @@
 // in order (streams and events included), and can be told to fail discards and host placements.
 // Timing events read a clock the test sets (plus, per stream, the time its prefetches took at
 // `h2d_bytes_per_ms`), and complete only while `events_complete` is true. AllocateManaged makes a
-// managed allocation the engine knows.
+// managed allocation the engine knows. Every call made while the calling thread holds an engine's
+// lock fails the test (the engine promises no lock across a device call) and is counted.
 #ifndef SPILLWAY_TESTS_POLICY_FAKE_DEVICE_H_
 #define SPILLWAY_TESTS_POLICY_FAKE_DEVICE_H_
 
@@ -11,8 +12,10 @@
 #include <string>
 #include <vector>
 
+#include "gtest/gtest.h"
 #include "policy/engine/allocation_registry.h"
 #include "policy/engine/device.h"
+#include "policy/engine/engine_mutex.h"
 #include "policy/engine/residency_engine.h"
 
 namespace spillway::policy::testing {
@@ -54,6 +57,8 @@ class FakeDevice final : public Device {
     return fail_place_on_host ? 801 /* CUDA_ERROR_NOT_SUPPORTED */ : kDeviceOk;
   }
   DeviceResult MemoryInfo(uint64_t* free, uint64_t* total) override {
+    CheckNoEngineLock("memory_info");
+    ++memory_infos;
     *total = capacity;
     *free = std::min(capacity, free_bytes);
     return kDeviceOk;
@@ -63,12 +68,14 @@ class FakeDevice final : public Device {
     return Record("stream", 0, 0, *stream);
   }
   DeviceResult CreateEvent(Event* event) override {
+    CheckNoEngineLock("event");
     *event = reinterpret_cast<Event>(next_handle_++);
     DeviceCall& call = calls.emplace_back(DeviceCall{"event", 0, 0, nullptr});
     call.event = *event;
     return kDeviceOk;
   }
   DeviceResult CreateTimingEvent(Event* event) override {
+    CheckNoEngineLock("timing_event");
     if (!can_time) return 801;  // CUDA_ERROR_NOT_SUPPORTED
     *event = reinterpret_cast<Event>(next_handle_++);
     recorded_ms_[*event] = -1;
@@ -77,15 +84,18 @@ class FakeDevice final : public Device {
     return kDeviceOk;
   }
   DeviceResult QueryEvent(Event /*event*/) override {
+    CheckNoEngineLock("query");
     ++queries;
     return events_complete ? kDeviceOk : kDeviceNotReady;
   }
   DeviceResult SynchronizeEvent(Event event) override {
+    CheckNoEngineLock("sync");
     calls.push_back(DeviceCall{"sync", 0, 0, nullptr});
     calls.back().event = event;
     return kDeviceOk;
   }
   DeviceResult ElapsedMilliseconds(Event start, Event end, float* ms) override {
+    CheckNoEngineLock("elapsed");
     ++elapsed_reads;
     if (!events_complete) return kDeviceNotReady;
     const auto a = recorded_ms_.find(start), b = recorded_ms_.find(end);
@@ -96,12 +106,14 @@ class FakeDevice final : public Device {
     return kDeviceOk;
   }
   DeviceResult RecordEvent(Event event, Stream stream) override {
+    CheckNoEngineLock("record");
     calls.push_back(DeviceCall{"record", 0, 0, stream, event});
     const auto timing = recorded_ms_.find(event);
     if (timing != recorded_ms_.end()) timing->second = clock_ms + stream_ms[stream];
     return kDeviceOk;
   }
   DeviceResult StreamWaitEvent(Stream stream, Event event) override {
+    CheckNoEngineLock("wait");
     calls.push_back(DeviceCall{"wait", 0, 0, stream, event});
     return kDeviceOk;
   }
@@ -128,6 +140,8 @@ class FakeDevice final : public Device {
   std::map<Stream, double> stream_ms;
   int queries = 0;
   int elapsed_reads = 0;
+  int memory_infos = 0;
+  int calls_under_engine_lock = 0;  // device calls made while an engine's lock was held
 
  private:
   DeviceResult Allocate(const char* what, uint64_t* address, uint64_t bytes) {
@@ -136,8 +150,14 @@ class FakeDevice final : public Device {
     return Record(what, *address, bytes, nullptr);
   }
   DeviceResult Record(const char* what, uint64_t address, uint64_t bytes, Stream stream) {
+    CheckNoEngineLock(what);
     calls.push_back(DeviceCall{what, address, bytes, stream});
     return kDeviceOk;
+  }
+  void CheckNoEngineLock(const char* what) {
+    if (!EngineMutex::HeldByThisThread()) return;
+    ++calls_under_engine_lock;
+    ADD_FAILURE() << "device call \"" << what << "\" made under the residency engine's lock";
   }
   std::map<Event, double> recorded_ms_;  // timing events: the time of the last record (-1: none)
   uint64_t next_ = 0x7f0000000000;

@@ -87,14 +87,14 @@ class LearnedPolicyTest : public ::testing::Test {
 TEST_F(LearnedPolicyTest, DetectsTheStepAlthoughActivationIdsChange) {
   EXPECT_EQ(policy_->name(), "learned");
   TrainingStep();
-  EXPECT_EQ(policy_->step_length(), 0u);  // one step is not a repetition
+  EXPECT_EQ(policy_->step_predictor()->step_length(), 0u);  // one step is not a repetition
   for (int step = 0; step < 12; ++step) TrainingStep();
-  EXPECT_EQ(policy_->step_length(), 6u);
+  EXPECT_EQ(policy_->step_predictor()->step_length(), 6u);
   // Locked after about 1 step + the verification window; every later launch was predicted.
-  EXPECT_GE(policy_->predicted_launches(), 6u * 8);
-  const uint64_t before = policy_->predicted_launches();
+  EXPECT_GE(policy_->step_predictor()->predicted_launches(), 6u * 8);
+  const uint64_t before = policy_->step_predictor()->predicted_launches();
   TrainingStep();
-  EXPECT_EQ(policy_->predicted_launches(), before + 6);
+  EXPECT_EQ(policy_->step_predictor()->predicted_launches(), before + 6);
 }
 
 // A step of 20000 launches (a large model's, launched op by op) is found, and predicted: the first
@@ -103,12 +103,12 @@ TEST_F(LearnedPolicyTest, DetectsTheStepAlthoughActivationIdsChange) {
 TEST_F(LearnedPolicyTest, DetectsStepsOfTensOfThousandsOfLaunches) {
   next_id_ = 1'000'000;  // activation ids above the weights' 1..layers
   for (int step = 0; step < 3; ++step) TrainingStep(10000);
-  EXPECT_EQ(policy_->step_length(), 20000u);
-  EXPECT_EQ(policy_->NextUse(1), 1u);
+  EXPECT_EQ(policy_->step_predictor()->step_length(), 20000u);
+  EXPECT_EQ(policy_->step_predictor()->NextUse(1), 1u);
   std::unique_ptr<EvictionPolicy> longer = MakeLearnedPolicy();
   policy_.swap(longer);
   for (int step = 0; step < 3; ++step) TrainingStep(17000);
-  EXPECT_EQ(policy_->step_length(), 0u);
+  EXPECT_EQ(policy_->step_predictor()->step_length(), 0u);
 }
 
 // A long run of a step that frees many allocations (here 2000 a step, 80000 over the run) keeps
@@ -125,26 +125,26 @@ TEST_F(LearnedPolicyTest, PredictsNewActivationsNextUsesThroughALongRun) {
     for (int i = 0; i < kLayers; ++i) Launch({uint64_t(i + 1), activations[i]}, 10 + i);
     // After the forward pass, each activation's next use is the backward launch of its layer.
     for (int i = 0; i < kLayers && step >= 3; ++i) {
-      if (policy_->NextUse(activations[i]) != uint64_t(kLayers - i)) ++wrong;
+      if (policy_->step_predictor()->NextUse(activations[i]) != uint64_t(kLayers - i)) ++wrong;
     }
     for (int i = kLayers - 1; i >= 0; --i) Launch({uint64_t(i + 1), activations[i]}, 20 + i);
     for (const uint64_t a : activations) policy_->Forget(a);
   }
-  EXPECT_EQ(policy_->step_length(), 2u * kLayers);
+  EXPECT_EQ(policy_->step_predictor()->step_length(), 2u * kLayers);
   EXPECT_EQ(wrong, 0);
 }
 
 TEST_F(LearnedPolicyTest, RedetectsWhenTheStepChanges) {
   for (int step = 0; step < 12; ++step) TrainingStep(3);
-  EXPECT_EQ(policy_->step_length(), 6u);
-  const uint64_t before = policy_->predicted_launches();
+  EXPECT_EQ(policy_->step_predictor()->step_length(), 6u);
+  const uint64_t before = policy_->step_predictor()->predicted_launches();
   TrainingStep(4);  // a different step: prediction fails, lru meanwhile
-  EXPECT_LT(policy_->predicted_launches(), before + 8);
+  EXPECT_LT(policy_->step_predictor()->predicted_launches(), before + 8);
   for (int step = 0; step < 12; ++step) TrainingStep(4);
-  EXPECT_EQ(policy_->step_length(), 8u);
-  const uint64_t after = policy_->predicted_launches();
+  EXPECT_EQ(policy_->step_predictor()->step_length(), 8u);
+  const uint64_t after = policy_->step_predictor()->predicted_launches();
   TrainingStep(4);
-  EXPECT_EQ(policy_->predicted_launches(), after + 8);
+  EXPECT_EQ(policy_->step_predictor()->predicted_launches(), after + 8);
 }
 
 // TensorFlow's executor launches the ops that are ready at once from several threads, so the order
@@ -155,22 +155,23 @@ TEST_F(LearnedPolicyTest, HoldsTheStepWhenIndependentLaunchesChangeOrder) {
   constexpr uint64_t kStep = 3 * kLayers;
   std::mt19937_64 random(11);
   for (int step = 0; step < 6; ++step) ReorderedStep(&random, kLayers);
-  ASSERT_EQ(policy_->step_length(), kStep);
-  const uint64_t predicted = policy_->predicted_launches();
-  const uint64_t reordered = policy_->reordered_launches();
+  ASSERT_EQ(policy_->step_predictor()->step_length(), kStep);
+  const uint64_t predicted = policy_->step_predictor()->predicted_launches();
+  const uint64_t reordered = policy_->step_predictor()->reordered_launches();
   for (int step = 0; step < 20; ++step) ReorderedStep(&random, kLayers);
-  EXPECT_EQ(policy_->step_length(), kStep);
-  EXPECT_EQ(policy_->predicted_launches(), predicted + 20 * kStep);  // every launch, every step
-  EXPECT_GT(policy_->reordered_launches(), reordered + 20);          // the updates moved
+  EXPECT_EQ(policy_->step_predictor()->step_length(), kStep);
+  EXPECT_EQ(policy_->step_predictor()->predicted_launches(),
+            predicted + 20 * kStep);  // every launch, every step
+  EXPECT_GT(policy_->step_predictor()->reordered_launches(), reordered + 20);  // the updates moved
 
   // Mid-step, after the forward: an activation is next used by its layer's backward, whatever
   // the updates' order (they come after the backward launches that the next uses count).
   std::vector<uint64_t> activations;
   for (int i = 0; i < kLayers; ++i) activations.push_back(next_id_++);
   for (int i = 0; i < kLayers; ++i) Launch({uint64_t(i + 1), activations[i]}, 10 + i);
-  const uint64_t last_layer = policy_->NextUse(activations[kLayers - 1]);
+  const uint64_t last_layer = policy_->step_predictor()->NextUse(activations[kLayers - 1]);
   EXPECT_EQ(last_layer, 1u);
-  const uint64_t first_layer = policy_->NextUse(activations[0]);
+  const uint64_t first_layer = policy_->step_predictor()->NextUse(activations[0]);
   EXPECT_GE(first_layer, uint64_t{kLayers});  // the backward of the others and most updates first
   EXPECT_LE(first_layer, uint64_t{2 * kLayers});
 }
@@ -186,27 +187,29 @@ TEST_F(LearnedPolicyTest, PredictsALaunchThatMovedLaterForTheNextLaunch) {
   std::vector<uint64_t> base(16);
   for (uint64_t i = 0; i < 16; ++i) base[i] = i + 1;
   for (int s = 0; s < 4; ++s) step(base);
-  ASSERT_EQ(policy_->step_length(), 16u);
+  ASSERT_EQ(policy_->step_predictor()->step_length(), 16u);
   // This step: 1, 2, 4, 5 (3 is late), ...
   step({1, 2, 4, 5});
-  EXPECT_EQ(policy_->NextUse(3), 1u);       // its place (third) has passed: next
-  EXPECT_EQ(policy_->NextUse(6), 2u);       // the sixth place: after the fifth, 3's
-  EXPECT_EQ(policy_->NextUse(4), 16u - 1);  // repeated early: its next use is the next step's
+  EXPECT_EQ(policy_->step_predictor()->NextUse(3), 1u);  // its place (third) has passed: next
+  EXPECT_EQ(policy_->step_predictor()->NextUse(6), 2u);  // the sixth place: after the fifth, 3's
+  EXPECT_EQ(policy_->step_predictor()->NextUse(4),
+            16u - 1);  // repeated early: its next use is the next step's
   std::vector<uint64_t> next;
-  policy_->PredictNextUses(3, &next);
+  policy_->step_predictor()->PredictNextUses(3, &next);
   EXPECT_EQ(next, (std::vector<uint64_t>{3, 6, 7}));
   step({3, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16});
-  EXPECT_EQ(policy_->step_length(), 16u);
-  EXPECT_EQ(policy_->reordered_launches(), 3u);  // 4, 5 and 3 each one place off
+  EXPECT_EQ(policy_->step_predictor()->step_length(), 16u);
+  EXPECT_EQ(policy_->step_predictor()->reordered_launches(), 3u);  // 4, 5 and 3 each one place off
   // A launch moved further than the slack (1, from first to last) fails the prediction, which
   // unlocks the step; it is then found again.
-  const uint64_t predicted = policy_->predicted_launches();
+  const uint64_t predicted = policy_->step_predictor()->predicted_launches();
   step({2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16});
-  EXPECT_EQ(policy_->predicted_launches(), predicted + 15);  // each one place early
+  EXPECT_EQ(policy_->step_predictor()->predicted_launches(),
+            predicted + 15);  // each one place early
   step({1});
-  EXPECT_EQ(policy_->predicted_launches(), predicted + 15);
+  EXPECT_EQ(policy_->step_predictor()->predicted_launches(), predicted + 15);
   for (int s = 0; s < 4; ++s) step(base);
-  EXPECT_EQ(policy_->step_length(), 16u);
+  EXPECT_EQ(policy_->step_predictor()->step_length(), 16u);
 }
 
 TEST_F(LearnedPolicyTest, NoStepInAnAperiodicSequence) {
@@ -216,7 +219,7 @@ TEST_F(LearnedPolicyTest, NoStepInAnAperiodicSequence) {
     Launch({1 + (x >> 33) % 50}, (x >> 20) % 7);
   }
   // Random repeats of single tokens may lock briefly; they must not survive as predictions.
-  EXPECT_LT(policy_->predicted_launches(), 50u);
+  EXPECT_LT(policy_->step_predictor()->predicted_launches(), 50u);
 }
 
 TEST_F(LearnedPolicyTest, EvictsTheFarthestNextUse) {
@@ -224,7 +227,7 @@ TEST_F(LearnedPolicyTest, EvictsTheFarthestNextUse) {
   for (int round = 0; round < 10; ++round) {
     for (uint64_t id = 1; id <= 8; ++id) Launch({id});
   }
-  ASSERT_EQ(policy_->step_length(), 8u);
+  ASSERT_EQ(policy_->step_predictor()->step_length(), 8u);
   // Just used 8; next come 1, 2, ..., 7. Among 1, 3, 5 the farthest is 5.
   EXPECT_EQ(Victim({1, 3, 5}), 5u);
   EXPECT_EQ(Victim({2, 3}), 3u);
@@ -239,7 +242,7 @@ TEST_F(LearnedPolicyTest, UsesLruBeforeAStepIsDetected) {
   Launch({2});
   Launch({3});
   Launch({1});
-  ASSERT_EQ(policy_->step_length(), 0u);
+  ASSERT_EQ(policy_->step_predictor()->step_length(), 0u);
   EXPECT_EQ(Victim({1, 2, 3}), 2u);
   policy_->Forget(2);
   EXPECT_EQ(Victim({1, 3}), 3u);
@@ -252,10 +255,11 @@ TEST_F(LearnedPolicyTest, PredictsTheNextLaunchesAccessSetsWithTheNewActivations
   Launch({1, a0}, 10);
   Launch({2, a1}, 11);
   std::vector<uint64_t> next;
-  policy_->PredictNextUses(2, &next);
+  policy_->step_predictor()->PredictNextUses(2, &next);
   // Next: forward layer 2 (weight 3, an activation not allocated yet), then backward layer 2.
   EXPECT_EQ(next, (std::vector<uint64_t>{3}));
-  policy_->PredictNextUses(3, &next);  // ... backward 2, backward 1 (weight 2 and a1)
+  policy_->step_predictor()->PredictNextUses(
+      3, &next);  // ... backward 2, backward 1 (weight 2 and a1)
   EXPECT_EQ(next, (std::vector<uint64_t>{3, 2, a1}));
 }
 
@@ -337,13 +341,14 @@ TEST(LearnedPolicyIndex, AnswersAsAScanOfTheLastStepOnRandomJobs) {
         uint64_t expected = 0, farthest = 0;
         for (const uint64_t id : recency) {
           const uint64_t scanned = LearnedNextUseByScan(*policy, id);
-          ASSERT_EQ(policy->NextUse(id), scanned) << "id " << id << " at step " << step;
-          checks += scanned != EvictionPolicy::kNoPrediction;
+          ASSERT_EQ(policy->step_predictor()->NextUse(id), scanned)
+              << "id " << id << " at step " << step;
+          checks += scanned != StepPredictor::kNoPrediction;
           if (random() % 2 == 0) continue;
           candidates.insert(id);
-          if (policy->step_length() == 0) {
+          if (policy->step_predictor()->step_length() == 0) {
             if (expected == 0) expected = id;
-          } else if (farthest != EvictionPolicy::kNoPrediction &&
+          } else if (farthest != StepPredictor::kNoPrediction &&
                      (expected == 0 || scanned > farthest)) {
             expected = id;
             farthest = scanned;
@@ -360,7 +365,7 @@ TEST(LearnedPolicyIndex, AnswersAsAScanOfTheLastStepOnRandomJobs) {
     }
     EXPECT_GT(checks, 0u);  // a step was locked and predicted
     if (reorder) {
-      EXPECT_GT(policy->reordered_launches(), 0u);  // ... across the swaps
+      EXPECT_GT(policy->step_predictor()->reordered_launches(), 0u);  // ... across the swaps
     }
   }
 }

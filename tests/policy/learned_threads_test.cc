@@ -85,27 +85,30 @@ TEST(LearnedThreads, ReplicasLaunchingAtOnceArePredictedFromEachThreadsOwnStep) 
   // Replica a has just run its second forward layer (weights 1 and 2 used this step).
   Interleave(policy.get(), &a, &b, 0.5, 12, 2, &random);
   ASSERT_EQ(a.position(), 2);
-  EXPECT_EQ(policy->step_length(), 0u);  // the interleaving repeats nowhere
-  EXPECT_EQ(policy->thread_steps(), 2u);
-  EXPECT_NE(policy->prediction_horizon(), 0u);
+  EXPECT_EQ(policy->step_predictor()->step_length(), 0u);  // the interleaving repeats nowhere
+  EXPECT_EQ(policy->step_predictor()->thread_steps(), 2u);
+  EXPECT_NE(policy->step_predictor()->prediction_horizon(), 0u);
   // In a's own step the weights come next in the order 3, 4 (forward), 2, 1 (backward): its
   // least recently used weight (4, last used in the previous backward) is needed soonest.
   EXPECT_EQ(Victim(policy.get(), {a.weight(0), a.weight(1), a.weight(2), a.weight(3)}),
             a.weight(0));
-  EXPECT_LT(policy->NextUse(a.weight(2)), policy->NextUse(a.weight(3)));
-  EXPECT_LT(policy->NextUse(a.weight(3)), policy->NextUse(a.weight(1)));
-  EXPECT_LT(policy->NextUse(a.weight(1)), policy->NextUse(a.weight(0)));
+  EXPECT_LT(policy->step_predictor()->NextUse(a.weight(2)),
+            policy->step_predictor()->NextUse(a.weight(3)));
+  EXPECT_LT(policy->step_predictor()->NextUse(a.weight(3)),
+            policy->step_predictor()->NextUse(a.weight(1)));
+  EXPECT_LT(policy->step_predictor()->NextUse(a.weight(1)),
+            policy->step_predictor()->NextUse(a.weight(0)));
   // Weight 1's next use is 6 of a's launches away, about 12 of the whole sequence's.
-  EXPECT_GE(policy->NextUse(a.weight(0)), 8u);
-  EXPECT_LE(policy->NextUse(a.weight(0)), 18u);
+  EXPECT_GE(policy->step_predictor()->NextUse(a.weight(0)), 8u);
+  EXPECT_LE(policy->step_predictor()->NextUse(a.weight(0)), 18u);
   // The lookahead names a's next weights nearest first.
   std::vector<uint64_t> next;
-  policy->PredictNextUses(4, &next);
+  policy->step_predictor()->PredictNextUses(4, &next);
   ASSERT_FALSE(next.empty());
   EXPECT_TRUE(next[0] == a.weight(2) || (next[0] >= b.weight(0) && next[0] <= b.weight(3)))
       << next[0];
   EXPECT_NE(std::find(next.begin(), next.end(), a.weight(2)), next.end());
-  EXPECT_GT(policy->predicted_launches(), 0u);
+  EXPECT_GT(policy->step_predictor()->predicted_launches(), 0u);
 }
 
 // Replicas that take turns launch by launch, a pair swapped now and then: the whole sequence then
@@ -127,11 +130,11 @@ TEST(LearnedThreads, ReplicasThatDriftLittleStayDecidedByEachThreadsOwnStep) {
       b.LaunchNext(policy.get());
     }
     if (pair >= 8 * 2 * kLayers) {
-      ASSERT_EQ(policy->thread_steps(), 2u) << "launch pair " << pair;
-      ASSERT_EQ(policy->step_length(), 0u) << "launch pair " << pair;
+      ASSERT_EQ(policy->step_predictor()->thread_steps(), 2u) << "launch pair " << pair;
+      ASSERT_EQ(policy->step_predictor()->step_length(), 0u) << "launch pair " << pair;
     }
   }
-  EXPECT_EQ(policy->reordered_launches(), 0u);
+  EXPECT_EQ(policy->step_predictor()->reordered_launches(), 0u);
 }
 
 // A replica with a smaller share of the launches reaches its next use later, counted in the whole
@@ -142,8 +145,9 @@ TEST(LearnedThreads, NextUsesAreScaledByEachThreadsShareOfTheLaunches) {
   std::mt19937 random(11);
   Interleave(policy.get(), &a, &b, 0.75, 12, 2, &random);  // b launches 3 times as often
   while (b.position() != 2) b.LaunchNext(policy.get());    // both just ran forward layer 1
-  ASSERT_EQ(policy->thread_steps(), 2u);
-  const uint64_t a_next = policy->NextUse(a.weight(0)), b_next = policy->NextUse(b.weight(0));
+  ASSERT_EQ(policy->step_predictor()->thread_steps(), 2u);
+  const uint64_t a_next = policy->step_predictor()->NextUse(a.weight(0)),
+                 b_next = policy->step_predictor()->NextUse(b.weight(0));
   EXPECT_GT(a_next, 2 * b_next) << a_next << " " << b_next;
   EXPECT_EQ(Victim(policy.get(), {a.weight(0), b.weight(0)}), a.weight(0));
 }
@@ -160,12 +164,12 @@ TEST(LearnedThreads, ThreadsBeyondTheEighthAreNotPredicted) {
   for (int launch = 0; launch < 10 * 2 * kLayers * 10; ++launch) {
     replicas[launch < 10 ? static_cast<size_t>(launch) : pick(random)].LaunchNext(policy.get());
   }
-  EXPECT_EQ(policy->step_length(), 0u);
-  EXPECT_EQ(policy->thread_steps(), 8u);
-  EXPECT_NE(policy->NextUse(replicas[0].weight(0)), EvictionPolicy::kNoPrediction);
-  EXPECT_NE(policy->NextUse(replicas[7].weight(0)), EvictionPolicy::kNoPrediction);
-  EXPECT_EQ(policy->NextUse(replicas[8].weight(0)), EvictionPolicy::kNoPrediction);
-  EXPECT_EQ(policy->NextUse(replicas[9].weight(0)), EvictionPolicy::kNoPrediction);
+  EXPECT_EQ(policy->step_predictor()->step_length(), 0u);
+  EXPECT_EQ(policy->step_predictor()->thread_steps(), 8u);
+  EXPECT_NE(policy->step_predictor()->NextUse(replicas[0].weight(0)), StepPredictor::kNoPrediction);
+  EXPECT_NE(policy->step_predictor()->NextUse(replicas[7].weight(0)), StepPredictor::kNoPrediction);
+  EXPECT_EQ(policy->step_predictor()->NextUse(replicas[8].weight(0)), StepPredictor::kNoPrediction);
+  EXPECT_EQ(policy->step_predictor()->NextUse(replicas[9].weight(0)), StepPredictor::kNoPrediction);
   EXPECT_EQ(Victim(policy.get(), {replicas[0].weight(0), replicas[9].weight(0)}),
             replicas[9].weight(0));
 }
@@ -191,11 +195,11 @@ TEST(LearnedThreads, ThreadsThatTakeTurnsAreLearnedAsOneSequence) {
     }
     for (const uint64_t id : activations) policy->Forget(id);
   }
-  EXPECT_EQ(policy->step_length(), 2u * kLayers);
-  EXPECT_EQ(policy->thread_steps(), 0u);
-  EXPECT_EQ(policy->prediction_horizon(), 2u * kLayers);
-  EXPECT_EQ(policy->NextUse(1), 1u);  // the next step's first launch
-  EXPECT_EQ(policy->NextUse(4), 4u);
+  EXPECT_EQ(policy->step_predictor()->step_length(), 2u * kLayers);
+  EXPECT_EQ(policy->step_predictor()->thread_steps(), 0u);
+  EXPECT_EQ(policy->step_predictor()->prediction_horizon(), 2u * kLayers);
+  EXPECT_EQ(policy->step_predictor()->NextUse(1), 1u);  // the next step's first launch
+  EXPECT_EQ(policy->step_predictor()->NextUse(4), 4u);
 }
 
 // An executor that runs the ops that are ready at once from a pool of threads (TensorFlow in graph
@@ -227,12 +231,12 @@ TEST(LearnedThreads, AnExecutorsPoolOfThreadsIsLearnedAsOneSequenceThatChangesOr
       for (const uint64_t id : ids) policy->Touch(id);
     }
     policy->Forget(activation);
-    if (step == 19) predicted_before = policy->predicted_launches();
+    if (step == 19) predicted_before = policy->step_predictor()->predicted_launches();
   }
-  EXPECT_EQ(policy->step_length(), 2u * kWeights);
-  EXPECT_EQ(policy->thread_steps(), 0u);
-  EXPECT_EQ(policy->predicted_launches(), predicted_before + 4 * 2 * kWeights);
-  EXPECT_GT(policy->reordered_launches(), 0u);
+  EXPECT_EQ(policy->step_predictor()->step_length(), 2u * kWeights);
+  EXPECT_EQ(policy->step_predictor()->thread_steps(), 0u);
+  EXPECT_EQ(policy->step_predictor()->predicted_launches(), predicted_before + 4 * 2 * kWeights);
+  EXPECT_GT(policy->step_predictor()->reordered_launches(), 0u);
 }
 
 }  // namespace

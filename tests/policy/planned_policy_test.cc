@@ -667,6 +667,21 @@ TEST(PlannedPolicy, ScheduledChunksDoNotTakeRoomMadeBeforeFollowing) {
   EXPECT_GT(incoming, 0);
 }
 
+// When following begins the engine asks the device's free memory (the room ledger keeps at most
+// that), with its lock released: the fake device fails any call made under the engine's lock.
+TEST(PlannedPolicy, FollowingBeginsAsksTheFreeMemoryWithoutTheEngineLock) {
+  const Workload w = SmallStep(2 * kMiB, /*free_y_last=*/true);
+  const uint64_t budget = 6 * kMiB;
+  Replay replay(w, MakePlannedPolicy(Plan(w, budget), "small.toml", budget, nullptr), budget);
+  replay.Init();
+  replay.Step();  // learned; the step is recognised at its end
+  EXPECT_EQ(replay.device_.memory_infos, 0);
+  replay.Step();
+  EXPECT_EQ(replay.Adherence().steps_followed, 1u);
+  EXPECT_EQ(replay.device_.memory_infos, 1);
+  EXPECT_EQ(replay.device_.calls_under_engine_lock, 0);
+}
+
 // A kernel launched on another stream after a chunk's last known use may still read it through a
 // pointer in device memory, so a scheduled eviction waits for every stream that launched after
 // the victim's newest use: A is used at launch 0 on kStream, launch 1 runs on another stream, and
@@ -797,7 +812,7 @@ TEST(PlannedPolicy, MissingFileIsOneLineAndLearned) {
   EXPECT_EQ(policy->name(), "learned");
   ASSERT_EQ(log.problems.size(), 1u);
   EXPECT_EQ(log.problems[0], "/nonexistent/x.policy.toml: cannot open the policy file");
-  EXPECT_EQ(policy->adherence()->fallback_reason, log.problems[0]);
+  EXPECT_EQ(policy->schedule_source()->adherence()->fallback_reason, log.problems[0]);
   ExpectLearnedFallback(w, std::move(policy), 6 * kMiB, 4);
   EXPECT_EQ(log.problems.size(), 1u);
 }

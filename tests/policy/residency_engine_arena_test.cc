@@ -423,18 +423,19 @@ TEST(PredictUnallocatedTest, TheLearnedPolicyNamesTheSizesOfAllocationsNotMadeYe
     policy->Forget(activation);
   };
   std::vector<uint64_t> sizes;
-  policy->PredictUnallocated(2, &sizes);
+  StepPredictor* const predictor = policy->step_predictor();
+  ASSERT_NE(predictor, nullptr);
+  predictor->PredictUnallocated(2, &sizes);
   EXPECT_TRUE(sizes.empty());  // no step known yet
   for (int i = 0; i < 40; ++i) step();
-  ASSERT_NE(policy->step_length(), 0u);
-  policy->PredictUnallocated(1, &sizes);  // next: weight 1 and an activation not made yet
+  ASSERT_NE(predictor->step_length(), 0u);
+  predictor->PredictUnallocated(1, &sizes);  // next: weight 1 and an activation not made yet
   EXPECT_EQ(sizes, (std::vector<uint64_t>{3 * kMiB}));
-  policy->PredictUnallocated(2, &sizes);
+  predictor->PredictUnallocated(2, &sizes);
   EXPECT_EQ(sizes, (std::vector<uint64_t>{3 * kMiB}));
   // lru predicts nothing.
   std::unique_ptr<EvictionPolicy> lru = MakeLruPolicy();
-  lru->PredictUnallocated(2, &sizes);
-  EXPECT_TRUE(sizes.empty());
+  EXPECT_EQ(lru->step_predictor(), nullptr);
 }
 
 }  // namespace

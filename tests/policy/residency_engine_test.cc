@@ -5,8 +5,10 @@
 
 #include <map>
 #include <set>
+#include <thread>
 
 #include "gtest/gtest.h"
+#include "policy/engine/engine_mutex.h"
 #include "tests/policy/fake_device.h"
 
 namespace spillway::policy {
@@ -189,6 +191,21 @@ TYPED_TEST(ResidencyEngineTest, NeverEvictsTheAccessSetOverARepeatingStep) {
 
 // The `none` policy: the engine keeps its books but makes no device call of its own, whatever the
 // launches need and whatever is freed; the device pages on demand.
+// The probe the fake device checks: set while this thread holds an engine's lock, not for another
+// thread.
+TEST(EngineMutexTest, HeldByThisThreadWhileLockedOnly) {
+  EngineMutex mutex;
+  EXPECT_FALSE(EngineMutex::HeldByThisThread());
+  {
+    std::lock_guard lock(mutex);
+    EXPECT_TRUE(EngineMutex::HeldByThisThread());
+    bool other = true;
+    std::thread([&other] { other = EngineMutex::HeldByThisThread(); }).join();
+    EXPECT_FALSE(other);
+  }
+  EXPECT_FALSE(EngineMutex::HeldByThisThread());
+}
+
 TEST(NoMovePolicyTest, TheEngineMovesAndDiscardsNothing) {
   FakeDevice device;
   AllocationRegistry registry;
