@@ -33,6 +33,7 @@
 #include "common/size.h"
 #include "examples/example_util.h"
 #include "examples/kernels/train_kernels.h"
+#include "examples/train_like_args.h"
 #include "examples/turnstile.h"
 
 namespace spillway_train {
@@ -42,133 +43,6 @@ using spillway_demo::Fail;
 using spillway_demo::kExitError;
 using spillway_demo::kExitOk;
 using spillway_demo::kExitOutOfMemory;
-
-enum class AllocMode { kSync, kAsync, kMixed };
-
-struct Options {
-  int steps = 4;
-  int layers = 8;
-  double oversubscription = 2.0;
-  uint64_t memory = 0;  // 0: the device's total memory as cuMemGetInfo reports it
-  int streams = 2;
-  int threads = 1;
-  AllocMode alloc = AllocMode::kMixed;
-  bool managed = false;
-  bool reorder = false;
-  bool shuffled_turns = false;  // --interleave shuffled
-  int fork_after_step = -1;
-};
-
-void Usage(FILE* out) {
-  std::fprintf(
-      out,
-      "usage: train_like [--steps N] [--layers N] [--oversubscription F] [--memory SIZE]\n"
-      "                  [--streams N] [--threads N] [--alloc sync|async|mixed] [--managed]\n"
-      "                  [--reorder] [--interleave free|shuffled] [--fork-after-step K]\n"
-      "  --steps N              training steps (4)\n"
-      "  --layers N             layers (8); weights, gradients and activations are tensors of\n"
-      "                         equal size, (3 x layers + 3) of them at the step's peak\n"
-      "  --oversubscription F   peak working set = F x the device memory (2)\n"
-      "  --memory SIZE          size from SIZE instead of the total memory cuMemGetInfo reports\n"
-      "  --streams N            compute streams, layer l on stream l mod N (2), plus one\n"
-      "                         optimizer stream\n"
-      "  --threads N            N independent replicas on their own threads and streams, each\n"
-      "                         with 1/N of the working set (1)\n"
-      "  --alloc MODE           activations and backward deltas: cuMemAlloc (sync),\n"
-      "                         cuMemAllocAsync (async) or alternating (mixed, default)\n"
-      "  --managed              every allocation with cuMemAllocManaged (plain unified memory)\n"
-      "  --reorder              launch order of the weight updates changes every step: each may\n"
-      "                         wait up to 2 more backward layers, the ready ones go shuffled\n"
-      "                         (as TensorFlow's executor runs ready ops); same results\n"
-      "  --interleave MODE      how the replicas' launches interleave: as their threads run\n"
-      "                         (free, default) or one launch a turn, each turn drawn from a\n"
-      "                         fixed seed (shuffled: changes every step, same on every run)\n"
-      "  --fork-after-step K    after step K the process forks; the child does host-only work\n"
-      "                         and exits, the parent waits for it and goes on\n"
-      "exit: 0 done, 1 error, 2 out of device memory\n");
-}
-
-[[noreturn]] void BadOption(const std::string& what) {
-  spillway_demo::BadCommandLine("train_like", what, Usage);
-}
-
-int IntArg(const std::string& flag, const char* text, int min) {
-  char* end = nullptr;
-  const long value = std::strtol(text, &end, 10);
-  if (end == text || *end != '\0' || value < min || value > 1000000) {
-    BadOption(flag + ": '" + text + "' is not an integer >= " + std::to_string(min));
-  }
-  return static_cast<int>(value);
-}
-
-Options ParseOptions(int argc, char** argv) {
-  Options options;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    spillway_demo::ExitIfHelp(arg, Usage);
-    if (arg == "--managed") {
-      options.managed = true;
-      continue;
-    }
-    if (arg == "--reorder") {
-      options.reorder = true;
-      continue;
-    }
-    if (i + 1 >= argc) BadOption("unknown option or missing value: '" + arg + "'");
-    const char* value = argv[++i];
-    if (arg == "--steps") {
-      options.steps = IntArg(arg, value, 1);
-    } else if (arg == "--layers") {
-      options.layers = IntArg(arg, value, 1);
-    } else if (arg == "--streams") {
-      options.streams = IntArg(arg, value, 1);
-    } else if (arg == "--threads") {
-      options.threads = IntArg(arg, value, 1);
-    } else if (arg == "--fork-after-step") {
-      options.fork_after_step = IntArg(arg, value, 1);
-    } else if (arg == "--oversubscription") {
-      char* end = nullptr;
-      options.oversubscription = std::strtod(value, &end);
-      if (end == value || *end != '\0' || !(options.oversubscription > 0)) {
-        BadOption(arg + ": '" + value + "' is not a number > 0");
-      }
-    } else if (arg == "--memory") {
-      const auto size = spillway::ParseSize(value);
-      if (!size.ok() || *size == 0) {
-        BadOption(arg + ": " +
-                  (size.ok() ? "must be positive" : std::string(size.status().message())));
-      }
-      options.memory = *size;
-    } else if (arg == "--interleave") {
-      const std::string mode = value;
-      if (mode != "free" && mode != "shuffled") {
-        BadOption("--interleave: '" + mode + "' is not free or shuffled");
-      }
-      options.shuffled_turns = mode == "shuffled";
-    } else if (arg == "--alloc") {
-      const std::string mode = value;
-      if (mode == "sync") {
-        options.alloc = AllocMode::kSync;
-      } else if (mode == "async") {
-        options.alloc = AllocMode::kAsync;
-      } else if (mode == "mixed") {
-        options.alloc = AllocMode::kMixed;
-      } else {
-        BadOption("--alloc: '" + mode + "' is not sync, async or mixed");
-      }
-    } else {
-      BadOption("unknown option '" + arg + "'");
-    }
-  }
-  if (options.fork_after_step > options.steps) {
-    BadOption("--fork-after-step: " + std::to_string(options.fork_after_step) +
-              " is after the last step (--steps " + std::to_string(options.steps) + ")");
-  }
-  if (options.fork_after_step > 0 && options.threads > 1) {
-    BadOption("--fork-after-step works with --threads 1 only");
-  }
-  return options;
-}
 
 struct Kernels {
   CUfunction fill, forward, loss, backward, update;

@@ -10,11 +10,13 @@
 
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "common/size.h"
+#include "interpose/doctor_args.h"
 #include "interpose/hook_table.h"
 
 #ifndef SPILLWAY_VERSION
@@ -359,42 +361,19 @@ int PrintSize(const char* text) {
   return 0;
 }
 
-constexpr const char* kUsage =
-    "usage: spillway-doctor [--driver PATH] [--driver-version] [--parse-size TEXT]\n"
-    "Reports what the CUDA driver supports that spillway relies on, and whether the hooks\n"
-    "resolve (run it as `spillway doctor` so libspillway.so is preloaded). --driver-version\n"
-    "prints only the CUDA version the driver reports (e.g. 13000); --parse-size prints the\n"
-    "bytes a size such as 8GiB stands for, as spillway reads it.\n";
-
 }  // namespace
 }  // namespace spillway::doctor
 
 int main(int argc, char** argv) {
-  const char* driver = "libcuda.so.1";
-  bool version_only = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view arg = argv[i];
-    if (arg == "-h" || arg == "--help") {
-      std::fputs(spillway::doctor::kUsage, stdout);
-      return 0;
-    }
-    if (arg == "--version") {
-      std::printf("spillway %s\n", SPILLWAY_VERSION);
-      return 0;
-    }
-    if (arg == "--driver" && i + 1 < argc) {
-      driver = argv[++i];
-      continue;
-    }
-    if (arg == "--driver-version") {
-      version_only = true;
-      continue;
-    }
-    if (arg == "--parse-size" && i + 1 < argc) return spillway::doctor::PrintSize(argv[i + 1]);
-    std::fprintf(stderr, "spillway-doctor: unknown option '%s'\n%s", argv[i],
-                 spillway::doctor::kUsage);
-    return 2;
+  spillway::doctor::DoctorArgs args;
+  if (const std::optional<int> done = spillway::doctor::ParseDoctorArgs(argc, argv, &args)) {
+    return *done;
   }
-  return version_only ? spillway::doctor::PrintDriverVersion(driver)
-                      : spillway::doctor::Run(driver);
+  if (args.version) {
+    std::printf("spillway %s\n", SPILLWAY_VERSION);
+    return 0;
+  }
+  if (args.parse_size) return spillway::doctor::PrintSize(args.parse_size->c_str());
+  return args.driver_version ? spillway::doctor::PrintDriverVersion(args.driver.c_str())
+                             : spillway::doctor::Run(args.driver.c_str());
 }
