@@ -62,23 +62,20 @@ void Usage(FILE* out) {
 Options ParseOptions(int argc, char** argv) {
   Options options;
   std::string bytes, launches;
-  CLI::App app;
-  CLI::Option* bytes_option =
-      app.add_option("--bytes", bytes)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  CLI::Option* launches_option =
-      app.add_option("--launches", launches)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  const spillway::ParsedArguments parsed = spillway::ParseArguments(
-      app, {.name = "driver_rates", .usage = "", .unknown_option = "unknown option '{}'"}, argc,
-      argv);
+  spillway::CommandLine cl(
+      {.name = "driver_rates", .usage = "", .unknown_option = "unknown option '{}'"});
+  cl.Option("--bytes", &bytes);
+  cl.Option("--launches", &launches);
+  const spillway::ParsedArguments parsed = cl.Parse(argc, argv);
   spillway_demo::ExitIfHelp(parsed.help, Usage);
   if (!parsed.error.empty()) Bad(parsed.error);
-  if (bytes_option->count() > 0) {
+  if (cl.Given("--bytes")) {
     const auto size = spillway::ParseSize(bytes);
     if (!size.ok()) Bad("--bytes: " + std::string(size.status().message()));
     if (*size < kBatchBytes) Bad("--bytes " + bytes + " is less than 2MiB");
     options.bytes = *size / kBatchBytes * kBatchBytes;
   }
-  if (launches_option->count() > 0) {
+  if (cl.Given("--launches")) {
     char* end = nullptr;
     options.launches = std::strtol(launches.c_str(), &end, 10);
     if (end == launches.c_str() || *end != '\0' || options.launches < 1 ||

@@ -39,16 +39,12 @@ long Positive(const char* flag, const std::string& text) {
 Options ParseOptions(int argc, char** argv) {
   Options options;
   std::string threads, words, rounds;
-  CLI::App app;
-  const auto option = [&](const char* flag, std::string* value) {
-    return app.add_option(flag, *value)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  };
-  CLI::Option* threads_option = option("--threads", &threads);
-  CLI::Option* words_option = option("--words", &words);
-  CLI::Option* rounds_option = option("--rounds", &rounds);
-  const spillway::ParsedArguments parsed = spillway::ParseArguments(
-      app, {.name = "multistream", .usage = "", .unknown_option = "unknown option '{}'"}, argc,
-      argv);
+  spillway::CommandLine cl(
+      {.name = "multistream", .usage = "", .unknown_option = "unknown option '{}'"});
+  cl.Option("--threads", &threads);
+  cl.Option("--words", &words);
+  cl.Option("--rounds", &rounds);
+  const spillway::ParsedArguments parsed = cl.Parse(argc, argv);
   if (parsed.help) {
     std::printf("usage: multistream [--threads N] [--words N] [--rounds N]\n");
     std::exit(kExitOk);
@@ -57,10 +53,9 @@ Options ParseOptions(int argc, char** argv) {
     std::fprintf(stderr, "multistream: %s\n", parsed.error.c_str());
     std::exit(kExitError);
   }
-  if (threads_option->count() > 0)
-    options.threads = static_cast<int>(Positive("--threads", threads));
-  if (words_option->count() > 0) options.words = static_cast<uint64_t>(Positive("--words", words));
-  if (rounds_option->count() > 0) options.rounds = static_cast<int>(Positive("--rounds", rounds));
+  if (cl.Given("--threads")) options.threads = static_cast<int>(Positive("--threads", threads));
+  if (cl.Given("--words")) options.words = static_cast<uint64_t>(Positive("--words", words));
+  if (cl.Given("--rounds")) options.rounds = static_cast<int>(Positive("--rounds", rounds));
   return options;
 }
 

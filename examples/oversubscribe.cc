@@ -61,26 +61,22 @@ uint64_t SizeArg(const char* flag, const char* text) {
 Options ParseOptions(int argc, char** argv) {
   Options options;
   std::string factor, bytes, buffer, passes, with;
-  CLI::App app;
-  const auto option = [&](const char* flag, std::string* value) {
-    return app.add_option(flag, *value)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  };
-  app.add_flag("--overwrite", options.overwrite);
-  CLI::Option* factor_option = option("--factor", &factor);
-  CLI::Option* bytes_option = option("--bytes", &bytes);
-  CLI::Option* buffer_option = option("--buffer", &buffer);
-  CLI::Option* passes_option = option("--passes", &passes);
-  CLI::Option* with_option = option("--overwrite-with", &with);
-  const spillway::ParsedArguments parsed = spillway::ParseArguments(
-      app, {.name = "oversubscribe", .usage = "", .unknown_option = "unknown option '{}'"}, argc,
-      argv);
+  spillway::CommandLine cl(
+      {.name = "oversubscribe", .usage = "", .unknown_option = "unknown option '{}'"});
+  cl.Flag("--overwrite", &options.overwrite);
+  cl.Option("--factor", &factor);
+  cl.Option("--bytes", &bytes);
+  cl.Option("--buffer", &buffer);
+  cl.Option("--passes", &passes);
+  cl.Option("--overwrite-with", &with);
+  const spillway::ParsedArguments parsed = cl.Parse(argc, argv);
   spillway_demo::ExitIfHelp(parsed.help, Usage);
   if (!parsed.error.empty()) spillway_demo::BadCommandLine("oversubscribe", parsed.error, Usage);
-  if (factor_option->count() > 0) options.factor = std::atof(factor.c_str());
-  if (bytes_option->count() > 0) options.bytes = SizeArg("--bytes", bytes.c_str());
-  if (buffer_option->count() > 0) options.buffer = SizeArg("--buffer", buffer.c_str());
-  if (passes_option->count() > 0) options.passes = std::atoi(passes.c_str());
-  if (with_option->count() > 0) {
+  if (cl.Given("--factor")) options.factor = std::atof(factor.c_str());
+  if (cl.Given("--bytes")) options.bytes = SizeArg("--bytes", bytes.c_str());
+  if (cl.Given("--buffer")) options.buffer = SizeArg("--buffer", buffer.c_str());
+  if (cl.Given("--passes")) options.passes = std::atoi(passes.c_str());
+  if (cl.Given("--overwrite-with")) {
     if (with != "memset" && with != "copy") {
       std::fprintf(stderr, "oversubscribe: --overwrite-with: '%s' is not memset or copy\n",
                    with.c_str());

@@ -15,8 +15,8 @@
 #include <string_view>
 #include <vector>
 
+#include "common/command_line.h"
 #include "common/size.h"
-#include "interpose/doctor_args.h"
 #include "interpose/hook_table.h"
 
 #ifndef SPILLWAY_VERSION
@@ -361,19 +361,33 @@ int PrintSize(const char* text) {
   return 0;
 }
 
+constexpr const char* kUsage =
+    "usage: spillway-doctor [--driver PATH] [--driver-version] [--parse-size TEXT]\n"
+    "Reports what the CUDA driver supports that spillway relies on, and whether the hooks\n"
+    "resolve (run it as `spillway doctor` so libspillway.so is preloaded). --driver-version\n"
+    "prints only the CUDA version the driver reports (e.g. 13000); --parse-size prints the\n"
+    "bytes a size such as 8GiB stands for, as spillway reads it.\n";
+
 }  // namespace
 }  // namespace spillway::doctor
 
 int main(int argc, char** argv) {
-  spillway::doctor::DoctorArgs args;
-  if (const std::optional<int> done = spillway::doctor::ParseDoctorArgs(argc, argv, &args)) {
-    return *done;
-  }
-  if (args.version) {
+  std::string driver = "libcuda.so.1", parse_size;
+  bool version = false, driver_version = false;
+  spillway::CommandLine cl({.name = "spillway-doctor",
+                            .usage = spillway::doctor::kUsage,
+                            .unknown_option = "unknown option '{}'",
+                            .extra_argument = "unknown option '{}'"});
+  cl.Option("--driver", &driver);
+  cl.Flag("--version", &version);
+  cl.Flag("--driver-version", &driver_version);
+  cl.Option("--parse-size", &parse_size);
+  if (const std::optional<int> done = cl.ParseForMain(argc, argv)) return *done;
+  if (version) {
     std::printf("spillway %s\n", SPILLWAY_VERSION);
     return 0;
   }
-  if (args.parse_size) return spillway::doctor::PrintSize(args.parse_size->c_str());
-  return args.driver_version ? spillway::doctor::PrintDriverVersion(args.driver.c_str())
-                             : spillway::doctor::Run(args.driver.c_str());
+  if (cl.Given("--parse-size")) return spillway::doctor::PrintSize(parse_size.c_str());
+  return driver_version ? spillway::doctor::PrintDriverVersion(driver.c_str())
+                        : spillway::doctor::Run(driver.c_str());
 }

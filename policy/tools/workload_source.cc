@@ -1,4 +1,4 @@
-// Shared argument parsing (CLI11, common/command_line.h) and workload loading of spillway-plan and
+// Shared argument parsing (common/command_line.h) and workload loading of spillway-plan and
 // spillway-simulate.
 #include "policy/tools/workload_source.h"
 
@@ -40,40 +40,37 @@ absl::StatusOr<ToolArgs> ParseToolArgs(int argc, char** argv,
                                        const std::vector<std::string>& extra) {
   ToolArgs a;
   std::string oversubscription, h2d, d2h, fault_batch, copy_engines;
-  CLI::App app;
-  const auto option = [&](const char* flag, std::string* value) {
-    return app.add_option(flag, *value)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  };
+  // The tools print their usage and errors themselves.
+  CommandLine cl({.name = "",
+                  .usage = "",
+                  .unknown_option = "unknown flag {}",
+                  .extra_argument = "more than one TRACE given"});
   const auto allowed = [&](const std::string& f) {
     return std::find(extra.begin(), extra.end(), f) != extra.end();
   };
-  app.add_option("TRACE", a.trace);
-  option("--synthetic", &a.synthetic);
-  CLI::Option* device_memory = option("--device-memory", &a.device_memory_text);
-  CLI::Option* over = option("--oversubscription", &oversubscription);
-  CLI::Option* h2d_gbps = option("--h2d-gbps", &h2d);
-  CLI::Option* d2h_gbps = option("--d2h-gbps", &d2h);
-  CLI::Option* fault_batch_us = option("--fault-batch-us", &fault_batch);
-  CLI::Option* engines = option("--copy-engines", &copy_engines);
-  option("--calibration", &a.calibration);
-  if (allowed("-o")) option("-o", &a.output);
-  if (allowed("--policy")) option("--policy", &a.policy);
-  if (allowed("--benchmark")) app.add_flag("--benchmark", a.benchmark);
-  if (allowed("--fewest-bytes")) app.add_flag("--fewest-bytes", a.fewest_bytes);
-  const CommandLineTool tool = {.name = "",
-                                .usage = "",
-                                .unknown_option = "unknown flag {}",
-                                .extra_argument = "more than one TRACE given"};
-  const ParsedArguments parsed = ParseArguments(app, tool, argc, argv);
+  cl.Positional("TRACE", &a.trace);
+  cl.Option("--synthetic", &a.synthetic);
+  cl.Option("--device-memory", &a.device_memory_text);
+  cl.Option("--oversubscription", &oversubscription);
+  cl.Option("--h2d-gbps", &h2d);
+  cl.Option("--d2h-gbps", &d2h);
+  cl.Option("--fault-batch-us", &fault_batch);
+  cl.Option("--copy-engines", &copy_engines);
+  cl.Option("--calibration", &a.calibration);
+  if (allowed("-o")) cl.Option("-o", &a.output);
+  if (allowed("--policy")) cl.Option("--policy", &a.policy);
+  if (allowed("--benchmark")) cl.Flag("--benchmark", &a.benchmark);
+  if (allowed("--fewest-bytes")) cl.Flag("--fewest-bytes", &a.fewest_bytes);
+  const ParsedArguments parsed = cl.Parse(argc, argv);
   if (parsed.help) {
     a.help = true;
     return a;
   }
   if (!parsed.error.empty()) return absl::InvalidArgumentError(parsed.error);
-  if (device_memory->count() > 0 && a.device_memory_text.empty()) {
+  if (cl.Given("--device-memory") && a.device_memory_text.empty()) {
     return absl::InvalidArgumentError("--device-memory needs a size (e.g. 8GiB), not ''");
   }
-  if (over->count() > 0) {
+  if (cl.Given("--oversubscription")) {
     absl::StatusOr<double> v = PositiveNumber("--oversubscription", oversubscription,
                                               kMinOversubscription, 1e6, "0.000001 to 1000000");
     if (!v.ok()) return v.status();
@@ -81,16 +78,15 @@ absl::StatusOr<ToolArgs> ParseToolArgs(int argc, char** argv,
   }
   // Link bandwidth from 1 MB/s to 1 PB/s; a fault batch from 1 ns to 1 s.
   for (auto [flag, text, out, unit] :
-       {std::tuple{h2d_gbps, &h2d, &a.h2d_bytes_per_s, 1e9},
-        std::tuple{d2h_gbps, &d2h, &a.d2h_bytes_per_s, 1e9},
-        std::tuple{fault_batch_us, &fault_batch, &a.fault_batch_seconds, 1e-6}}) {
-    if (flag->count() == 0) continue;
-    absl::StatusOr<double> v =
-        PositiveNumber(flag->get_name(), *text, 1e-3, 1e6, "0.001 to 1000000");
+       {std::tuple{"--h2d-gbps", &h2d, &a.h2d_bytes_per_s, 1e9},
+        std::tuple{"--d2h-gbps", &d2h, &a.d2h_bytes_per_s, 1e9},
+        std::tuple{"--fault-batch-us", &fault_batch, &a.fault_batch_seconds, 1e-6}}) {
+    if (!cl.Given(flag)) continue;
+    absl::StatusOr<double> v = PositiveNumber(flag, *text, 1e-3, 1e6, "0.001 to 1000000");
     if (!v.ok()) return v.status();
     *out = *v * unit;
   }
-  if (engines->count() > 0) {
+  if (cl.Given("--copy-engines")) {
     if (copy_engines != "1" && copy_engines != "2") {
       return absl::InvalidArgumentError(
           absl::StrCat("--copy-engines '", copy_engines, "' must be 1 or 2"));

@@ -1,5 +1,4 @@
-// ParseReplayOptions (replay_options.h), read with CLI11 (common/command_line.h), and the usage
-// text.
+// ParseReplayOptions (replay_options.h), read with common/command_line.h, and the usage text.
 #include "workloads/replay/replay_options.h"
 
 #include <string>
@@ -64,22 +63,18 @@ std::string TouchName(int touch) {
 absl::StatusOr<ReplayOptions> ParseReplayOptions(int argc, const char* const* argv) {
   ReplayOptions options;
   std::string steps, warmup, alloc, touch, flip;
-  CLI::App app;
-  const auto option = [&](const char* flag, std::string* value) {
-    return app.add_option(flag, *value)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  };
-  app.add_option("trace", options.trace)->required();
-  app.add_flag("--json", options.json);
-  CLI::Option* steps_option = option("--steps", &steps);
-  CLI::Option* warmup_option = option("--warmup", &warmup);
-  CLI::Option* alloc_option = option("--alloc", &alloc);
-  CLI::Option* touch_option = option("--touch", &touch);
-  CLI::Option* flip_option = option("--flip-after-launch", &flip);  // test-only
-  const CommandLineTool tool = {.name = "spillway-replay",
-                                .usage = kReplayUsage,
-                                .unknown_option = "unknown option '{}'",
-                                .extra_argument = "a second trace '{}'"};
-  const ParsedArguments parsed = ParseArguments(app, tool, argc, argv);
+  CommandLine cl({.name = "spillway-replay",
+                  .usage = kReplayUsage,
+                  .unknown_option = "unknown option '{}'",
+                  .extra_argument = "a second trace '{}'"});
+  cl.Positional("trace", &options.trace, /*required=*/true);
+  cl.Flag("--json", &options.json);
+  cl.Option("--steps", &steps);
+  cl.Option("--warmup", &warmup);
+  cl.Option("--alloc", &alloc);
+  cl.Option("--touch", &touch);
+  cl.Option("--flip-after-launch", &flip);  // test-only
+  const ParsedArguments parsed = cl.Parse(argc, argv);
   if (parsed.help) {
     options.help = true;
     return options;
@@ -93,13 +88,13 @@ absl::StatusOr<ReplayOptions> ParseReplayOptions(int argc, const char* const* ar
     }
     return absl::OkStatus();
   };
-  if (steps_option->count() > 0) {
+  if (cl.Given("--steps")) {
     if (absl::Status s = count("--steps", steps, 1, &options.steps); !s.ok()) return s;
   }
-  if (warmup_option->count() > 0) {
+  if (cl.Given("--warmup")) {
     if (absl::Status s = count("--warmup", warmup, 0, &options.warmup); !s.ok()) return s;
   }
-  if (alloc_option->count() > 0) {
+  if (cl.Given("--alloc")) {
     if (alloc == "async") {
       options.alloc = AllocMode::kAsync;
     } else if (alloc == "arena") {
@@ -111,11 +106,11 @@ absl::StatusOr<ReplayOptions> ParseReplayOptions(int argc, const char* const* ar
           absl::StrCat("--alloc: '", alloc, "' is not async, arena or managed"));
     }
   }
-  if (touch_option->count() > 0) {
+  if (cl.Given("--touch")) {
     if (absl::Status s = ParseTouch(touch, &options.touch); !s.ok()) return s;
   }
   // test-only: shows the verification can fail
-  if (flip_option->count() > 0 &&
+  if (cl.Given("--flip-after-launch") &&
       (!absl::SimpleAtoi(flip, &options.flip_after_launch) || options.flip_after_launch == 0)) {
     return absl::InvalidArgumentError(
         absl::StrCat("--flip-after-launch: '", flip, "' is not a launch number from 1"));
