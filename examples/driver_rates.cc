@@ -32,6 +32,7 @@
 #include <tuple>
 #include <utility>
 
+#include "common/command_line.h"
 #include "common/size.h"
 #include "examples/example_util.h"
 
@@ -60,24 +61,26 @@ void Usage(FILE* out) {
 
 Options ParseOptions(int argc, char** argv) {
   Options options;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    spillway_demo::ExitIfHelp(arg, Usage);
-    if (arg != "--bytes" && arg != "--launches") Bad("unknown option '" + arg + "'");
-    if (i + 1 >= argc) Bad(arg + " needs a value");
-    const std::string value = argv[++i];
-    if (arg == "--bytes") {
-      const auto size = spillway::ParseSize(value);
-      if (!size.ok()) Bad("--bytes: " + std::string(size.status().message()));
-      if (*size < kBatchBytes) Bad("--bytes " + value + " is less than 2MiB");
-      options.bytes = *size / kBatchBytes * kBatchBytes;
-    } else {
-      char* end = nullptr;
-      options.launches = std::strtol(value.c_str(), &end, 10);
-      if (end == value.c_str() || *end != '\0' || options.launches < 1 ||
-          options.launches > 10000000) {
-        Bad("--launches '" + value + "' is not a whole number from 1 to 10000000");
-      }
+  std::string bytes, launches;
+  spillway::CommandLine cl(
+      {.name = "driver_rates", .usage = "", .unknown_option = "unknown option '{}'"});
+  cl.Option("--bytes", &bytes);
+  cl.Option("--launches", &launches);
+  const spillway::ParsedArguments parsed = cl.Parse(argc, argv);
+  spillway_demo::ExitIfHelp(parsed.help, Usage);
+  if (!parsed.error.empty()) Bad(parsed.error);
+  if (cl.Given("--bytes")) {
+    const auto size = spillway::ParseSize(bytes);
+    if (!size.ok()) Bad("--bytes: " + std::string(size.status().message()));
+    if (*size < kBatchBytes) Bad("--bytes " + bytes + " is less than 2MiB");
+    options.bytes = *size / kBatchBytes * kBatchBytes;
+  }
+  if (cl.Given("--launches")) {
+    char* end = nullptr;
+    options.launches = std::strtol(launches.c_str(), &end, 10);
+    if (end == launches.c_str() || *end != '\0' || options.launches < 1 ||
+        options.launches > 10000000) {
+      Bad("--launches '" + launches + "' is not a whole number from 1 to 10000000");
     }
   }
   return options;

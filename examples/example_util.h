@@ -24,9 +24,9 @@ inline const char* ErrorName(CUresult result) {
   return name;
 }
 
-// `arg` asks for help (-h, --help): prints the usage on stdout and exits with kExitOk.
-inline void ExitIfHelp(const std::string& arg, void (*usage)(FILE*)) {
-  if (arg != "-h" && arg != "--help") return;
+// Help asked for (-h, --help): prints the usage on stdout and exits with kExitOk.
+inline void ExitIfHelp(bool help, void (*usage)(FILE*)) {
+  if (!help) return;
   usage(stdout);
   std::exit(kExitOk);
 }

@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/command_line.h"
 #include "examples/example_util.h"
 #include "examples/kernels/demo_kernels.h"
 
@@ -25,34 +26,36 @@ struct Options {
   int rounds = 4;
 };
 
+// `flag`'s value, which must be positive.
+long Positive(const char* flag, const std::string& text) {
+  const long value = std::atol(text.c_str());
+  if (value <= 0) {
+    std::fprintf(stderr, "multistream: %s must be positive\n", flag);
+    std::exit(kExitError);
+  }
+  return value;
+}
+
 Options ParseOptions(int argc, char** argv) {
   Options options;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "-h" || arg == "--help") {
-      std::printf("usage: multistream [--threads N] [--words N] [--rounds N]\n");
-      std::exit(kExitOk);
-    }
-    if (i + 1 >= argc) {
-      std::fprintf(stderr, "multistream: unknown option or missing value: '%s'\n", arg.c_str());
-      std::exit(kExitError);
-    }
-    const long value = std::atol(argv[++i]);
-    if (value <= 0) {
-      std::fprintf(stderr, "multistream: %s must be positive\n", arg.c_str());
-      std::exit(kExitError);
-    }
-    if (arg == "--threads") {
-      options.threads = static_cast<int>(value);
-    } else if (arg == "--words") {
-      options.words = static_cast<uint64_t>(value);
-    } else if (arg == "--rounds") {
-      options.rounds = static_cast<int>(value);
-    } else {
-      std::fprintf(stderr, "multistream: unknown option '%s'\n", arg.c_str());
-      std::exit(kExitError);
-    }
+  std::string threads, words, rounds;
+  spillway::CommandLine cl(
+      {.name = "multistream", .usage = "", .unknown_option = "unknown option '{}'"});
+  cl.Option("--threads", &threads);
+  cl.Option("--words", &words);
+  cl.Option("--rounds", &rounds);
+  const spillway::ParsedArguments parsed = cl.Parse(argc, argv);
+  if (parsed.help) {
+    std::printf("usage: multistream [--threads N] [--words N] [--rounds N]\n");
+    std::exit(kExitOk);
   }
+  if (!parsed.error.empty()) {
+    std::fprintf(stderr, "multistream: %s\n", parsed.error.c_str());
+    std::exit(kExitError);
+  }
+  if (cl.Given("--threads")) options.threads = static_cast<int>(Positive("--threads", threads));
+  if (cl.Given("--words")) options.words = static_cast<uint64_t>(Positive("--words", words));
+  if (cl.Given("--rounds")) options.rounds = static_cast<int>(Positive("--rounds", rounds));
   return options;
 }
 

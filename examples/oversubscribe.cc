@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/command_line.h"
 #include "common/size.h"
 #include "examples/example_util.h"
 #include "examples/kernels/demo_kernels.h"
@@ -59,41 +60,30 @@ uint64_t SizeArg(const char* flag, const char* text) {
 
 Options ParseOptions(int argc, char** argv) {
   Options options;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    spillway_demo::ExitIfHelp(arg, Usage);
-    if (arg == "--overwrite") {
-      options.overwrite = true;
-      continue;
-    }
-    if (i + 1 >= argc) {
-      std::fprintf(stderr, "oversubscribe: unknown option or missing value: '%s'\n", arg.c_str());
-      Usage(stderr);
+  std::string factor, bytes, buffer, passes, with;
+  spillway::CommandLine cl(
+      {.name = "oversubscribe", .usage = "", .unknown_option = "unknown option '{}'"});
+  cl.Flag("--overwrite", &options.overwrite);
+  cl.Option("--factor", &factor);
+  cl.Option("--bytes", &bytes);
+  cl.Option("--buffer", &buffer);
+  cl.Option("--passes", &passes);
+  cl.Option("--overwrite-with", &with);
+  const spillway::ParsedArguments parsed = cl.Parse(argc, argv);
+  spillway_demo::ExitIfHelp(parsed.help, Usage);
+  if (!parsed.error.empty()) spillway_demo::BadCommandLine("oversubscribe", parsed.error, Usage);
+  if (cl.Given("--factor")) options.factor = std::atof(factor.c_str());
+  if (cl.Given("--bytes")) options.bytes = SizeArg("--bytes", bytes.c_str());
+  if (cl.Given("--buffer")) options.buffer = SizeArg("--buffer", buffer.c_str());
+  if (cl.Given("--passes")) options.passes = std::atoi(passes.c_str());
+  if (cl.Given("--overwrite-with")) {
+    if (with != "memset" && with != "copy") {
+      std::fprintf(stderr, "oversubscribe: --overwrite-with: '%s' is not memset or copy\n",
+                   with.c_str());
       std::exit(kExitError);
     }
-    const char* value = argv[++i];
-    if (arg == "--factor") {
-      options.factor = std::atof(value);
-    } else if (arg == "--bytes") {
-      options.bytes = SizeArg("--bytes", value);
-    } else if (arg == "--buffer") {
-      options.buffer = SizeArg("--buffer", value);
-    } else if (arg == "--passes") {
-      options.passes = std::atoi(value);
-    } else if (arg == "--overwrite-with") {
-      const std::string with = value;
-      if (with != "memset" && with != "copy") {
-        std::fprintf(stderr, "oversubscribe: --overwrite-with: '%s' is not memset or copy\n",
-                     value);
-        std::exit(kExitError);
-      }
-      options.overwrite = true;
-      options.overwrite_by_copy = with == "copy";
-    } else {
-      std::fprintf(stderr, "oversubscribe: unknown option '%s'\n", arg.c_str());
-      Usage(stderr);
-      std::exit(kExitError);
-    }
+    options.overwrite = true;
+    options.overwrite_by_copy = with == "copy";
   }
   if (options.factor <= 0 || options.passes < 0) {
     std::fprintf(stderr, "oversubscribe: --factor must be > 0 and --passes >= 0\n");

@@ -30,6 +30,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/command_line.h"
 #include "common/size.h"
 #include "examples/example_util.h"
 #include "examples/kernels/train_kernels.h"
@@ -103,61 +104,62 @@ int IntArg(const std::string& flag, const char* text, int min) {
 
 Options ParseOptions(int argc, char** argv) {
   Options options;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    spillway_demo::ExitIfHelp(arg, Usage);
-    if (arg == "--managed") {
-      options.managed = true;
-      continue;
+  std::string oversubscription, memory, interleave, alloc;
+  spillway::CommandLine cl(
+      {.name = "train_like", .usage = "", .unknown_option = "unknown option '{}'"});
+  cl.Flag("--managed", &options.managed);
+  cl.Flag("--reorder", &options.reorder);
+  struct Count {
+    const char* flag;
+    std::string text;
+    int* out;
+  };
+  Count counts[] = {{"--steps", "", &options.steps},
+                    {"--layers", "", &options.layers},
+                    {"--streams", "", &options.streams},
+                    {"--threads", "", &options.threads},
+                    {"--fork-after-step", "", &options.fork_after_step}};
+  for (Count& count : counts) cl.Option(count.flag, &count.text);
+  cl.Option("--oversubscription", &oversubscription);
+  cl.Option("--memory", &memory);
+  cl.Option("--interleave", &interleave);
+  cl.Option("--alloc", &alloc);
+  const spillway::ParsedArguments parsed = cl.Parse(argc, argv);
+  spillway_demo::ExitIfHelp(parsed.help, Usage);
+  if (!parsed.error.empty()) BadOption(parsed.error);
+  for (const Count& count : counts) {
+    if (cl.Given(count.flag)) *count.out = IntArg(count.flag, count.text.c_str(), 1);
+  }
+  if (cl.Given("--oversubscription")) {
+    char* end = nullptr;
+    options.oversubscription = std::strtod(oversubscription.c_str(), &end);
+    if (end == oversubscription.c_str() || *end != '\0' || !(options.oversubscription > 0)) {
+      BadOption("--oversubscription: '" + oversubscription + "' is not a number > 0");
     }
-    if (arg == "--reorder") {
-      options.reorder = true;
-      continue;
+  }
+  if (cl.Given("--memory")) {
+    const auto size = spillway::ParseSize(memory);
+    if (!size.ok() || *size == 0) {
+      BadOption("--memory: " +
+                (size.ok() ? "must be positive" : std::string(size.status().message())));
     }
-    if (i + 1 >= argc) BadOption("unknown option or missing value: '" + arg + "'");
-    const char* value = argv[++i];
-    if (arg == "--steps") {
-      options.steps = IntArg(arg, value, 1);
-    } else if (arg == "--layers") {
-      options.layers = IntArg(arg, value, 1);
-    } else if (arg == "--streams") {
-      options.streams = IntArg(arg, value, 1);
-    } else if (arg == "--threads") {
-      options.threads = IntArg(arg, value, 1);
-    } else if (arg == "--fork-after-step") {
-      options.fork_after_step = IntArg(arg, value, 1);
-    } else if (arg == "--oversubscription") {
-      char* end = nullptr;
-      options.oversubscription = std::strtod(value, &end);
-      if (end == value || *end != '\0' || !(options.oversubscription > 0)) {
-        BadOption(arg + ": '" + value + "' is not a number > 0");
-      }
-    } else if (arg == "--memory") {
-      const auto size = spillway::ParseSize(value);
-      if (!size.ok() || *size == 0) {
-        BadOption(arg + ": " +
-                  (size.ok() ? "must be positive" : std::string(size.status().message())));
-      }
-      options.memory = *size;
-    } else if (arg == "--interleave") {
-      const std::string mode = value;
-      if (mode != "free" && mode != "shuffled") {
-        BadOption("--interleave: '" + mode + "' is not free or shuffled");
-      }
-      options.shuffled_turns = mode == "shuffled";
-    } else if (arg == "--alloc") {
-      const std::string mode = value;
-      if (mode == "sync") {
-        options.alloc = AllocMode::kSync;
-      } else if (mode == "async") {
-        options.alloc = AllocMode::kAsync;
-      } else if (mode == "mixed") {
-        options.alloc = AllocMode::kMixed;
-      } else {
-        BadOption("--alloc: '" + mode + "' is not sync, async or mixed");
-      }
+    options.memory = *size;
+  }
+  if (cl.Given("--interleave")) {
+    if (interleave != "free" && interleave != "shuffled") {
+      BadOption("--interleave: '" + interleave + "' is not free or shuffled");
+    }
+    options.shuffled_turns = interleave == "shuffled";
+  }
+  if (cl.Given("--alloc")) {
+    if (alloc == "sync") {
+      options.alloc = AllocMode::kSync;
+    } else if (alloc == "async") {
+      options.alloc = AllocMode::kAsync;
+    } else if (alloc == "mixed") {
+      options.alloc = AllocMode::kMixed;
     } else {
-      BadOption("unknown option '" + arg + "'");
+      BadOption("--alloc: '" + alloc + "' is not sync, async or mixed");
     }
   }
   if (options.fork_after_step > options.steps) {

@@ -10,10 +10,12 @@
 
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "common/command_line.h"
 #include "common/size.h"
 #include "interpose/hook_table.h"
 
@@ -370,31 +372,22 @@ constexpr const char* kUsage =
 }  // namespace spillway::doctor
 
 int main(int argc, char** argv) {
-  const char* driver = "libcuda.so.1";
-  bool version_only = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view arg = argv[i];
-    if (arg == "-h" || arg == "--help") {
-      std::fputs(spillway::doctor::kUsage, stdout);
-      return 0;
-    }
-    if (arg == "--version") {
-      std::printf("spillway %s\n", SPILLWAY_VERSION);
-      return 0;
-    }
-    if (arg == "--driver" && i + 1 < argc) {
-      driver = argv[++i];
-      continue;
-    }
-    if (arg == "--driver-version") {
-      version_only = true;
-      continue;
-    }
-    if (arg == "--parse-size" && i + 1 < argc) return spillway::doctor::PrintSize(argv[i + 1]);
-    std::fprintf(stderr, "spillway-doctor: unknown option '%s'\n%s", argv[i],
-                 spillway::doctor::kUsage);
-    return 2;
+  std::string driver = "libcuda.so.1", parse_size;
+  bool version = false, driver_version = false;
+  spillway::CommandLine cl({.name = "spillway-doctor",
+                            .usage = spillway::doctor::kUsage,
+                            .unknown_option = "unknown option '{}'",
+                            .extra_argument = "unknown option '{}'"});
+  cl.Option("--driver", &driver);
+  cl.Flag("--version", &version);
+  cl.Flag("--driver-version", &driver_version);
+  cl.Option("--parse-size", &parse_size);
+  if (const std::optional<int> done = cl.ParseForMain(argc, argv)) return *done;
+  if (version) {
+    std::printf("spillway %s\n", SPILLWAY_VERSION);
+    return 0;
   }
-  return version_only ? spillway::doctor::PrintDriverVersion(driver)
-                      : spillway::doctor::Run(driver);
+  if (cl.Given("--parse-size")) return spillway::doctor::PrintSize(parse_size.c_str());
+  return driver_version ? spillway::doctor::PrintDriverVersion(driver.c_str())
+                        : spillway::doctor::Run(driver.c_str());
 }

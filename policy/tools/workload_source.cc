@@ -1,13 +1,16 @@
-// Shared argument parsing and workload loading of spillway-plan and spillway-simulate.
+// Shared argument parsing (common/command_line.h) and workload loading of spillway-plan and
+// spillway-simulate.
 #include "policy/tools/workload_source.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <optional>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "common/calibration.h"
+#include "common/command_line.h"
 #include "common/size.h"
 #include "policy/planner/synthetic_workloads.h"
 #include "policy/planner/trace_workload.h"
@@ -36,68 +39,59 @@ absl::StatusOr<double> PositiveNumber(const std::string& flag, const std::string
 absl::StatusOr<ToolArgs> ParseToolArgs(int argc, char** argv,
                                        const std::vector<std::string>& extra) {
   ToolArgs a;
-  auto allowed = [&](const std::string& f) {
+  std::string oversubscription, h2d, d2h, fault_batch, copy_engines;
+  // The tools print their usage and errors themselves.
+  CommandLine cl({.name = "",
+                  .usage = "",
+                  .unknown_option = "unknown flag {}",
+                  .extra_argument = "more than one TRACE given"});
+  const auto allowed = [&](const std::string& f) {
     return std::find(extra.begin(), extra.end(), f) != extra.end();
   };
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "-h" || arg == "--help") {
-      a.help = true;
-      return a;
+  cl.Positional("TRACE", &a.trace);
+  cl.Option("--synthetic", &a.synthetic);
+  cl.Option("--device-memory", &a.device_memory_text);
+  cl.Option("--oversubscription", &oversubscription);
+  cl.Option("--h2d-gbps", &h2d);
+  cl.Option("--d2h-gbps", &d2h);
+  cl.Option("--fault-batch-us", &fault_batch);
+  cl.Option("--copy-engines", &copy_engines);
+  cl.Option("--calibration", &a.calibration);
+  if (allowed("-o")) cl.Option("-o", &a.output);
+  if (allowed("--policy")) cl.Option("--policy", &a.policy);
+  if (allowed("--benchmark")) cl.Flag("--benchmark", &a.benchmark);
+  if (allowed("--fewest-bytes")) cl.Flag("--fewest-bytes", &a.fewest_bytes);
+  const ParsedArguments parsed = cl.Parse(argc, argv);
+  if (parsed.help) {
+    a.help = true;
+    return a;
+  }
+  if (!parsed.error.empty()) return absl::InvalidArgumentError(parsed.error);
+  if (cl.Given("--device-memory") && a.device_memory_text.empty()) {
+    return absl::InvalidArgumentError("--device-memory needs a size (e.g. 8GiB), not ''");
+  }
+  if (cl.Given("--oversubscription")) {
+    absl::StatusOr<double> v = PositiveNumber("--oversubscription", oversubscription,
+                                              kMinOversubscription, 1e6, "0.000001 to 1000000");
+    if (!v.ok()) return v.status();
+    a.oversubscription = *v;
+  }
+  // Link bandwidth from 1 MB/s to 1 PB/s; a fault batch from 1 ns to 1 s.
+  for (auto [flag, text, out, unit] :
+       {std::tuple{"--h2d-gbps", &h2d, &a.h2d_bytes_per_s, 1e9},
+        std::tuple{"--d2h-gbps", &d2h, &a.d2h_bytes_per_s, 1e9},
+        std::tuple{"--fault-batch-us", &fault_batch, &a.fault_batch_seconds, 1e-6}}) {
+    if (!cl.Given(flag)) continue;
+    absl::StatusOr<double> v = PositiveNumber(flag, *text, 1e-3, 1e6, "0.001 to 1000000");
+    if (!v.ok()) return v.status();
+    *out = *v * unit;
+  }
+  if (cl.Given("--copy-engines")) {
+    if (copy_engines != "1" && copy_engines != "2") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--copy-engines '", copy_engines, "' must be 1 or 2"));
     }
-    const bool takes_value = arg != "--benchmark" && arg != "--fewest-bytes";
-    if (arg.rfind("-", 0) != 0) {
-      if (!a.trace.empty()) return absl::InvalidArgumentError("more than one TRACE given");
-      a.trace = arg;
-      continue;
-    }
-    const bool shared = arg == "--synthetic" || arg == "--device-memory" ||
-                        arg == "--oversubscription" || arg == "--h2d-gbps" || arg == "--d2h-gbps" ||
-                        arg == "--fault-batch-us" || arg == "--copy-engines" ||
-                        arg == "--calibration";
-    if (!shared && !allowed(arg))
-      return absl::InvalidArgumentError(absl::StrCat("unknown flag ", arg));
-    std::string value;
-    if (takes_value) {
-      if (i + 1 >= argc) return absl::InvalidArgumentError(absl::StrCat(arg, " needs a value"));
-      value = argv[++i];
-    }
-    if (arg == "--synthetic") {
-      a.synthetic = value;
-    } else if (arg == "--device-memory") {
-      if (value.empty()) {
-        return absl::InvalidArgumentError("--device-memory needs a size (e.g. 8GiB), not ''");
-      }
-      a.device_memory_text = value;
-    } else if (arg == "--oversubscription") {
-      absl::StatusOr<double> v =
-          PositiveNumber(arg, value, kMinOversubscription, 1e6, "0.000001 to 1000000");
-      if (!v.ok()) return v.status();
-      a.oversubscription = *v;
-    } else if (arg == "--h2d-gbps" || arg == "--d2h-gbps" || arg == "--fault-batch-us") {
-      // Link bandwidth from 1 MB/s to 1 PB/s; a fault batch from 1 ns to 1 s.
-      absl::StatusOr<double> v = PositiveNumber(arg, value, 1e-3, 1e6, "0.001 to 1000000");
-      if (!v.ok()) return v.status();
-      if (arg == "--h2d-gbps") a.h2d_bytes_per_s = *v * 1e9;
-      if (arg == "--d2h-gbps") a.d2h_bytes_per_s = *v * 1e9;
-      if (arg == "--fault-batch-us") a.fault_batch_seconds = *v * 1e-6;
-    } else if (arg == "--copy-engines") {
-      if (value != "1" && value != "2") {
-        return absl::InvalidArgumentError(
-            absl::StrCat("--copy-engines '", value, "' must be 1 or 2"));
-      }
-      a.copy_engines = value == "1" ? 1 : 2;
-    } else if (arg == "--calibration") {
-      a.calibration = value;
-    } else if (arg == "-o") {
-      a.output = value;
-    } else if (arg == "--policy") {
-      a.policy = value;
-    } else if (arg == "--benchmark") {
-      a.benchmark = true;
-    } else if (arg == "--fewest-bytes") {
-      a.fewest_bytes = true;
-    }
+    a.copy_engines = copy_engines == "1" ? 1 : 2;
   }
   if (!a.benchmark && a.trace.empty() == a.synthetic.empty()) {
     return absl::InvalidArgumentError("give exactly one of TRACE or --synthetic NAME");

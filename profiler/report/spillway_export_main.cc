@@ -20,15 +20,10 @@ constexpr const char* kUsage = "usage: spillway-export TRACE --perfetto OUT.json
 int main(int argc, char** argv) {
   namespace report = spillway::report;
   std::string trace, out;
-  CLI::App app;
-  app.add_option("TRACE", trace)->required();
-  app.add_option("--perfetto", out)
-      ->required()
-      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  if (const std::optional<int> done =
-          spillway::ParseCommandLine(app, {"spillway-export", kUsage}, argc, argv)) {
-    return *done;
-  }
+  spillway::CommandLine cl({"spillway-export", kUsage});
+  cl.Positional("TRACE", &trace, /*required=*/true);
+  cl.Option("--perfetto", &out, /*required=*/true);
+  if (const std::optional<int> done = cl.ParseForMain(argc, argv)) return *done;
   if (absl::Status s = spillway::CheckOutputIsNotInput(out, trace, "the trace"); !s.ok()) {
     std::fprintf(stderr, "spillway-export: %s\n", std::string(s.message()).c_str());
     return 2;

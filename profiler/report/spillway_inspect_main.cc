@@ -159,17 +159,14 @@ void PrintSwapCandidates(const report::TraceModel& model, const report::Analysis
 int main(int argc, char** argv) {
   std::string path, top_text;
   bool no_symbolize = false;
-  CLI::App app;
-  app.add_option("TRACE", path)->required();
-  app.add_option("--top", top_text)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  app.add_flag("--no-symbolize", no_symbolize);
-  const spillway::CommandLineTool tool = {
-      "spillway-inspect", kUsage, /*hint_only=*/true, {{"--top", "a number from 1 to 1000"}}};
-  if (const std::optional<int> done = spillway::ParseCommandLine(app, tool, argc, argv)) {
-    return *done;
-  }
+  spillway::CommandLine cl(
+      {"spillway-inspect", kUsage, /*hint_only=*/true, {{"--top", "a number from 1 to 1000"}}});
+  cl.Positional("TRACE", &path, /*required=*/true);
+  cl.Option("--top", &top_text);
+  cl.Flag("--no-symbolize", &no_symbolize);
+  if (const std::optional<int> done = cl.ParseForMain(argc, argv)) return *done;
   size_t top = 5;
-  if (app.count("--top") > 0) {
+  if (cl.Given("--top")) {
     char* end = nullptr;
     const unsigned long n = std::strtoul(top_text.c_str(), &end, 10);
     if (end == top_text.c_str() || *end != '\0' || n == 0 || n > 1000) {

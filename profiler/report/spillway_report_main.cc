@@ -30,16 +30,11 @@ int main(int argc, char** argv) {
   namespace report = spillway::report;
   std::string trace, out;
   bool no_symbolize = false;
-  CLI::App app;
-  app.add_option("TRACE", trace)->required();
-  app.add_option("-o,--output", out)
-      ->required()
-      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  app.add_flag("--no-symbolize", no_symbolize);
-  if (const std::optional<int> done =
-          spillway::ParseCommandLine(app, {"spillway-report", kUsage}, argc, argv)) {
-    return *done;
-  }
+  spillway::CommandLine cl({"spillway-report", kUsage});
+  cl.Positional("TRACE", &trace, /*required=*/true);
+  cl.Option("-o,--output", &out, /*required=*/true);
+  cl.Flag("--no-symbolize", &no_symbolize);
+  if (const std::optional<int> done = cl.ParseForMain(argc, argv)) return *done;
   const bool symbolize = !no_symbolize;
   if (absl::Status s = spillway::CheckOutputIsNotInput(out, trace, "the trace"); !s.ok()) {
     std::fprintf(stderr, "spillway-report: %s\n", std::string(s.message()).c_str());

@@ -1,8 +1,11 @@
-// ParseReplayOptions (replay_options.h) and the usage text.
+// ParseReplayOptions (replay_options.h), read with common/command_line.h, and the usage text.
 #include "workloads/replay/replay_options.h"
+
+#include <string>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/command_line.h"
 #include "common/size.h"
 
 namespace spillway::replay {
@@ -59,61 +62,59 @@ std::string TouchName(int touch) {
 
 absl::StatusOr<ReplayOptions> ParseReplayOptions(int argc, const char* const* argv) {
   ReplayOptions options;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "-h" || arg == "--help") {
-      options.help = true;
-      return options;
-    }
-    if (arg == "--json") {
-      options.json = true;
-      continue;
-    }
-    if (arg.rfind("--", 0) != 0) {
-      if (!options.trace.empty()) {
-        return absl::InvalidArgumentError(absl::StrCat("a second trace '", arg, "'"));
-      }
-      options.trace = arg;
-      continue;
-    }
-    if (i + 1 >= argc) return absl::InvalidArgumentError(absl::StrCat(arg, " needs a value"));
-    const std::string value = argv[++i];
-    const auto count = [&](int min, int* out) -> absl::Status {
-      if (!absl::SimpleAtoi(value, out) || *out < min || *out > 1000000) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(arg, ": '", value, "' is not an integer from ", min, " to 1000000"));
-      }
-      return absl::OkStatus();
-    };
-    absl::Status status;
-    if (arg == "--steps") {
-      status = count(1, &options.steps);
-    } else if (arg == "--warmup") {
-      status = count(0, &options.warmup);
-    } else if (arg == "--alloc") {
-      if (value == "async") {
-        options.alloc = AllocMode::kAsync;
-      } else if (value == "arena") {
-        options.alloc = AllocMode::kArena;
-      } else if (value == "managed") {
-        options.alloc = AllocMode::kManaged;
-      } else {
-        status = absl::InvalidArgumentError(
-            absl::StrCat("--alloc: '", value, "' is not async, arena or managed"));
-      }
-    } else if (arg == "--touch") {
-      status = ParseTouch(value, &options.touch);
-    } else if (arg == "--flip-after-launch") {  // test-only: shows the verification can fail
-      if (!absl::SimpleAtoi(value, &options.flip_after_launch) || options.flip_after_launch == 0) {
-        status = absl::InvalidArgumentError(
-            absl::StrCat(arg, ": '", value, "' is not a launch number from 1"));
-      }
-    } else {
-      status = absl::InvalidArgumentError(absl::StrCat("unknown option '", arg, "'"));
-    }
-    if (!status.ok()) return status;
+  std::string steps, warmup, alloc, touch, flip;
+  CommandLine cl({.name = "spillway-replay",
+                  .usage = kReplayUsage,
+                  .unknown_option = "unknown option '{}'",
+                  .extra_argument = "a second trace '{}'"});
+  cl.Positional("trace", &options.trace, /*required=*/true);
+  cl.Flag("--json", &options.json);
+  cl.Option("--steps", &steps);
+  cl.Option("--warmup", &warmup);
+  cl.Option("--alloc", &alloc);
+  cl.Option("--touch", &touch);
+  cl.Option("--flip-after-launch", &flip);  // test-only
+  const ParsedArguments parsed = cl.Parse(argc, argv);
+  if (parsed.help) {
+    options.help = true;
+    return options;
   }
-  if (options.trace.empty()) return absl::InvalidArgumentError("no trace given");
+  if (!parsed.error.empty()) return absl::InvalidArgumentError(parsed.error);
+  const auto count = [](const std::string& flag, const std::string& value, int min,
+                        int* out) -> absl::Status {
+    if (!absl::SimpleAtoi(value, out) || *out < min || *out > 1000000) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(flag, ": '", value, "' is not an integer from ", min, " to 1000000"));
+    }
+    return absl::OkStatus();
+  };
+  if (cl.Given("--steps")) {
+    if (absl::Status s = count("--steps", steps, 1, &options.steps); !s.ok()) return s;
+  }
+  if (cl.Given("--warmup")) {
+    if (absl::Status s = count("--warmup", warmup, 0, &options.warmup); !s.ok()) return s;
+  }
+  if (cl.Given("--alloc")) {
+    if (alloc == "async") {
+      options.alloc = AllocMode::kAsync;
+    } else if (alloc == "arena") {
+      options.alloc = AllocMode::kArena;
+    } else if (alloc == "managed") {
+      options.alloc = AllocMode::kManaged;
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--alloc: '", alloc, "' is not async, arena or managed"));
+    }
+  }
+  if (cl.Given("--touch")) {
+    if (absl::Status s = ParseTouch(touch, &options.touch); !s.ok()) return s;
+  }
+  // test-only: shows the verification can fail
+  if (cl.Given("--flip-after-launch") &&
+      (!absl::SimpleAtoi(flip, &options.flip_after_launch) || options.flip_after_launch == 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--flip-after-launch: '", flip, "' is not a launch number from 1"));
+  }
   return options;
 }
 
