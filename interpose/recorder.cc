@@ -153,10 +153,6 @@ ShimRecordHost* Host() {
   return host;
 }
 
-std::string ExpandTracePath(const std::string& pattern, long pid) {
-  return ExpandSummaryPath(pattern, pid);
-}
-
 // Launches after the job's last synchronization have their times read here, at exit; when the
 // context is gone anyway the queries fail and those launches are dropped without waiting.
 void CollectTimesAtExit() {
@@ -195,7 +191,7 @@ void EndTiming(uint64_t correlation_id, bool launched, uint64_t stream) {
 
 void StartRecording(const Config& config) {
   if (config.mode != Mode::kRecord) return;
-  record::Start(Host(), config.trace_path, config.trace_list, ExpandTracePath, SPILLWAY_VERSION);
+  record::Start(Host(), config.trace_path, config.trace_list, ExpandSummaryPath, SPILLWAY_VERSION);
 }
 
 uint64_t BeginLaunch(uint64_t stream) {

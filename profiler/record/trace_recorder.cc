@@ -35,7 +35,7 @@ constinit RecordHost* g_host = nullptr;         // set once by Start, lives as l
 constinit std::string* g_pattern = nullptr;     // SPILLWAY_TRACE; set once, never freed
 constinit std::string* g_trace_list = nullptr;  // SPILLWAY_TRACE_LIST; likewise (empty: none)
 constinit std::string* g_version = nullptr;     // spillway's version for the header
-using ExpandFn = std::string (*)(const std::string&, long);
+using ExpandFn = std::string (*)(std::string_view, long);
 constinit ExpandFn g_expand = nullptr;  // "%p" in the pattern -> the pid
 
 // Appends `path` to the launcher's list of this job's traces, one line in one write (O_APPEND: the
@@ -353,7 +353,7 @@ std::string TracePathFor(const std::string& pattern, const std::string& expanded
 }
 
 void Start(RecordHost* host, const std::string& pattern, const std::string& trace_list,
-           std::string (*expand)(const std::string& pattern, long pid),
+           std::string (*expand)(std::string_view pattern, long pid),
            const std::string& spillway_version) {
   g_host = host;
   g_pattern = new std::string(pattern);
@@ -377,7 +377,6 @@ void CloseAtExit() {
 }
 
 void SetKernelTimesFromCupti(bool cupti) { g_cupti_times.store(cupti, std::memory_order_relaxed); }
-bool KernelTimesFromCupti() { return g_cupti_times.load(std::memory_order_relaxed); }
 
 void RecordAlloc(uint64_t address, uint64_t bytes, trace::AllocKind kind, uint64_t stream,
                  uint64_t allocation_id) {

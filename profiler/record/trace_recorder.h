@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "absl/types/span.h"
 #include "profiler/trace/trace_records.h"
@@ -64,7 +65,7 @@ inline bool Recording() { return g_recording.load(std::memory_order_relaxed); }
 // line of `trace_list` (none when empty). No file is created yet. Registers the fork handlers.
 // `host` lives as long as the process.
 void Start(RecordHost* host, const std::string& pattern, const std::string& trace_list,
-           std::string (*expand)(const std::string& pattern, long pid),
+           std::string (*expand)(std::string_view pattern, long pid),
            const std::string& spillway_version);
 
 // Closes the trace (flush, end record). At exit; makes no driver call.
@@ -72,7 +73,6 @@ void CloseAtExit();
 
 // Kernel times come from CUPTI rather than events (CUPTI started when the trace opened).
 void SetKernelTimesFromCupti(bool cupti);
-bool KernelTimesFromCupti();
 
 // ---- events; each opens the trace on first use ----
 

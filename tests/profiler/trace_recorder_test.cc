@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <map>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -69,8 +70,8 @@ std::string Dir() {
   return dir;
 }
 
-std::string Expand(const std::string& pattern, long pid) {
-  std::string out = pattern;
+std::string Expand(std::string_view pattern, long pid) {
+  std::string out(pattern);
   if (const size_t at = out.find("%p"); at != std::string::npos) {
     out.replace(at, 2, std::to_string(pid));
   }
