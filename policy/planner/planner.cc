@@ -99,13 +99,20 @@ struct HeldRoom {
   uint32_t chunks = 0;
 };
 
-// What a schedule is planned with beyond the rules: RunBelady's `idle_horizon`, the launches whose
-// loads are decided early, and the room held free at the step's end.
+// What a schedule is planned with beyond the rules: RunBelady's `idle_horizon` and `dead_weight`,
+// the launches whose loads are decided early, and the room held free at the step's end.
 struct Knobs {
   uint64_t idle_horizon = 0;
+  double dead_weight = kDeadFirst;
   EarlyLoads early;
   HeldRoom held;
 };
+
+// The dead-data weights PlanPolicy starts from (RunBelady's `dead_weight`): dead data first, as
+// Belady's choice; only when nothing else can go; ranked as if used at its free. The engine
+// writes dead data back (docs/policy.md, "Following"), so keeping it on the device until its
+// free, where the room is not needed sooner, saves that copy.
+constexpr double kDeadWeights[] = {kDeadFirst, 0, 1};
 
 // RunBelady's reserve for `held` in a step of `n` launches (bytes by position).
 std::vector<uint64_t> ReserveFor(const HeldRoom& held, size_t n) {
@@ -200,7 +207,7 @@ absl::StatusOr<PolicyFile> PlanSchedule(const Workload& w, const PlanOptions& op
   const Replay r = BuildReplay(with_early);
   const uint64_t n = r.launches_per_step;
   const std::vector<uint64_t> reserve = ReserveFor(knobs.held, n);
-  const BeladyRun run = RunBelady(r, cap, knobs.idle_horizon, reserve);
+  const BeladyRun run = RunBelady(r, cap, knobs.idle_horizon, reserve, knobs.dead_weight);
   std::vector<char> takes_early(n, 0);  // launches that take later launches' loads
   for (const auto& [position, launches] : early) {
     if (const std::optional<size_t> from = EarlyFrom(position, launches, n)) takes_early[*from] = 1;
@@ -339,7 +346,7 @@ class PlanSearch {
         n_(w.num_launches()),
         max_bytes_(kMaxExtraBytes *
                    static_cast<double>(std::min(belady.bytes_moved(),
-                                                ChunkLowerBound(w, options.sim).bytes_moved()))) {}
+                                                BeladyBytesWritingDeadDataBack(w, options.sim)))) {}
 
   // Time-aware victims, from the longest horizon (closest to Belady's choices, fewest bytes) to
   // the shortest: where the step alternates between phases bound by different copy engines (a
@@ -503,10 +510,17 @@ class PlanSearch {
   }
 
  private:
+  // The chunk-level bound's bytes with its dead data written back, as the engine does.
+  static uint64_t BeladyBytesWritingDeadDataBack(const Workload& w, const SimOptions& o) {
+    const SimResult bound = ChunkLowerBound(w, o);
+    return bound.bytes_moved() + bound.discarded_bytes;
+  }
+
   // A plan replaces `best` when its simulated step takes under kFaster of `best`'s, it moves at
-  // most kMaxExtraBytes times the bytes of Belady's plan or of the chunk-level bound, whichever
-  // is fewer, and it leaves no more to demand faults than Belady's (a schedule folded from a
-  // replay whose steps decide differently can miss a chunk).
+  // most kMaxExtraBytes times the bytes of the plan the search starts from or of the chunk-level
+  // bound (its dead data written back), whichever is fewer, and it leaves no more to demand faults
+  // than Belady's (a schedule folded from a replay whose steps decide differently can miss a
+  // chunk).
   static constexpr double kFaster = 0.99;
   static constexpr double kMaxExtraBytes = 1.1;
 
@@ -557,11 +571,28 @@ class PlanSearch {
 absl::StatusOr<PolicyFile> PlanPolicy(const Workload& w, const PlanOptions& options,
                                       PlanChoices* choices) {
   if (absl::Status s = ValidateWorkload(w); !s.ok()) return s;
-  absl::StatusOr<PolicyFile> belady_plan = PlanSchedule(w, options, Knobs{});
-  if (!belady_plan.ok()) return belady_plan;
-  const SimResult belady = SimulatePlanned(w, *belady_plan, options.sim);
-  PlanSearch search(w, options, belady);
-  Candidate best{Knobs{}, *std::move(belady_plan), belady.step_seconds, std::nullopt};
+  // Belady's plan, with the dead-data weight under which the engine following the plan is fastest
+  // (the first of equals): the plan's own model and the engine order write-backs differently, and
+  // which weight wins is decided by a few percent (docs/results/models-simgpu.md).
+  std::optional<Candidate> start;
+  std::optional<SimResult> belady;
+  for (const double weight : kDeadWeights) {
+    if (weight != kDeadFirst && !options.keep_dead_data) continue;
+    Knobs knobs;
+    knobs.dead_weight = weight;
+    absl::StatusOr<PolicyFile> plan = PlanSchedule(w, options, knobs);
+    if (!plan.ok()) return plan.status();
+    const SimResult result = SimulatePlanned(w, *plan, options.sim);
+    std::optional<double> engine;  // only where there is a choice
+    if (options.keep_dead_data) {
+      engine = SimulateEngineFollowing(w, *plan, options.sim).step_seconds;
+    }
+    if (start && engine && *engine >= *start->engine_seconds) continue;
+    belady = result;
+    start = Candidate{knobs, *std::move(plan), result.step_seconds, engine};
+  }
+  PlanSearch search(w, options, *belady);
+  Candidate best = *std::move(start);
   if (options.time_aware_victims) {
     if (absl::Status s = search.TimeAwareVictims(best); !s.ok()) return s;
   }
@@ -585,8 +616,13 @@ absl::StatusOr<PolicyFile> PlanPolicy(const Workload& w, const PlanOptions& opti
     if (absl::Status s = search.HostPlacement(best); !s.ok()) return s;
   }
   if (choices != nullptr) {
-    *choices = PlanChoices{best.knobs.idle_horizon, best.knobs.held.from, best.knobs.held.chunks,
-                           best.knobs.early.size(), search.searched(),    search.cut()};
+    *choices = PlanChoices{best.knobs.idle_horizon,
+                           best.knobs.dead_weight,
+                           best.knobs.held.from,
+                           best.knobs.held.chunks,
+                           best.knobs.early.size(),
+                           search.searched(),
+                           search.cut()};
   }
   return std::move(best.plan);
 }

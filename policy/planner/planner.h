@@ -5,11 +5,12 @@
 // room sooner (early loads) and room held free over the step's last launches where the next
 // step's first ones need it (held room); each eviction is issued right after the victim's last
 // use and each load as soon as a device slot is free for it, so transfers run ahead of the
-// kernels that need them; dead data (no use before its free) is discarded, fresh allocations are
-// populated without a copy, and allocations that never move and are small or used constantly are
-// pinned with a generated `keep` rule. Call sites whose persistent allocations are cheaper to
-// read remotely than to move (judged by simulating the step both ways) get a generated `host`
-// rule.
+// kernels that need them; dead data (no use before its free) is discarded (which the engine runs
+// as a write-back) or kept until its free where the engine following the plan is faster so,
+// fresh allocations are populated without a copy, and allocations that never move and are small or
+// used constantly are pinned with a generated `keep` rule. Call sites whose persistent allocations
+// are cheaper to read remotely than to move (judged by simulating the step both ways) get a
+// generated `host` rule.
 #ifndef SPILLWAY_POLICY_PLANNER_PLANNER_H_
 #define SPILLWAY_POLICY_PLANNER_PLANNER_H_
 
@@ -43,6 +44,11 @@ struct PlanOptions {
   // and keep the fastest such plan that is at least 1% faster, in the simulation and with the
   // engine following it, within the same 10% of bytes.
   bool held_room = true;
+  // Also plan with dead data (no use before its free) kept on the device until its free while
+  // anything else can go, and ranked as if used again at its free, and start the searches above
+  // from whichever of those and Belady's choice (dead data first) simulates fastest: the engine
+  // writes dead data back, and kept until its free it leaves without a copy.
+  bool keep_dead_data = true;
   // A bound on the searches above (not on Belady's plan): once the candidate plans simulated add
   // up to this many launches, the remaining tries are skipped and the best plan so far is kept.
   // Planning time grows with it (tens of microseconds per launch simulated). 0: no bound.
@@ -52,6 +58,7 @@ struct PlanOptions {
 // What the search settled on, for people (spillway-plan prints it).
 struct PlanChoices {
   uint64_t idle_horizon = 0;       // time-aware victims' horizon in launches; 0: Belady's victims
+  double dead_weight = -1;         // when dead data is a victim (RunBelady's); -1: first
   uint32_t held_from = 0;          // held room: from this launch to the step's end ...
   uint32_t held_chunks = 0;        // ... this many 2 MiB chunks (0: none)
   size_t early_launches = 0;       // launches whose loads are decided early

@@ -301,7 +301,9 @@ SimResult SimulatePlanned(const Workload& w, const PolicyFile& p, const SimOptio
     uint64_t emergency = 0;
     if (const ScheduleEntry* e = at[item.position]) {
       // evict_absent: where resident (after a launch larger than the device it may not be).
-      for (const std::vector<ChunkRange>* list : {&e->evict_absent, &e->evict}) {
+      // discard: as the engine runs it, a write-back (a copy the plan does not see may still read
+      // what it calls dead: docs/policy.md, "Following").
+      for (const std::vector<ChunkRange>* list : {&e->evict_absent, &e->evict, &e->discard}) {
         for (const ChunkRange& cr : *list) {
           if (!managed(cr.alloc_id)) continue;
           for (uint32_t k = 0; k < cr.num_chunks; ++k) {
@@ -313,15 +315,6 @@ SimResult SimulatePlanned(const Workload& w, const PolicyFile& p, const SimOptio
                               D2HSeconds(o.cost, r.footprint[c])));
             if (on) res.d2h_bytes += r.footprint[c];
           }
-        }
-      }
-      for (const ChunkRange& cr : e->discard) {
-        if (!managed(cr.alloc_id)) continue;
-        for (uint32_t k = 0; k < cr.num_chunks; ++k) {
-          const uint32_t c = r.base[cr.alloc_id] + cr.first_chunk + k;
-          if (!state.resident(c)) continue;
-          release(c, last_end[c]);
-          if (on) res.discarded_bytes += r.footprint[c];
         }
       }
       for (int pass = 0; pass < 2; ++pass) {

@@ -48,32 +48,41 @@ Replay BuildReplay(const Workload& w, int steps) {
   }
   // Next uses, from the end backwards; a free (or an allocation) ends a chunk's life.
   std::vector<uint64_t> next(r.total_chunks, kNoNextUse);
+  std::vector<uint64_t> freed(r.total_chunks, kNoNextUse);
   for (auto it = r.items.rbegin(); it != r.items.rend(); ++it) {
     if (it->kind != StepEvent::Kind::kLaunch) {
       const uint32_t first = r.base[it->alloc_id];
       const uint32_t n = ChunksOf(w.allocation(it->alloc_id).bytes);
       std::fill(next.begin() + first, next.begin() + first + n, kNoNextUse);
+      std::fill(freed.begin() + first, freed.begin() + first + n,
+                it->kind == StepEvent::Kind::kFree ? it->global : kNoNextUse);
       continue;
     }
     it->next_use.resize(it->chunks.size());
+    it->freed_at.resize(it->chunks.size());
     for (size_t i = 0; i < it->chunks.size(); ++i) {
       it->next_use[i] = next[it->chunks[i]];
+      it->freed_at[i] = it->next_use[i] == kNoNextUse ? freed[it->chunks[i]] : kNoNextUse;
       next[it->chunks[i]] = it->global;
+      freed[it->chunks[i]] = kNoNextUse;
     }
   }
   return r;
 }
 
 BeladyRun RunBelady(const Replay& r, uint64_t capacity_bytes, uint64_t idle_horizon,
-                    const std::vector<uint64_t>& reserve) {
+                    const std::vector<uint64_t>& reserve, double dead_weight) {
   BeladyRun run;
-  // Resident chunks by next use, farthest on top: a heap whose entries go stale (the chunk left,
-  // or was used again and has a newer entry) and are dropped when they reach the top.
-  std::priority_queue<std::pair<uint64_t, uint32_t>> resident;  // (next use, chunk)
+  // Resident chunks by rank (next use), farthest on top: a heap whose entries go stale (the chunk
+  // left, or was used again and has a newer entry) and are dropped when they reach the top.
+  std::priority_queue<std::pair<uint64_t, uint32_t>> resident;  // (rank, chunk)
   // (last use, chunk), longest unused first: only for time-aware victims (`idle_horizon`).
   std::set<std::pair<uint64_t, uint32_t>> by_age;
   const bool aging = idle_horizon > 0;
+  // key: the next use (kNoNextUse: dead); rank: what victims are chosen by (the next use, or
+  // for dead data with `dead_weight` >= 0 the use it ranks as).
   std::vector<uint64_t> key(r.total_chunks, kNoNextUse);
+  std::vector<uint64_t> rank(r.total_chunks, kNoNextUse);
   std::vector<uint64_t> last_use(r.total_chunks, 0);
   std::vector<char> is_resident(r.total_chunks, 0);
   std::vector<char> in_launch(r.total_chunks, 0);  // touched by the launch being decided
@@ -84,8 +93,8 @@ BeladyRun RunBelady(const Replay& r, uint64_t capacity_bytes, uint64_t idle_hori
   // (their next use changes) once it is decided.
   auto farthest = [&]() -> std::optional<uint32_t> {
     while (!resident.empty()) {
-      const auto [next_use, c] = resident.top();
-      if (is_resident[c] && key[c] == next_use && !in_launch[c]) return c;
+      const auto [top_rank, c] = resident.top();
+      if (is_resident[c] && rank[c] == top_rank && !in_launch[c]) return c;
       resident.pop();
     }
     return std::nullopt;
@@ -149,10 +158,10 @@ BeladyRun RunBelady(const Replay& r, uint64_t capacity_bytes, uint64_t idle_hori
           break;
         }
         const uint64_t far = item.global + idle_horizon;
-        if (aging && key[*v] != kNoNextUse && key[*v] >= far) {
+        if (aging && rank[*v] != kNoNextUse && rank[*v] >= far) {
           // Some chunk is not needed within the horizon: the longest unused of them.
           for (const auto& [unused_since, candidate] : by_age) {
-            if (key[candidate] >= far) {
+            if (rank[candidate] >= far) {
               v = candidate;
               break;
             }
@@ -172,7 +181,13 @@ BeladyRun RunBelady(const Replay& r, uint64_t capacity_bytes, uint64_t idle_hori
       in_launch[c] = 0;
       key[c] = item.next_use[i];
       last_use[c] = item.global;
-      resident.push({key[c], c});
+      rank[c] = key[c];
+      if (key[c] == kNoNextUse && dead_weight >= 0 && item.freed_at[i] != kNoNextUse) {
+        rank[c] =
+            item.global + static_cast<uint64_t>(
+                              dead_weight * static_cast<double>(item.freed_at[i] - item.global));
+      }
+      resident.push({rank[c], c});
       if (aging) by_age.insert({last_use[c], c});
     }
     // A launch larger than the budget: back down to it before the next launch, farthest next use

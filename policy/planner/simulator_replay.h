@@ -26,6 +26,9 @@ struct ReplayItem {
   uint64_t global = 0;             // launch index over all steps (likewise)
   std::vector<uint32_t> chunks;    // kLaunch: distinct chunks touched
   std::vector<uint64_t> next_use;  // per chunk: global index of its next use, or kNoNextUse
+  // per chunk with no next use: the global index of the launch after its allocation's free (its
+  // data is dead until then), or kNoNextUse when the replay does not free it
+  std::vector<uint64_t> freed_at;
 };
 
 struct Replay {
@@ -71,9 +74,17 @@ struct BeladyRun {
 // "Time-aware victims"). With `reserve` (bytes by launch position in the step; empty: none), the
 // budget at each position is that many bytes smaller: what is over it goes out before the launch,
 // farthest next use first, as evictions marked `held` (the planner's held room, planner.cc).
+//
+// `dead_weight` says when dead data (a chunk with no use before its allocation's free) is a
+// victim. Negative (kDeadFirst): before anything else, as dropping it costs nothing. From 0 on,
+// it ranks as if its next use came `dead_weight` times the launches from its last use to its
+// free after that last use (0: only when nothing else can go; 1: at its free), for a schedule
+// whose executor writes dead data back rather than drop it (the residency engine does: a copy
+// the plan does not see may still read it), where keeping it until its free costs no copy.
 // REQUIRES: `capacity_bytes` >= kChunkBytes.
+inline constexpr double kDeadFirst = -1;
 BeladyRun RunBelady(const Replay& r, uint64_t capacity_bytes, uint64_t idle_horizon = 0,
-                    const std::vector<uint64_t>& reserve = {});
+                    const std::vector<uint64_t>& reserve = {}, double dead_weight = kDeadFirst);
 
 }  // namespace spillway::policy
 

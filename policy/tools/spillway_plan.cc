@@ -68,6 +68,7 @@ int Main(int argc, char** argv) {
   options.time_aware_victims = !args->fewest_bytes;
   options.early_loads = !args->fewest_bytes;
   options.held_room = !args->fewest_bytes;
+  options.keep_dead_data = !args->fewest_bytes;
   if (const std::string over = LargerThanDeviceWarning(*w, options.sim.capacity_bytes());
       !over.empty()) {
     std::fprintf(stderr, "spillway plan: warning: %s\n", over.c_str());
@@ -105,8 +106,11 @@ int Main(int argc, char** argv) {
       choices.held_chunks == 0
           ? "no held room"
           : absl::StrCat(choices.held_chunks, " chunks held from launch ", choices.held_from);
-  std::printf("planned with: %s; %s; early loads at %zu launch%s; %llu launches simulated\n",
-              victims.c_str(), held.c_str(), choices.early_launches,
+  const std::string dead = choices.dead_weight < 0    ? "dead data sent out first"
+                           : choices.dead_weight == 0 ? "dead data kept while anything else can go"
+                                                      : "dead data ranked as used at its free";
+  std::printf("planned with: %s; %s; %s; early loads at %zu launch%s; %llu launches simulated\n",
+              victims.c_str(), dead.c_str(), held.c_str(), choices.early_launches,
               choices.early_launches == 1 ? "" : "es",
               static_cast<unsigned long long>(choices.searched_launches));
   return 0;

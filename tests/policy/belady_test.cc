@@ -1,9 +1,11 @@
 // RunBelady (policy/planner/simulator_replay.h) against a plain reference: the same replacement
 // written with a scan over every resident chunk at each choice, on random steps (persistent and
 // step-local allocations, some ending in a partial chunk that takes only its 4 KiB pages, launches
-// touching random chunk ranges), with Belady's victims, time-aware victims and held room. RunBelady
+// touching random chunk ranges), with Belady's victims, time-aware victims, held room and each
+// way of ranking dead data; and BuildReplay's next uses and frees against a forward scan. RunBelady
 // keeps its candidates in a heap with stale entries; any difference in a victim, a load or a free
 // shows up as a different event.
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <random>
@@ -69,10 +71,12 @@ Workload RandomStep(std::mt19937& rng, int persistent, int local, int launches) 
 
 // The replacement RunBelady makes, with a scan for every victim.
 BeladyRun ReferenceBelady(const Replay& r, uint64_t capacity, uint64_t idle_horizon,
-                          const std::vector<uint64_t>& reserve) {
+                          const std::vector<uint64_t>& reserve, double dead_weight) {
   BeladyRun run;
   const uint32_t n = r.total_chunks;
-  std::vector<uint64_t> key(n, kNoNextUse), last_use(n, 0);
+  // key: next use; rank: what victims are chosen by (dead data with a weight: its last use plus
+  // the weight times the launches until its free).
+  std::vector<uint64_t> key(n, kNoNextUse), rank(n, kNoNextUse), last_use(n, 0);
   std::vector<char> resident(n, 0), own(n, 0), fresh(n, 1);
   uint64_t bytes = 0;  // resident
   // Resident, not the launch's: the largest (next use, chunk), or with a horizon the smallest
@@ -81,15 +85,15 @@ BeladyRun ReferenceBelady(const Replay& r, uint64_t capacity, uint64_t idle_hori
     std::optional<uint32_t> far;
     for (uint32_t c = 0; c < n; ++c) {
       if (!resident[c] || own[c]) continue;
-      if (!far || std::make_pair(key[c], c) > std::make_pair(key[*far], *far)) far = c;
+      if (!far || std::make_pair(rank[c], c) > std::make_pair(rank[*far], *far)) far = c;
     }
-    if (!far || !horizon || idle_horizon == 0 || key[*far] == kNoNextUse ||
-        key[*far] < now + idle_horizon) {
+    if (!far || !horizon || idle_horizon == 0 || rank[*far] == kNoNextUse ||
+        rank[*far] < now + idle_horizon) {
       return far;
     }
     std::optional<uint32_t> oldest;
     for (uint32_t c = 0; c < n; ++c) {
-      if (!resident[c] || own[c] || key[c] < now + idle_horizon) continue;
+      if (!resident[c] || own[c] || rank[c] < now + idle_horizon) continue;
       if (!oldest || std::make_pair(last_use[c], c) < std::make_pair(last_use[*oldest], *oldest)) {
         oldest = c;
       }
@@ -145,8 +149,14 @@ BeladyRun ReferenceBelady(const Replay& r, uint64_t capacity, uint64_t idle_hori
     }
     for (size_t i = 0; i < item.chunks.size(); ++i) {
       own[item.chunks[i]] = 0;
-      key[item.chunks[i]] = item.next_use[i];
-      last_use[item.chunks[i]] = item.global;
+      const uint32_t c = item.chunks[i];
+      key[c] = rank[c] = item.next_use[i];
+      if (key[c] == kNoNextUse && dead_weight >= 0 && item.freed_at[i] != kNoNextUse) {
+        rank[c] =
+            item.global + static_cast<uint64_t>(
+                              dead_weight * static_cast<double>(item.freed_at[i] - item.global));
+      }
+      last_use[c] = item.global;
     }
     // A launch that needed more than the capacity: back down to it, farthest next use first.
     while (overcommitted && bytes > cap) {
@@ -156,6 +166,32 @@ BeladyRun ReferenceBelady(const Replay& r, uint64_t capacity, uint64_t idle_hori
     }
   }
   return run;
+}
+
+// BuildReplay's next use and free of each launch's chunks, by a forward scan from the launch.
+void ExpectNextUsesAndFrees(const Replay& r) {
+  for (size_t i = 0; i < r.items.size(); ++i) {
+    const ReplayItem& item = r.items[i];
+    if (item.kind != StepEvent::Kind::kLaunch) continue;
+    for (size_t k = 0; k < item.chunks.size(); ++k) {
+      const uint32_t c = item.chunks[k];
+      uint64_t next = kNoNextUse, freed = kNoNextUse;
+      for (size_t j = i + 1; j < r.items.size(); ++j) {
+        const ReplayItem& later = r.items[j];
+        if (later.kind == StepEvent::Kind::kLaunch) {
+          if (std::find(later.chunks.begin(), later.chunks.end(), c) == later.chunks.end())
+            continue;
+          next = later.global;
+          break;
+        }
+        if (later.alloc_id != r.owner[c]) continue;
+        if (later.kind == StepEvent::Kind::kFree) freed = later.global;
+        break;
+      }
+      ASSERT_EQ(item.next_use[k], next) << "launch " << item.global << ", chunk " << c;
+      ASSERT_EQ(item.freed_at[k], freed) << "launch " << item.global << ", chunk " << c;
+    }
+  }
 }
 
 bool SameEvent(const BeladyEvent& a, const BeladyEvent& b) {
@@ -171,6 +207,7 @@ TEST(Belady, MatchesAScanOfEveryResidentChunkOnRandomSteps) {
     const Workload w = RandomStep(rng, 2 + rng() % 6, rng() % 5, 4 + rng() % 20);
     ASSERT_TRUE(ValidateWorkload(w).ok()) << ValidateWorkload(w);
     const Replay r = BuildReplay(w);
+    ASSERT_NO_FATAL_FAILURE(ExpectNextUsesAndFrees(r));
     const uint64_t capacity = (1 + rng() % 8) * kChunkBytes + rng() % 512 * kPieceBytes;
     const uint64_t horizon = trial % 3 == 0 ? 0 : rng() % (2 * r.launches_per_step);
     std::vector<uint64_t> reserve;
@@ -180,10 +217,11 @@ TEST(Belady, MatchesAScanOfEveryResidentChunkOnRandomSteps) {
         reserve[p] = (1 + rng() % 2) * kChunkBytes;
       }
     }
-    const BeladyRun got = RunBelady(r, capacity, horizon, reserve);
-    const BeladyRun want = ReferenceBelady(r, capacity, horizon, reserve);
-    SCOPED_TRACE(testing::Message()
-                 << "trial " << trial << ", capacity " << capacity << ", horizon " << horizon);
+    const double dead_weight = trial % 5 < 2 ? kDeadFirst : (trial % 5 - 2) * 0.75;
+    const BeladyRun got = RunBelady(r, capacity, horizon, reserve, dead_weight);
+    const BeladyRun want = ReferenceBelady(r, capacity, horizon, reserve, dead_weight);
+    SCOPED_TRACE(testing::Message() << "trial " << trial << ", capacity " << capacity
+                                    << ", horizon " << horizon << ", dead weight " << dead_weight);
     ASSERT_EQ(got.overcommit_chunks, want.overcommit_chunks);
     ASSERT_EQ(got.events.size(), want.events.size());
     for (size_t i = 0; i < got.events.size(); ++i) {
