@@ -30,7 +30,6 @@
 #include <utility>
 #include <vector>
 
-#include "absl/functional/function_ref.h"
 #include "policy/engine/access_set.h"
 #include "policy/engine/allocation_registry.h"
 #include "policy/engine/arena_chunks.h"
