@@ -13,7 +13,9 @@ spillway-replay (docs/workloads.md) in each of these ways, as one table per mode
            user plans a job, B the engine's budget at that device size (from a run's summary)
 
 The device of a run at factor F has peak / F bytes (SIMGPU_MEMORY; peak = the trace's peak live
-bytes). Each run replays --steps steps and reports the mean step time (simgpu's virtual clock)
+bytes), and spillway's budget is all of it (`spillway run --device-memory`): simgpu's memory holds
+nothing but the job's allocations, where spillway's default budget leaves 5% of a GPU for what a
+job takes outside them (docs/engine.md, "Settings"), as --gpu's ballast headroom does. Each run replays --steps steps and reports the mean step time (simgpu's virtual clock)
 over those after --warmup (--touch 64KiB by default: 8 bytes checked every 64 KiB of each access,
 simgpu's virtual times the same as with page, docs/workloads.md). Three bounds per factor:
 `simulate`, the `bound` row of `spillway simulate TRACE --device-memory` (Belady over 2 MiB
@@ -104,7 +106,7 @@ def replay(out, trace, memory, way, args, policy=None, tmp=None):
         cmd = launcher + ["--"] + cmd
     elif way not in ("ideal", "managed"):
         launcher = [os.path.join(out, "spillway"), "run", "--simgpu", "--quiet",
-                    "--summary", summary_path]
+                    "--device-memory", str(memory), "--summary", summary_path]
         if way in ("none", "lru", "learned"):
             launcher += ["--eviction", way]
         if way == "planned":
