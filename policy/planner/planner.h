@@ -46,8 +46,9 @@ struct PlanOptions {
   bool held_room = true;
   // Also plan with dead data (no use before its free) kept on the device until its free while
   // anything else can go, and ranked as if used again at its free, and start the searches above
-  // from whichever of those and Belady's choice (dead data first) simulates fastest: the engine
-  // writes dead data back, and kept until its free it leaves without a copy.
+  // from whichever of those and Belady's choice (dead data first) the engine, replayed following
+  // it, runs fastest: the engine writes dead data back, and kept until its free it leaves without
+  // a copy.
   bool keep_dead_data = true;
   // A bound on the searches above (not on Belady's plan): once the candidate plans simulated add
   // up to this many launches, the remaining tries are skipped and the best plan so far is kept.
