@@ -10,13 +10,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "policy/plan/step_signature.h"
+#include "policy/planner/schedule_closure.h"
 #include "policy/planner/simulator_replay.h"
 #include "policy/planner/simulator_residency.h"
 
 namespace spillway::policy {
 namespace {
 
-enum class Move { kEvict, kEvictAbsent, kDiscard, kPrefetch, kPopulate };
+using Move = ChunkMoveKind;
 
 // Appends chunk `c` to `ranges`, extending the last range when contiguous.
 void AppendChunk(std::vector<ChunkRange>& ranges, const Replay& r, uint32_t c) {
@@ -268,14 +269,29 @@ absl::StatusOr<PolicyFile> PlanSchedule(const Workload& w, const PlanOptions& op
       }
     }
   }
-  // Fold global issue positions onto the step (earlier steps' positions wrap around).
-  std::map<uint32_t, ScheduleEntry> entries;
+  // Fold global issue positions onto the step (earlier steps' positions wrap around), and close
+  // the step over its own repetition: Belady's run is not periodic (schedule_closure.h).
+  FoldedSchedule folded(n);
   for (auto& [global, list] : moves) {
-    const uint32_t position = static_cast<uint32_t>(global % n);
-    ScheduleEntry& entry = entries[position];
-    entry.position = position;
     std::sort(list.begin(), list.end(),
               [](const auto& a, const auto& b) { return a.second < b.second; });
+    for (const auto& [move, chunk] : list) folded[global % n].push_back(ChunkMove{move, chunk});
+  }
+  std::vector<char> excluded(r.total_chunks, 0);  // paged in and out by a launch past the budget
+  for (const BeladyEvent& e : run.events) {
+    if (e.step == kMeasuredStep && e.overcommit) excluded[e.chunk] = 1;
+  }
+  std::vector<uint64_t> budget(n, cap);
+  for (size_t q = 0; q < reserve.size() && q < n; ++q) {
+    budget[q] = cap > reserve[q] + kChunkBytes ? cap - reserve[q] : kChunkBytes;
+  }
+  CloseSchedule(r, cap, budget, excluded, kRecentUseGuard, &folded);
+  std::map<uint32_t, ScheduleEntry> entries;
+  for (uint32_t position = 0; position < n; ++position) {
+    const std::vector<ChunkMove>& list = folded[position];
+    if (list.empty()) continue;
+    ScheduleEntry& entry = entries[position];
+    entry.position = position;
     for (const auto& [move, chunk] : list) {
       switch (move) {
         case Move::kEvict:

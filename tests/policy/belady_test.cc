@@ -14,60 +14,10 @@
 #include "gtest/gtest.h"
 #include "policy/plan/workload_model.h"
 #include "policy/planner/simulator_replay.h"
+#include "tests/policy/random_step.h"
 
 namespace spillway::policy {
 namespace {
-
-// A step of `launches` launches over `persistent` persistent allocations and a few step-local
-// ones, each allocated just before its first launch and freed just after its last.
-Workload RandomStep(std::mt19937& rng, int persistent, int local, int launches) {
-  Workload w;
-  w.name = "random";
-  const int total = persistent + local;
-  for (int i = 0; i < total; ++i) {
-    WorkloadAllocation a;
-    a.id = static_cast<uint64_t>(i + 1);
-    a.bytes = (1 + rng() % 4) * kChunkBytes;
-    if (rng() % 2 == 0) a.bytes -= 1 + rng() % (kChunkBytes - 1);  // a partial last chunk
-    a.persistent = i < persistent;
-    w.allocations.push_back(a);
-  }
-  std::vector<std::vector<ChunkRange>> accesses(launches);
-  std::vector<int> first(total + 1, -1), last(total + 1, -1);
-  for (int l = 0; l < launches; ++l) {
-    const int ranges = 1 + static_cast<int>(rng() % 3);
-    for (int k = 0; k < ranges; ++k) {
-      const uint64_t id = 1 + rng() % total;
-      const uint32_t chunks = ChunksOf(w.allocation(id).bytes);
-      const uint32_t start = rng() % chunks;
-      accesses[l].push_back(
-          ChunkRange{id, start, 1 + static_cast<uint32_t>(rng() % (chunks - start))});
-      if (first[id] < 0) first[id] = l;
-      last[id] = l;
-    }
-  }
-  for (int l = 0; l < launches; ++l) {
-    for (int id = persistent + 1; id <= total; ++id) {
-      if (first[id] == l)
-        w.step.push_back(StepEvent{StepEvent::Kind::kAlloc, static_cast<uint64_t>(id), {}});
-    }
-    StepEvent e;
-    e.launch.kernel = "k";
-    e.launch.accesses = accesses[l];
-    w.step.push_back(e);
-    for (int id = persistent + 1; id <= total; ++id) {
-      if (last[id] == l)
-        w.step.push_back(StepEvent{StepEvent::Kind::kFree, static_cast<uint64_t>(id), {}});
-    }
-  }
-  // A step-local allocation no launch touched is allocated and freed at the step's end.
-  for (int id = persistent + 1; id <= total; ++id) {
-    if (first[id] >= 0) continue;
-    w.step.push_back(StepEvent{StepEvent::Kind::kAlloc, static_cast<uint64_t>(id), {}});
-    w.step.push_back(StepEvent{StepEvent::Kind::kFree, static_cast<uint64_t>(id), {}});
-  }
-  return w;
-}
 
 // The replacement RunBelady makes, with a scan for every victim.
 BeladyRun ReferenceBelady(const Replay& r, uint64_t capacity, uint64_t idle_horizon,
