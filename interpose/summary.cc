@@ -69,6 +69,7 @@ std::string FormatSummary(const SummaryData& data) {
       sum.prefetch_bytes += a.prefetch_bytes;
       sum.populate_bytes += a.populate_bytes;
       sum.mismatches += a.mismatches;
+      sum.unscheduled_load_bytes += a.unscheduled_load_bytes;
       sum.host_placements += a.host_placements;
       sum.host_bytes += a.host_bytes;
       sum.host_failures += a.host_failures;
@@ -92,6 +93,7 @@ std::string FormatSummary(const SummaryData& data) {
     json.Key("prefetch_bytes").Uint(sum.prefetch_bytes);
     json.Key("populate_bytes").Uint(sum.populate_bytes);
     json.Key("mismatches").Uint(sum.mismatches);
+    json.Key("unscheduled_load_bytes").Uint(sum.unscheduled_load_bytes);
     json.Key("host_placements").Uint(sum.host_placements);
     json.Key("host_bytes").Uint(sum.host_bytes);
     json.Key("host_failures").Uint(sum.host_failures);

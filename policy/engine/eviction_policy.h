@@ -78,6 +78,10 @@ struct ScheduleAdherence {
   uint64_t prefetch_bytes = 0;
   uint64_t populate_bytes = 0;
   uint64_t mismatches = 0;  // times the job left the planned step (the learned policy took over)
+  // Bytes the engine loaded for a launch the schedule left them absent for (filled by the engine,
+  // not the policy): the residency following began with differed from the plan's, or the plan
+  // does not match the step exactly.
+  uint64_t unscheduled_load_bytes = 0;
   uint64_t host_placements = 0;  // allocations a host rule placed on the host (advice accepted)
   uint64_t host_bytes = 0;       // their bytes
   uint64_t host_failures = 0;    // placements the device refused (those allocations are swapped)

@@ -462,6 +462,26 @@ int ResidencyEngine::Issue(const std::vector<PlannedMove>& moves, Stream stream,
   return failures;
 }
 
+uint64_t ResidencyEngine::LoadWhatFits(const std::vector<uint64_t>& ids, Stream stream,
+                                       uint64_t* own_room, std::vector<PlannedMove>* moves,
+                                       std::vector<OrderWait>* waits) {
+  uint64_t loaded = 0;
+  for (const uint64_t id : ids) {
+    const auto it = tracked_.find(id);
+    if (it == tracked_.end() || it->second.resident || it->second.on_host) continue;
+    if (schedule_source_ != nullptr && !schedule_source_->MayPrefetch(it->first)) continue;
+    if (fixed_bytes_ + resident_bytes_ + it->second.footprint > budget_bytes_) continue;
+    t_room_waits.clear();
+    TakeRoom(it->second, stream, /*on_side=*/false, own_room, &t_room_waits);
+    for (const uint64_t seq : t_room_waits) waits->push_back(OrderWait{moves->size(), seq});
+    it->second.resident = true;
+    resident_bytes_ += it->second.footprint;
+    moves->push_back(PlannedMove{true, it->first, it->second.base, it->second.size});
+    loaded += it->second.size;
+  }
+  return loaded;
+}
+
 void ResidencyEngine::PlanOwnMoves(const std::vector<uint64_t>& ids, uint64_t needed,
                                    uint64_t stamp, Stream stream, std::vector<PlannedMove>* moves,
                                    std::vector<LastUse>* last_uses, std::vector<OrderWait>* waits,
@@ -489,20 +509,8 @@ void ResidencyEngine::PlanOwnMoves(const std::vector<uint64_t>& ids, uint64_t ne
     moves->push_back(PlannedMove{false, victim, tracked.base, tracked.size});
   }
   if (own_seq != 0 && moves->size() > first) moves->back().seq = own_seq;
-  // Prefetch what fits (each after the events of the room it takes); what does not is left to
-  // demand paging.
-  for (const uint64_t id : ids) {
-    const auto it = tracked_.find(id);
-    if (it == tracked_.end() || it->second.resident) continue;
-    if (schedule_source_ != nullptr && !schedule_source_->MayPrefetch(it->first)) continue;
-    if (fixed_bytes_ + resident_bytes_ + it->second.footprint > budget_bytes_) continue;
-    t_room_waits.clear();
-    TakeRoom(it->second, stream, /*on_side=*/false, &own_room, &t_room_waits);
-    for (const uint64_t seq : t_room_waits) waits->push_back(OrderWait{moves->size(), seq});
-    it->second.resident = true;
-    resident_bytes_ += it->second.footprint;
-    moves->push_back(PlannedMove{true, it->first, it->second.base, it->second.size});
-  }
+  // Prefetch what fits; what does not is left to demand paging.
+  LoadWhatFits(ids, stream, &own_room, moves, waits);
   // The own evictions' room left over is free for others once this stream has run them.
   if (own_seq != 0) room_.Add(own_seq, stream, own_room);
 }
@@ -597,6 +605,15 @@ int ResidencyEngine::OnLaunch(const AccessSet& access, const std::vector<uint64_
     t_launch_waited.clear();
     if (!scheduled) {
       PlanOwnMoves(ids, needed, stamp, stream, &moves, &t_own_last_uses, &t_own_waits);
+    } else {
+      // The schedule leaves some of this launch's data absent: the residency following began
+      // with is not the one the plan starts from (the learned policy's, before), or the plan does
+      // not match the step exactly. What fits beside what is resident is loaded before the
+      // kernel, as the learned policy would, so the device does not page it in behind the
+      // engine's count; nothing is evicted for it (the plan's residency stays as planned).
+      uint64_t no_own_room = 0;
+      unscheduled_load_bytes_.fetch_add(
+          LoadWhatFits(ids, stream, &no_own_room, &moves, &t_own_waits), std::memory_order_relaxed);
     }
     if (side && !scheduled) batch = PlanLookahead(stamp, stream, access_bytes, &side_moves);
     if (predictor_ != nullptr && predictor_->prediction_horizon() != 0) {

@@ -178,6 +178,11 @@ class ResidencyEngine {
   // sorted, when given), then brings in each
   // of `ids` not on the device that the policy lets in and the budget has room for, after the
   // events of the room it takes. Appends to `moves`, `last_uses` and `waits` (for Issue).
+  // REQUIRES: mutex_ held. Prefetches, on `stream`, those of `ids` that are neither resident nor
+  // placed on the host and fit beside what is resident (evicting nothing), each after the room it
+  // takes (`own_room` first: room this launch's own evictions made; `waits`). Returns their bytes.
+  uint64_t LoadWhatFits(const std::vector<uint64_t>& ids, Stream stream, uint64_t* own_room,
+                        std::vector<PlannedMove>* moves, std::vector<OrderWait>* waits);
   void PlanOwnMoves(const std::vector<uint64_t>& ids, uint64_t needed, uint64_t stamp,
                     Stream stream, std::vector<PlannedMove>* moves, std::vector<LastUse>* last_uses,
                     std::vector<OrderWait>* waits, const std::vector<uint64_t>* keep = nullptr);
@@ -233,7 +238,7 @@ class ResidencyEngine {
   // The order events (the room ledger's and the schedule's), created once outside the lock;
   // false when the device cannot.
   bool OrderEventsReady();
-  static constexpr size_t kOrderEvents = 2048;
+  static constexpr size_t kOrderEvents = 8192;
   Event OrderEvent(uint64_t seq) const { return order_events_[seq % kOrderEvents]; }
   // Records order event `seq` on `stream`. The room ledger and the schedule take an order event
   // half the ring older than the newest as complete (RoomLedger::Trim, and a launch's wait for a
@@ -271,6 +276,9 @@ class ResidencyEngine {
   ScheduleExecutor schedule_;                       // the schedule's execution; guarded by mutex_
   std::atomic<uint64_t> prefetch_bytes_{0};
   std::atomic<uint64_t> lookahead_bytes_{0};
+  // Of prefetch_bytes, those loaded while following a schedule for a launch it left them absent
+  // for (LoadWhatFits; ScheduleAdherence::unscheduled_load_bytes).
+  std::atomic<uint64_t> unscheduled_load_bytes_{0};
   std::atomic<uint64_t> evict_bytes_{0};
   std::atomic<uint64_t> discard_bytes_{0};
   std::atomic<uint64_t> overwrite_discard_bytes_{0};

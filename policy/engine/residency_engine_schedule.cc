@@ -15,6 +15,7 @@ bool ResidencyEngine::adherence(ScheduleAdherence* out) const {
   const ScheduleAdherence* a = Adherence();
   if (a == nullptr) return false;
   *out = *a;
+  out->unscheduled_load_bytes = unscheduled_load_bytes_.load(std::memory_order_relaxed);
   return true;
 }
 

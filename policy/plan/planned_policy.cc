@@ -113,6 +113,10 @@ class PlannedPolicy final : public EvictionPolicy,
   void ObserveLaunch(const LaunchView& launch) override {
     FlushPieceForgets();
     learned_->ObserveLaunch(planner_ ? LearnedView(launch) : launch);
+    // Whoever decides, and while recording: at an alignment, the step just seen says which
+    // persistent allocations the step uses (Align).
+    ++launches_seen_;
+    for (size_t i = 0; i < launch.count; ++i) used_at_[launch.ids[i]] = launches_seen_;
     // A plan made at this launch has counted it already (TryPlan).
     if (recording_ && Record(launch)) return;
     if (!usable_) return;
@@ -120,9 +124,6 @@ class PlannedPolicy final : public EvictionPolicy,
       PlanPosition();
     } else if (aligned_) {
       ++position_;  // the trial lets the learned policy decide this step
-    } else {
-      ++unaligned_launches_;
-      for (size_t i = 0; i < launch.count; ++i) used_at_[launch.ids[i]] = unaligned_launches_;
     }
     Event(WholeLaunchToken(launch), kShapeLaunch);
   }
@@ -614,11 +615,9 @@ class PlannedPolicy final : public EvictionPolicy,
     std::vector<uint64_t> persistent_bytes;
     for (const uint64_t id : live) {
       const auto used = used_at_.find(id);
-      const bool in_step =
-          used != used_at_.end() && used->second + file_.launches > unaligned_launches_;
+      const bool in_step = used != used_at_.end() && used->second + file_.launches > launches_seen_;
       persistent_bytes.push_back(in_step ? sizes_.at(id) : 0);
     }
-    used_at_.clear();
     on_at_start_ = OnDeviceAtStepStart(file_, persistent_bytes);
     reconcile_ = true;
     unmatched_events_ = 0;
@@ -891,9 +890,9 @@ class PlannedPolicy final : public EvictionPolicy,
   // out at the first position followed after the learned policy decided (reconcile_).
   std::vector<ChunkRange> off_at_start_;
   std::vector<ChunkRange> on_at_start_;  // and brought in then (OnDeviceAtStepStart)
-  // Until aligned: the launches seen, and the newest launch that used each live allocation (which
-  // persistent allocations the step uses).
-  uint64_t unaligned_launches_ = 0;
+  // The launches seen, and the newest launch that used each live allocation (which persistent
+  // allocations the step uses).
+  uint64_t launches_seen_ = 0;
   absl::flat_hash_map<uint64_t, uint64_t> used_at_;
   bool reconcile_ = false;
   ScheduleAdherence adherence_;
