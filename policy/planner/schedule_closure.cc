@@ -100,7 +100,10 @@ bool MendOnce(std::vector<Ev>* events, uint32_t n, uint64_t guard, uint32_t* seq
           }
           return true;
         }
-        if (!resident) came_in = static_cast<int64_t>(i), last_use = -1;
+        if (!resident) {
+          came_in = static_cast<int64_t>(i);
+          last_use = -1;
+        }
         resident = true;
         break;
       case EvKind::kUse:
@@ -170,11 +173,14 @@ void FindMisses(const std::vector<Ev>& e, uint32_t n, std::vector<Miss>* misses)
 }
 
 // A load that a chunk came in with and has not been used since, at launch position `q` of the
-// second walk: the walk index of that load, and the global position of the chunk's next use.
+// second walk: the walk index of that load, its global position, and what comes next for the
+// chunk: its use, or, where the load is wasted, the eviction or free that makes it absent unused.
 struct UnusedLoad {
   size_t load = 0;
   uint64_t load_at = 0;
-  uint64_t use_at = 0;
+  size_t next = 0;  // index of the next event that is not a load
+  uint64_t next_at = 0;
+  bool used = true;
 };
 
 std::optional<UnusedLoad> UnusedLoadAt(const std::vector<Ev>& e, uint32_t n, uint32_t q) {
@@ -191,11 +197,11 @@ std::optional<UnusedLoad> UnusedLoadAt(const std::vector<Ev>& e, uint32_t n, uin
   }
   if (!resident || load < 0) return std::nullopt;
   const size_t loaded = static_cast<size_t>(load);
-  for (; i < 3 * m; ++i) {  // its next use (the third walk's, past the step's end)
+  for (; i < 3 * m; ++i) {  // what comes next (in the third walk, past the step's end)
     const size_t k = i % m;
-    if (e[k].kind == EvKind::kUse) {
-      return UnusedLoad{loaded % m, walk.Global(loaded), uint64_t{i / m} * n + e[k].pos};
-    }
+    if (e[k].kind == EvKind::kLoad) return std::nullopt;  // loaded while resident: not closed
+    return UnusedLoad{loaded % m, walk.Global(loaded), k, uint64_t{i / m} * n + e[k].pos,
+                      e[k].kind == EvKind::kUse};
   }
   return std::nullopt;
 }
@@ -308,24 +314,41 @@ ClosureStats CloseSchedule(const Replay& r, uint64_t capacity, const std::vector
   }
   for (uint32_t q = 0; q < n; ++q) {
     while (residency[q] > static_cast<int64_t>(capacity)) {
+      // A wasted load first, else the load of the chunk used last.
       std::optional<std::pair<uint32_t, UnusedLoad>> latest;
+      const auto later = [](const UnusedLoad& a, const UnusedLoad& b) {
+        return a.used != b.used ? !a.used : a.next_at > b.next_at;
+      };
       for (uint32_t c = 0; c < r.total_chunks; ++c) {
         if (events[c].empty()) continue;
         const std::optional<UnusedLoad> load = UnusedLoadAt(events[c], n, q);
-        if (load && (!latest || load->use_at > latest->second.use_at)) latest.emplace(c, *load);
+        if (load && (!latest || later(*load, latest->second))) latest.emplace(c, *load);
       }
       if (!latest) break;
       const auto [c, load] = *latest;
       std::vector<Ev>& e = events[c];
       Ev moved = e[load.load];
-      e.erase(e.begin() + static_cast<int64_t>(load.load));
-      moved.pos = (q + 1) % n;
-      moved.origin = -1;
-      InsertSorted(&e, moved, &seq);
-      for (uint64_t g = load.load_at; g <= uint64_t{n} + q; ++g) {
+      uint64_t until = uint64_t{n} + q + 1;  // resident no longer from here (global)
+      if (!load.used) {
+        // Dropped, with the eviction that sent it out unused (a free stays).
+        if (e[load.next].kind == EvKind::kGone) {
+          e.erase(e.begin() + static_cast<int64_t>(std::max(load.load, load.next)));
+          e.erase(e.begin() + static_cast<int64_t>(std::min(load.load, load.next)));
+        } else {
+          e.erase(e.begin() + static_cast<int64_t>(load.load));
+        }
+        until = load.next_at;
+        ++stats.loads_dropped;
+      } else {
+        e.erase(e.begin() + static_cast<int64_t>(load.load));
+        moved.pos = (q + 1) % n;
+        moved.origin = -1;
+        InsertSorted(&e, moved, &seq);
+        ++stats.loads_delayed;
+      }
+      for (uint64_t g = load.load_at; g < until; ++g) {
         residency[g % n] -= static_cast<int64_t>(r.footprint[c]);
       }
-      ++stats.loads_delayed;
     }
     if (residency[q] > static_cast<int64_t>(capacity)) ++stats.over_capacity_positions;
   }

@@ -31,7 +31,7 @@ struct ClosureStats {
   uint64_t loads_added = 0;               // a chunk used where the step had left it absent
   uint64_t evictions_dropped = 0;         // such a chunk kept instead: room for it all along
   uint64_t evictions_added = 0;           // a chunk loaded where the step had left it resident
-  uint64_t loads_dropped = 0;             // a load with no use before the next load
+  uint64_t loads_dropped = 0;             // a load with no use before the next load or eviction
   uint64_t absent_evictions_dropped = 0;  // an eviction of a chunk already gone
   uint64_t loads_delayed = 0;             // a load moved after a launch the device was too full at
   // Launch positions where the closed step's residency is over the capacity still (a use with
@@ -50,8 +50,9 @@ struct ClosureStats {
 // launch larger than the device pages in and out). A chunk is evicted no sooner than `guard`
 // launches after its last use where the next load leaves time for it. Loads added go as early as
 // the room the closed step leaves free allows; an eviction whose chunk is needed again and has
-// room all the way is dropped. Where the step still holds more than `capacity` at a launch, the
-// loads of chunks that launch does not use yet go after it.
+// room all the way is dropped. Where the step still holds more than `capacity` at a launch, a
+// load made by then whose chunk goes out again unused is dropped (with that eviction), else the
+// loads of chunks that launch does not use yet go after it, the one used last first.
 // REQUIRES: r was built with at least kMeasuredStep + 1 steps; budget.size() and
 // schedule->size() equal r.launches_per_step; excluded.size() equals r.total_chunks.
 ClosureStats CloseSchedule(const Replay& r, uint64_t capacity, const std::vector<uint64_t>& budget,

@@ -165,6 +165,28 @@ TEST(CloseSchedule, DelaysALoadAheadOfUseAtALaunchTheDeviceIsTooFullAt) {
                                                  {3, ChunkMoveKind::kEvict, 1}}));
 }
 
+TEST(CloseSchedule, DropsALoadWastedAtALaunchTheDeviceIsTooFullAt) {
+  // As above, but chunk 2 comes in at launch 1 and goes out at 2 unused (it comes in again at 3
+  // for its use): both moves go.
+  const Replay r = BuildReplay(PersistentStep(3, {{1}, {2}, {2}, {3}}));
+  FoldedSchedule schedule(4);
+  schedule[0] = {{ChunkMoveKind::kEvict, 2}, {ChunkMoveKind::kPrefetch, 0}};
+  schedule[1] = {{ChunkMoveKind::kPrefetch, 1}, {ChunkMoveKind::kPrefetch, 2}};
+  schedule[2] = {{ChunkMoveKind::kEvict, 0}, {ChunkMoveKind::kEvict, 2}};
+  schedule[3] = {{ChunkMoveKind::kEvict, 1}, {ChunkMoveKind::kPrefetch, 2}};
+  const ClosureStats stats = CloseSchedule(r, 2 * kChunkBytes, Budget({2, 2, 2, 2}),
+                                           std::vector<char>(r.total_chunks, 0), 1, &schedule);
+  EXPECT_EQ(stats.loads_dropped, 1u);
+  EXPECT_EQ(stats.loads_delayed, 0u);
+  EXPECT_EQ(stats.over_capacity_positions, 0u);
+  EXPECT_EQ(Moves(schedule), (std::vector<Tuple>{{0, ChunkMoveKind::kEvict, 2},
+                                                 {0, ChunkMoveKind::kPrefetch, 0},
+                                                 {1, ChunkMoveKind::kPrefetch, 1},
+                                                 {2, ChunkMoveKind::kEvict, 0},
+                                                 {3, ChunkMoveKind::kEvict, 1},
+                                                 {3, ChunkMoveKind::kPrefetch, 2}}));
+}
+
 TEST(CloseSchedule, LeavesExcludedChunksAlone) {
   const Replay r = BuildReplay(PersistentStep(3, {{1}, {2}, {3}, {2}}));
   FoldedSchedule schedule(4);
