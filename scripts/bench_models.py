@@ -15,8 +15,9 @@ spillway-replay (docs/workloads.md) in each of these ways, as one table per mode
 The device of a run at factor F has peak / F bytes (SIMGPU_MEMORY; peak = the trace's peak live
 bytes), and spillway's budget is all of it (`spillway run --device-memory`): simgpu's memory holds
 nothing but the job's allocations, where spillway's default budget leaves 5% of a GPU for what a
-job takes outside them (docs/engine.md, "Settings"), as --gpu's ballast headroom does. Each run replays --steps steps and reports the mean step time (simgpu's virtual clock)
-over those after --warmup (--touch 64KiB by default: 8 bytes checked every 64 KiB of each access,
+job takes outside them (docs/engine.md, "Settings"), as --gpu's ballast headroom does. Each run
+replays --steps steps and reports the mean step time (simgpu's virtual clock) over those after
+--warmup (--touch 64KiB by default: 8 bytes checked every 64 KiB of each access,
 simgpu's virtual times the same as with page, docs/workloads.md). Three bounds per factor:
 `simulate`, the `bound` row of `spillway simulate TRACE --device-memory` (Belady over 2 MiB
 chunks, each taking its backed bytes, simgpu's cost model, perfect overlap); `fnu`,

@@ -172,17 +172,17 @@ class ResidencyEngine {
   // the side stream, each after the order events of the room it takes (both planned by
   // PlanLookahead into thread-local lists). Returns the failures.
   int IssueLookahead(const std::vector<PlannedMove>& moves, uint64_t batch);
-  // REQUIRES: mutex_ held. The moves a launch (or a memset) on `stream` makes itself: evicts on
-  // `stream`, after the victims' last uses elsewhere, until `needed` more bytes fit beside what
-  // stays (victims as the policy picks them, none that launch `stamp` used nor any of `keep`,
-  // sorted, when given), then brings in each
-  // of `ids` not on the device that the policy lets in and the budget has room for, after the
-  // events of the room it takes. Appends to `moves`, `last_uses` and `waits` (for Issue).
   // REQUIRES: mutex_ held. Prefetches, on `stream`, those of `ids` that are neither resident nor
   // placed on the host and fit beside what is resident (evicting nothing), each after the room it
   // takes (`own_room` first: room this launch's own evictions made; `waits`). Returns their bytes.
   uint64_t LoadWhatFits(const std::vector<uint64_t>& ids, Stream stream, uint64_t* own_room,
                         std::vector<PlannedMove>* moves, std::vector<OrderWait>* waits);
+  // REQUIRES: mutex_ held. The moves a launch (or a memset) on `stream` makes itself: evicts on
+  // `stream`, after the victims' last uses elsewhere, until `needed` more bytes fit beside what
+  // stays (victims as the policy picks them, none that launch `stamp` used nor any of `keep`,
+  // sorted, when given), then brings in each
+  // of `ids` not on the device that the policy lets in and the budget has room for
+  // (LoadWhatFits). Appends to `moves`, `last_uses` and `waits` (for Issue).
   void PlanOwnMoves(const std::vector<uint64_t>& ids, uint64_t needed, uint64_t stamp,
                     Stream stream, std::vector<PlannedMove>* moves, std::vector<LastUse>* last_uses,
                     std::vector<OrderWait>* waits, const std::vector<uint64_t>* keep = nullptr);

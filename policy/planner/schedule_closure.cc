@@ -155,7 +155,10 @@ void FindMisses(const std::vector<Ev>& e, uint32_t n, std::vector<Miss>* misses)
         [[fallthrough]];
       case EvKind::kFree:
       case EvKind::kGone:
-        if (resident || ev.kind == EvKind::kAlloc) gone = i % m, gone_at = walk.Global(i);
+        if (resident || ev.kind == EvKind::kAlloc) {
+          gone = i % m;
+          gone_at = walk.Global(i);
+        }
         resident = false;
         break;
       case EvKind::kLoad:
@@ -307,11 +310,7 @@ ClosureStats CloseSchedule(const Replay& r, uint64_t capacity, const std::vector
 
   // Over the capacity at a launch (Belady's decisions for the steps around the measured one,
   // folded onto it, can meet there): the loads of chunks not used yet by that launch go after it,
-  // the one used last first.
-  std::fill(residency.begin(), residency.end(), 0);
-  for (uint32_t c = 0; c < r.total_chunks; ++c) {
-    if (!events[c].empty()) AddResidency(events[c], n, r.footprint[c], &residency);
-  }
+  // the one used last first. (`residency` is the closed step's: the mends above kept it so.)
   for (uint32_t q = 0; q < n; ++q) {
     while (residency[q] > static_cast<int64_t>(capacity)) {
       // A wasted load first, else the load of the chunk used last.
