@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "common/cost_model.h"
 #include "policy/engine/arena_chunks.h"
 
 namespace spillway::policy {
@@ -10,10 +11,15 @@ namespace spillway::policy {
 ArenaTracker::Arena& ArenaTracker::Split(uint64_t id, const Residency& residency) {
   TrackedMap& tracked = *residency.tracked;
   uint64_t& resident_bytes = *residency.resident_bytes;
-  const TrackedAllocation whole = tracked.at(id);
+  TrackedAllocation whole = tracked.at(id);
   tracked.erase(id);
   residency.policy->Split(id);
-  if (whole.resident) resident_bytes -= whole.footprint;
+  // A chunk of an arena a schedule left partly on the device counts as resident if any of it is
+  // there (the count errs high, so the engine's moves never overfill the device).
+  const std::vector<uint64_t> absent = whole.absent_chunks;
+  const bool partly = OnDevice(whole) != 0 && !whole.resident;
+  const bool was_resident = whole.resident;
+  MarkAbsent(&whole, &resident_bytes);
   Arena& arena = arenas_[id];
   arena.base = whole.base;
   arena.size = whole.size;
@@ -25,12 +31,17 @@ ArenaTracker::Arena& ArenaTracker::Split(uint64_t id, const Residency& residency
   const uint64_t chunks = (whole.size + kArenaChunkBytes - 1) / kArenaChunkBytes;
   for (uint64_t c = 0; c < chunks; ++c) {
     const uint64_t offset = c * kArenaChunkBytes;
-    TrackedAllocation piece{whole.base + offset,
-                            std::min(kArenaChunkBytes, whole.size - offset),
-                            whole.resident,
-                            0,
-                            whole.resident ? whole.pending_batch : 0,
-                            0};
+    const uint64_t size = std::min(kArenaChunkBytes, whole.size - offset);
+    bool in = !partly && was_resident;
+    for (uint64_t a = (whole.base + offset) / kChunkBytes;
+         partly && !in && a <= (whole.base + offset + size - 1) / kChunkBytes; ++a) {
+      in = !std::binary_search(absent.begin(), absent.end(), a);
+    }
+    TrackedAllocation piece;
+    piece.base = whole.base + offset;
+    piece.size = size;
+    piece.resident = in;
+    piece.pending_batch = in ? whole.pending_batch : 0;
     piece.footprint = GranuleFootprint(piece.base, piece.size, residency.granule);
     if (piece.resident) resident_bytes += piece.footprint;
     tracked[ArenaPieceId(id, c)] = piece;
@@ -49,7 +60,7 @@ bool ArenaTracker::Forget(uint64_t id, const Residency& residency) {
   for (uint64_t c = 0; c < chunks; ++c) {
     const auto it = tracked.find(ArenaPieceId(id, c));
     if (it == tracked.end()) continue;
-    if (it->second.resident) resident_bytes -= it->second.footprint;
+    MarkAbsent(&it->second, &resident_bytes);
     tracked.erase(it);
     residency.policy->Forget(ArenaPieceId(id, c));
   }
@@ -61,17 +72,17 @@ void ArenaTracker::MergeAll(const Residency& residency) {
   TrackedMap& tracked = *residency.tracked;
   uint64_t& resident_bytes = *residency.resident_bytes;
   for (const auto& [id, arena] : arenas_) {
-    TrackedAllocation whole{
-        arena.base, arena.size, false,
-        0,          0,          GranuleFootprint(arena.base, arena.size, residency.granule)};
+    TrackedAllocation whole;
+    whole.base = arena.base;
+    whole.size = arena.size;
+    whole.footprint = GranuleFootprint(arena.base, arena.size, residency.granule);
+    std::vector<std::pair<uint64_t, uint64_t>> in;  // the resident chunks' ranges
     for (uint64_t c = 0; c * kArenaChunkBytes < arena.size; ++c) {
       const auto it = tracked.find(ArenaPieceId(id, c));
       if (it == tracked.end()) continue;
-      const TrackedAllocation& piece = it->second;
-      if (piece.resident) {
-        whole.resident = true;
-        resident_bytes -= piece.footprint;
-      }
+      TrackedAllocation& piece = it->second;
+      if (OnDevice(piece) != 0) in.emplace_back(piece.base, piece.size);
+      MarkAbsent(&piece, &resident_bytes);
       whole.pending_batch = std::max(whole.pending_batch, piece.pending_batch);
       if (piece.used_by_launch >= whole.used_by_launch) {
         whole.used_by_launch = piece.used_by_launch;
@@ -85,7 +96,11 @@ void ArenaTracker::MergeAll(const Residency& residency) {
       tracked.erase(it);
       residency.policy->Forget(ArenaPieceId(id, c));
     }
-    if (whole.resident) resident_bytes += whole.footprint;
+    // Partly resident as its chunks were (a chunk of an arena not 2 MiB-aligned counts as there if
+    // either piece over it was: the count errs high, so the engine's moves never overfill).
+    for (const auto& [base, size] : in) {
+      MovePart(&whole, base, size, /*in=*/true, residency.granule, &resident_bytes);
+    }
     tracked[id] = whole;
     residency.schedule->KeepOffsets(id, arena.offsets);
     residency.policy->Merged(id);

@@ -121,8 +121,11 @@ void ResidencyEngine::OnAllocated(const Allocation& allocation, bool place_now) 
       fixed_bytes_ += allocation.size;
       return;
     }
-    tracked_[allocation.id] = Tracked{
-        allocation.base, allocation.size, false, 0, 0, Footprint(allocation.base, allocation.size)};
+    Tracked& tracked = tracked_[allocation.id];
+    tracked = Tracked{};
+    tracked.base = allocation.base;
+    tracked.size = allocation.size;
+    tracked.footprint = Footprint(allocation.base, allocation.size);
     if (schedule_source_ != nullptr) {
       schedule_source_->ObserveAllocated(allocation.id, allocation.size, allocation.call_site);
     }
@@ -139,7 +142,7 @@ uint64_t ResidencyEngine::ForgetLocked(const Allocation& allocation) {
   const uint64_t resident_before = resident_bytes_;
   const auto it = tracked_.find(allocation.id);
   if (it != tracked_.end()) {
-    if (it->second.resident) resident_bytes_ -= it->second.footprint;
+    MarkAbsent(&it->second, &resident_bytes_);
     tracked_.erase(it);
   }
   arenas_.Forget(allocation.id, ArenaView());
@@ -210,13 +213,12 @@ uint64_t ResidencyEngine::NextOrderEvent() {
 
 void ResidencyEngine::PlanEviction(Tracked* tracked, uint64_t seq, Stream on) {
   moving_.store(true, std::memory_order_relaxed);
-  tracked->resident = false;
   tracked->pending_batch = 0;
-  resident_bytes_ -= tracked->footprint;
+  const uint64_t freed = MarkAbsent(tracked, &resident_bytes_);
   if (seq == 0) return;
   tracked->evict_seq = seq;
   tracked->evicted_on = on;
-  room_.Add(seq, on, tracked->footprint);
+  room_.Add(seq, on, freed);
 }
 
 namespace {
@@ -247,7 +249,7 @@ void ResidencyEngine::TakeRoom(const Tracked& tracked, Stream on, bool on_side, 
   if (tracked.evict_seq != 0 && order_seq_ - tracked.evict_seq < kOrderEvents / 2) {
     AddWait(tracked.evict_seq, tracked.evicted_on, on, waited, waits);
   }
-  uint64_t bytes = tracked.footprint;
+  uint64_t bytes = Missing(tracked);
   const uint64_t own = std::min(bytes, *own_room);  // freed before it on `on`: no wait
   *own_room -= own;
   bytes -= own;
@@ -266,7 +268,7 @@ bool ResidencyEngine::Evictable(const void* context, uint64_t id) {
   const auto* c = static_cast<const EvictableContext*>(context);
   const auto& tracked = *static_cast<const std::unordered_map<uint64_t, Tracked>*>(c->tracked);
   const auto it = tracked.find(id);
-  return it != tracked.end() && it->second.resident &&
+  return it != tracked.end() && OnDevice(it->second) != 0 &&
          it->second.used_by_launch + c->guard < c->stamp &&
          (c->keep == nullptr || !std::binary_search(c->keep->begin(), c->keep->end(), id));
 }
@@ -288,7 +290,9 @@ uint64_t ResidencyEngine::SizeLookahead(uint64_t stamp, const std::vector<uint64
     if (it == tracked_.end()) continue;
     if (it->second.resident && it->second.pending_batch <= lookahead_.done()) continue;
     const uint64_t distance = predictor_->NextUse(id);
-    if (distance >= 1 && distance <= needed.size()) needed[distance - 1] += it->second.footprint;
+    if (distance >= 1 && distance <= needed.size()) {
+      needed[distance - 1] += it->second.resident ? it->second.footprint : Missing(it->second);
+    }
   }
   return sizer_.Window(stamp, predictor_->step_length(), needed);
 }
@@ -370,21 +374,20 @@ uint64_t ResidencyEngine::PlanLookahead(uint64_t stamp, Stream stream, uint64_t 
     // Make room only for data within the eviction horizon, and only from allocations needed later
     // than this one (Belady); else stop.
     while (distance <= evict_horizon &&
-           fixed_bytes_ + resident_bytes_ + it->second.footprint > budget) {
+           fixed_bytes_ + resident_bytes_ + Missing(it->second) > budget) {
       const uint64_t victim = policy_->PickVictim(&Evictable, &context);
       if (victim == 0 || predictor_->NextUse(victim) <= distance) break;
       evict(victim);
     }
-    if (fixed_bytes_ + resident_bytes_ + it->second.footprint > budget) break;
+    if (fixed_bytes_ + resident_bytes_ + Missing(it->second) > budget) break;
     // It comes in once the room it takes is free (the discards' and evictions' events).
     t_room_waits.clear();
     uint64_t no_own_room = 0;
     TakeRoom(it->second, lookahead_.side(), /*on_side=*/true, &no_own_room, &t_room_waits);
     for (const uint64_t seq : t_room_waits) t_side_waits.push_back(OrderWait{prefetches, seq});
     ++prefetches;
-    it->second.resident = true;
+    MarkResident(&it->second, &resident_bytes_);
     it->second.pending_batch = batch;
-    resident_bytes_ += it->second.footprint;
     side_moves->push_back(PlannedMove{true, it->first, it->second.base, it->second.size});
   }
   if (side_moves->empty()) return 0;
@@ -470,12 +473,11 @@ uint64_t ResidencyEngine::LoadWhatFits(const std::vector<uint64_t>& ids, Stream 
     const auto it = tracked_.find(id);
     if (it == tracked_.end() || it->second.resident || it->second.on_host) continue;
     if (schedule_source_ != nullptr && !schedule_source_->MayPrefetch(it->first)) continue;
-    if (fixed_bytes_ + resident_bytes_ + it->second.footprint > budget_bytes_) continue;
+    if (fixed_bytes_ + resident_bytes_ + Missing(it->second) > budget_bytes_) continue;
     t_room_waits.clear();
     TakeRoom(it->second, stream, /*on_side=*/false, own_room, &t_room_waits);
     for (const uint64_t seq : t_room_waits) waits->push_back(OrderWait{moves->size(), seq});
-    it->second.resident = true;
-    resident_bytes_ += it->second.footprint;
+    MarkResident(&it->second, &resident_bytes_);
     moves->push_back(PlannedMove{true, it->first, it->second.base, it->second.size});
     loaded += it->second.size;
   }
@@ -500,7 +502,7 @@ void ResidencyEngine::PlanOwnMoves(const std::vector<uint64_t>& ids, uint64_t ne
     NoteLastUse(tracked, stream, last_uses);
     if (own_seq == 0) own_seq = NextOrderEvent();
     // Its room is this launch's own until the prefetches below have taken what they need.
-    own_room += tracked.footprint;
+    own_room += OnDevice(tracked);
     PlanEviction(&tracked, 0, stream);
     if (own_seq != 0) {
       tracked.evict_seq = own_seq;
@@ -582,7 +584,7 @@ int ResidencyEngine::OnLaunch(const AccessSet& access, const std::vector<uint64_
       it->second.launched = true;
       it->second.last_stream = stream;
       policy_->Touch(id);
-      if (!it->second.resident && !it->second.on_host) needed += it->second.footprint;
+      if (!it->second.on_host) needed += Missing(it->second);
       // Prefetched ahead and not waited for yet: the launch waits for the newest such batch.
       if (it->second.resident && it->second.pending_batch != 0) {
         wait_batch = std::max(wait_batch, it->second.pending_batch);

@@ -42,13 +42,12 @@ bool ResidencyEngine::PlanHostPlacements(Stream stream) {
     if (it == tracked_.end() || it->second.on_host) continue;
     Tracked& tracked = it->second;
     tracked.on_host = true;
-    const bool write_back = tracked.resident;
+    const bool write_back = OnDevice(tracked) != 0;
     uint64_t seq = 0;
     if (write_back) {
-      tracked.resident = false;
-      resident_bytes_ -= tracked.footprint;
+      const uint64_t freed = MarkAbsent(&tracked, &resident_bytes_);
       seq = NextOrderEvent();
-      if (seq != 0) room_.Add(seq, stream, tracked.footprint);
+      if (seq != 0) room_.Add(seq, stream, freed);
     }
     placements.push_back(
         HostPlacement{id, tracked.base, tracked.size, write_back, tracked.pending_batch, seq});

@@ -36,7 +36,7 @@ int ResidencyEngine::OnOverwrite(const Allocation& allocation, uint64_t address,
       bool tracked = false, off_device = true;
       const auto dead = [&](Tracked& entry, uint64_t) {
         tracked = true;
-        off_device = off_device && !entry.resident && !entry.on_host;
+        off_device = off_device && OnDevice(entry) == 0 && !entry.on_host;
       };
       arenas_.ForEachTouched(allocation, chunk, chunk + kArenaChunkBytes, tracked_, dead);
       if (!tracked || !off_device) continue;
@@ -71,7 +71,7 @@ int ResidencyEngine::OnOverwrite(const Allocation& allocation, uint64_t address,
           return;
         }
         ids.push_back(id);
-        needed += entry.footprint;
+        needed += Missing(entry);
       };
       arenas_.ForEachTouched(allocation, address, address + bytes, tracked_, touch);
       std::sort(touched.begin(), touched.end());

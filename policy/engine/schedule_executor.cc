@@ -203,16 +203,12 @@ void ScheduleExecutor::Plan(const std::vector<uint64_t>& ids, bool order_ready, 
     const uint64_t bytes = std::min(move.bytes, tracked.size - move.offset);
     resolved.push_back(ResolvedMove{move.kind, move.id, tracked.base, tracked.base + move.offset,
                                     bytes, move.maybe_absent});
-    // Residency is tracked per allocation: any part gone counts as gone, any part in as in.
+    // Residency follows the chunks moved: a part gone leaves the allocation partly resident, and
+    // the engine's count exact for its own moves once following ends.
     const bool in = IsIncoming(move.kind);
-    if (!in && tracked.resident) {
-      tracked.resident = false;
-      tracked.pending_batch = 0;
-      *residency.resident_bytes -= tracked.footprint;
-    } else if (in && !tracked.resident) {
-      tracked.resident = true;
-      *residency.resident_bytes += tracked.footprint;
-    }
+    if (!in) tracked.pending_batch = 0;
+    MovePart(&tracked, tracked.base + move.offset, bytes, in, residency.granule,
+             residency.resident_bytes);
   }
   // Without side streams the same ops run with the evict and side streams being the launch
   // stream: the waits for other streams, and a launch's for what an earlier launch's stream

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <unordered_map>
+#include <vector>
 
 #include "policy/engine/device.h"
 
@@ -24,7 +25,31 @@ struct TrackedAllocation {
   Stream last_stream = nullptr;  // the stream of its newest such launch
   uint64_t evict_seq = 0;        // the order event after its newest eviction (0: none)
   Stream evicted_on = nullptr;   // the stream of that eviction
+  // A schedule moves 2 MiB chunks, the engine's own moves whole allocations: after a schedule's
+  // move of a part, an allocation may be partly on the device. It then counts as not resident,
+  // with `part_in` the footprint of its chunks still there (counted in the engine's resident
+  // bytes) and `absent_chunks` the chunks gone (address / kChunkBytes, sorted). Both are empty
+  // unless partly on the device.
+  uint64_t part_in = 0;
+  std::vector<uint64_t> absent_chunks;
 };
+
+// The footprint it has on the device, and the footprint bringing it in whole takes.
+inline uint64_t OnDevice(const TrackedAllocation& t) {
+  return t.resident ? t.footprint : t.part_in;
+}
+inline uint64_t Missing(const TrackedAllocation& t) {
+  return t.resident ? 0 : t.footprint - t.part_in;
+}
+
+// It comes in whole: `resident_bytes` (the engine's count) grows by what was missing.
+void MarkResident(TrackedAllocation* t, uint64_t* resident_bytes);
+// It leaves whole: `resident_bytes` shrinks by what it had on the device, which is returned.
+uint64_t MarkAbsent(TrackedAllocation* t, uint64_t* resident_bytes);
+// The part [address, address + bytes) of it comes in (`in`) or leaves: its residency and
+// `resident_bytes` follow, chunk by chunk (`granule`: EngineOptions::residency_granule).
+void MovePart(TrackedAllocation* t, uint64_t address, uint64_t bytes, bool in, uint64_t granule,
+              uint64_t* resident_bytes);
 
 // The tracked allocations by id (arena chunks by ArenaPieceId).
 using TrackedMap = std::unordered_map<uint64_t, TrackedAllocation>;

@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -726,12 +727,26 @@ std::vector<ChunkRange> OffDeviceAtStepStart(const PolicyFile& policy) {
 std::vector<ChunkRange> OnDeviceAtStepStart(const PolicyFile& policy,
                                             const std::vector<uint64_t>& persistent_bytes) {
   const absl::flat_hash_map<std::pair<uint64_t, uint32_t>, FirstMove> first = FirstMoves(policy);
+  // Sent out at the step's first launch: not brought in only to leave again.
+  absl::flat_hash_set<std::pair<uint64_t, uint32_t>> out_at_first;
+  for (const ScheduleEntry& e : policy.schedule) {
+    if (e.position != 0) continue;
+    for (const std::vector<ChunkRange>* out : {&e.evict, &e.discard, &e.evict_absent}) {
+      for (const ChunkRange& r : *out) {
+        for (uint32_t k = r.first_chunk; k < r.first_chunk + r.num_chunks; ++k) {
+          out_at_first.insert({r.alloc_id, k});
+        }
+      }
+    }
+  }
   std::vector<std::pair<uint64_t, uint32_t>> on;
   const uint64_t n = std::min<uint64_t>(policy.persistent, persistent_bytes.size());
   for (uint64_t id = 1; id <= n; ++id) {
     for (uint32_t k = 0; k < ChunksOf(persistent_bytes[id - 1]); ++k) {
       const auto it = first.find({id, k});
-      if (it == first.end() || it->second == FirstMove::kOut) on.emplace_back(id, k);
+      if ((it == first.end() || it->second == FirstMove::kOut) && !out_at_first.contains({id, k})) {
+        on.emplace_back(id, k);
+      }
     }
   }
   return MergeChunks(std::move(on));

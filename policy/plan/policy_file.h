@@ -122,7 +122,9 @@ std::vector<ChunkRange> OffDeviceAtStepStart(const PolicyFile& policy);
 // The other chunks of the persistent allocations, `persistent_bytes[w - 1]` being allocation w's
 // size (0 for one the step does not use: never moved, it is never on the simulated device): those
 // the schedule never moves or first sends out. The plan has them on the device when its step
-// begins. Sorted and merged like OffDeviceAtStepStart's.
+// begins. Those sent out at the step's first launch (position 0) are left out: bringing one in when
+// following begins would only send it out again (and the engine issues a launch's evictions before
+// its loads, so the chunk would stay). Sorted and merged like OffDeviceAtStepStart's.
 std::vector<ChunkRange> OnDeviceAtStepStart(const PolicyFile& policy,
                                             const std::vector<uint64_t>& persistent_bytes);
 

@@ -750,6 +750,7 @@ CUresult cuCtxSynchronize(void) {
   if (CUresult r = RefuseIfCaptureForbids()) return r;
   SynchronizeContext(CurrentContext());  // the current context's work only, as on the driver
   ReleasePoolMemory();
+  NoteContextSync();
   return CUDA_SUCCESS;
 }
 
@@ -762,6 +763,7 @@ CUresult cuCtxSynchronize_v2(CUcontext ctx) {
   if (CUresult r = RefuseIfCaptureForbids()) return r;
   SynchronizeContext(c);
   ReleasePoolMemory();
+  NoteContextSync();
   return CUDA_SUCCESS;
 }
 

@@ -4,7 +4,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "common/calibration.h"
 #include "common/env.h"
@@ -140,6 +142,34 @@ Stats& stats() {
   return *s;
 }
 
+namespace {
+
+// The counters at a context synchronize; at most kMaxContextSyncs are kept (the first ones).
+struct ContextSync {
+  uint64_t kernels_launched, fault_bytes, capacity_evicted_bytes;
+  double virtual_seconds;
+};
+constexpr size_t kMaxContextSyncs = 100000;
+std::mutex& ContextSyncMutex() {
+  static std::mutex* mu = new std::mutex();
+  return *mu;
+}
+std::vector<ContextSync>& ContextSyncs() {
+  static std::vector<ContextSync>* syncs = new std::vector<ContextSync>();
+  return *syncs;
+}
+
+}  // namespace
+
+void NoteContextSync() {
+  if (config().stats_path.empty()) return;
+  Stats& s = stats();
+  const ContextSync sync{s.kernels_launched.load(), s.fault_bytes.load(),
+                         s.capacity_evicted_bytes.load(), VirtualSeconds()};
+  std::lock_guard lock(ContextSyncMutex());
+  if (ContextSyncs().size() < kMaxContextSyncs) ContextSyncs().push_back(sync);
+}
+
 void WriteStatsFile() {
   const Config& c = config();
   if (c.stats_path.empty()) return;
@@ -172,6 +202,19 @@ void WriteStatsFile() {
   w.Key("memcpy_bytes").Uint(s.memcpy_bytes.load());
   w.Key("kernels_launched").Uint(s.kernels_launched.load());
   w.Key("virtual_seconds").Double(VirtualSeconds());
+  w.Key("context_syncs").BeginArray();
+  {
+    std::lock_guard lock(ContextSyncMutex());
+    for (const ContextSync& sync : ContextSyncs()) {
+      w.BeginObject();
+      w.Key("kernels_launched").Uint(sync.kernels_launched);
+      w.Key("demand_fault_bytes").Uint(sync.fault_bytes);
+      w.Key("capacity_evicted_bytes").Uint(sync.capacity_evicted_bytes);
+      w.Key("virtual_seconds").Double(sync.virtual_seconds);
+      w.EndObject();
+    }
+  }
+  w.EndArray();
   w.EndObject();
   absl::Status st = spillway::WriteFileAtomically(c.stats_path, w.str() + "\n");
   if (!st.ok()) {

@@ -93,6 +93,9 @@ struct Stats {
   std::atomic<uint64_t> overcommit_faults{0};
 };
 Stats& stats();
+// Notes the counters as a context synchronize returns (the stats file's `context_syncs`): a job
+// that synchronizes once a step gives the counters of each step.
+void NoteContextSync();
 // Writes SIMGPU_STATS (if set); called at exit.
 void WriteStatsFile();
 

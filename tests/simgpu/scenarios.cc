@@ -120,6 +120,21 @@ void EvictionOrder() {
   Touch(k, b, 0, 1, 2);  // B still resident
 }
 
+// Capacity 4 chunks, one allocation of 6, a context synchronize after each phase: chunks 0-3 fill
+// the device (four faults, two kernels); chunk 4 evicts chunk 0; chunk 0 evicts chunk 1. The stats
+// note the counters at each synchronize.
+void ContextSyncs() {
+  Kernels k = Setup();
+  CUdeviceptr m;
+  REQUIRE_OK(cuMemAllocManaged(&m, 6 * kChunk, CU_MEM_ATTACH_GLOBAL));
+  for (const uint64_t first : {0, 2}) Touch(k, m, first, 1, 2);
+  REQUIRE_OK(cuCtxSynchronize());
+  for (const uint64_t chunk : {4, 0}) {
+    Touch(k, m, chunk, 1, 1);
+    REQUIRE_OK(cuCtxSynchronize());
+  }
+}
+
 // Capacity 256 KiB. Three managed allocations of 100 KiB (25 pages each: nvidia-uvm backs a range
 // that fills part of a 2 MiB block with 64 KiB and 4 KiB chunks) fit two at a time: touching the
 // third evicts the first, only its 100 KiB. Then one of 2 MiB + 10 KiB, of which the 10 KiB in its
@@ -805,6 +820,7 @@ int RunScenario(const std::string& name) {
       {"faults_partial", FaultsPartial},
       {"faults_pointer_chase", FaultsPointerChase},
       {"eviction_order", EvictionOrder},
+      {"context_syncs", ContextSyncs},
       {"small_pieces", SmallPieces},
       {"prefetch_overlap", PrefetchOverlap},
       {"host_clock", HostClock},

@@ -102,6 +102,27 @@ TEST(SimgpuScenario, EvictsOldestResidentChunkFirst) {
   EXPECT_EQ(JsonNumber(r.stats, "device_capacity_bytes"), 8.0 * (1 << 20));
 }
 
+TEST(SimgpuScenario, TheStatsNoteTheCountersAtEachContextSynchronize) {
+  ChildResult r = RunChild("context_syncs", "SIMGPU_MEMORY=8MiB");
+  EXPECT_CHILD_OK(r);
+  const size_t at = r.stats.find("\"context_syncs\"");
+  ASSERT_NE(at, std::string::npos) << r.stats;
+  // Each entry's counters, in order: kernels, demand-fault bytes, bytes evicted on its own.
+  std::vector<std::string> entries;
+  for (size_t pos = r.stats.find('{', at); pos != std::string::npos;
+       pos = r.stats.find('{', pos + 1)) {
+    entries.push_back(r.stats.substr(pos, r.stats.find('}', pos) - pos + 1));
+  }
+  ASSERT_EQ(entries.size(), 3u) << r.stats;
+  const double expected[3][3] = {
+      {2, 4.0 * kChunk, 0}, {3, 5.0 * kChunk, 1.0 * kChunk}, {4, 6.0 * kChunk, 2.0 * kChunk}};
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(JsonNumber(entries[i], "kernels_launched"), expected[i][0]) << entries[i];
+    EXPECT_EQ(JsonNumber(entries[i], "demand_fault_bytes"), expected[i][1]) << entries[i];
+    EXPECT_EQ(JsonNumber(entries[i], "capacity_evicted_bytes"), expected[i][2]) << entries[i];
+  }
+}
+
 TEST(SimgpuScenario, ASmallManagedAllocationTakesItsPagesNotAWholeChunk) {
   ChildResult r = RunChild("small_pieces", "SIMGPU_MEMORY=256KiB");
   EXPECT_CHILD_OK(r);
