@@ -586,7 +586,7 @@ int ResidencyEngine::OnLaunch(const AccessSet& access, const std::vector<uint64_
       policy_->Touch(id);
       if (!it->second.on_host) needed += Missing(it->second);
       // Prefetched ahead and not waited for yet: the launch waits for the newest such batch.
-      if (it->second.resident && it->second.pending_batch != 0) {
+      if (OnDevice(it->second) != 0 && it->second.pending_batch != 0) {
         wait_batch = std::max(wait_batch, it->second.pending_batch);
         it->second.pending_batch = 0;
       }

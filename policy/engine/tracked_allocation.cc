@@ -38,9 +38,21 @@ uint64_t MarkAbsent(TrackedAllocation* t, uint64_t* resident_bytes) {
 void MovePart(TrackedAllocation* t, uint64_t address, uint64_t bytes, bool in, uint64_t granule,
               uint64_t* resident_bytes) {
   if (t->size == 0 || bytes == 0) return;
-  const uint64_t first = t->base / kChunkBytes, last = (t->base + t->size - 1) / kChunkBytes;
-  const uint64_t from = std::max(address / kChunkBytes, first);
-  const uint64_t to = std::min((address + bytes - 1) / kChunkBytes, last);
+  const uint64_t end = t->base + t->size;
+  const uint64_t lo = std::max(address, t->base), hi = std::min(address + bytes, end);
+  if (lo >= hi) return;
+  const uint64_t first = t->base / kChunkBytes, last = (end - 1) / kChunkBytes;
+  // The chunks moved. One coming in counts when any of it does, one leaving only when all of the
+  // allocation's bytes in it do (a schedule's chunks count from the allocation's start, which
+  // need not be 2 MiB-aligned): the count errs high, never low.
+  uint64_t from = lo / kChunkBytes, to = (hi - 1) / kChunkBytes;
+  if (!in) {
+    if (lo != t->base && lo % kChunkBytes != 0) ++from;
+    if (hi != end && hi % kChunkBytes != 0) {
+      if (to == 0) return;
+      --to;
+    }
+  }
   if (from > to) return;
   if (from == first && to == last) {
     if (in) {

@@ -736,7 +736,10 @@ class PlannedPolicy final : public EvictionPolicy,
     // it before its use, and a demand fault for it would take room the ledger does not know of.
     // These prefetches take the ledger's room as any other (if they bring nothing, later moves
     // only wait longer for theirs).
-    if (position_ == 0 && reconcile_) {
+    // What the first position sends out is not brought in first (OnDeviceAtStepStart): the learned
+    // policy may have left it off the device, so its room is not counted as made.
+    const bool reconciling = position_ == 0 && reconcile_;
+    if (reconciling) {
       reconcile_ = false;
       Add(off_at_start_, ScheduledMove::Kind::kEvict, &adherence_.evict_bytes,
           /*maybe_absent=*/true);
@@ -744,10 +747,10 @@ class PlannedPolicy final : public EvictionPolicy,
     }
     if (next_entry_ < schedule.size() && schedule[next_entry_].position == position_) {
       const ScheduleEntry& e = schedule[next_entry_];
-      Add(e.evict, ScheduledMove::Kind::kEvict, &adherence_.evict_bytes);
+      Add(e.evict, ScheduledMove::Kind::kEvict, &adherence_.evict_bytes, reconciling);
       Add(e.evict_absent, ScheduledMove::Kind::kEvict, &adherence_.evict_bytes,
           /*maybe_absent=*/true);
-      Add(e.discard, ScheduledMove::Kind::kDiscard, &adherence_.discard_bytes);
+      Add(e.discard, ScheduledMove::Kind::kDiscard, &adherence_.discard_bytes, reconciling);
       Add(e.prefetch, ScheduledMove::Kind::kPrefetch, &adherence_.prefetch_bytes);
       Add(e.populate, ScheduledMove::Kind::kPopulate, &adherence_.populate_bytes);
     }

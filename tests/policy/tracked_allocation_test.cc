@@ -89,5 +89,31 @@ TEST(TrackedAllocation, ChunksOfAnUnalignedAllocationCountTheirGranules) {
   EXPECT_TRUE(t.absent_chunks.empty());
 }
 
+// A schedule's chunks count from the allocation's start: in an allocation that starts inside a
+// 2 MiB block, its chunk 0 covers the end of one block and the start of the next. A block counts as
+// gone only when all of the allocation's bytes in it left; one coming in counts when any of it did.
+// The count errs high, never low.
+TEST(TrackedAllocation, AnUnalignedAllocationsBlockLeavesOnlyWhenAllOfItsBytesDo) {
+  constexpr uint64_t kSkew = 100 << 10;
+  const uint64_t base = 4 * kChunkBytes + kSkew;  // blocks 4, 5 and 6
+  TrackedAllocation t = Make(base, 2 * kChunkBytes, 1);
+  uint64_t resident = 0;
+  MarkResident(&t, &resident);
+  const uint64_t in_block_4 = kChunkBytes - kSkew, in_block_6 = kSkew;
+  // Its chunk 0 leaves: block 4 is gone; block 5 keeps its last 2 MiB - 100 KiB.
+  MovePart(&t, base, kChunkBytes, /*in=*/false, 1, &resident);
+  EXPECT_EQ(resident, 2 * kChunkBytes - in_block_4);
+  // Its chunk 1 leaves: block 6 is gone; block 5 counts as there still (part of it left each time).
+  MovePart(&t, base + kChunkBytes, kChunkBytes, false, 1, &resident);
+  EXPECT_EQ(resident, kChunkBytes);
+  EXPECT_EQ(OnDevice(t), kChunkBytes);
+  // The whole of it leaving is exact again.
+  MovePart(&t, base, 2 * kChunkBytes, false, 1, &resident);
+  EXPECT_EQ(resident, 0u);
+  // Its chunk 0 comes in: blocks 4 and 5 count, all they hold of it.
+  MovePart(&t, base, kChunkBytes, true, 1, &resident);
+  EXPECT_EQ(resident, 2 * kChunkBytes - in_block_6);
+}
+
 }  // namespace
 }  // namespace spillway::policy
