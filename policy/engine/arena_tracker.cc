@@ -3,7 +3,6 @@
 
 #include <algorithm>
 
-#include "common/cost_model.h"
 #include "policy/engine/arena_chunks.h"
 
 namespace spillway::policy {
@@ -11,15 +10,10 @@ namespace spillway::policy {
 ArenaTracker::Arena& ArenaTracker::Split(uint64_t id, const Residency& residency) {
   TrackedMap& tracked = *residency.tracked;
   uint64_t& resident_bytes = *residency.resident_bytes;
-  TrackedAllocation whole = tracked.at(id);
+  const TrackedAllocation whole = tracked.at(id);
   tracked.erase(id);
   residency.policy->Split(id);
-  // A chunk of an arena a schedule left partly on the device counts as resident if any of it is
-  // there (the count errs high, so the engine's moves never overfill the device).
-  const std::vector<uint64_t> absent = whole.absent_chunks;
-  const bool partly = OnDevice(whole) != 0 && !whole.resident;
-  const bool was_resident = whole.resident;
-  MarkAbsent(&whole, &resident_bytes);
+  resident_bytes -= OnDevice(whole);
   Arena& arena = arenas_[id];
   arena.base = whole.base;
   arena.size = whole.size;
@@ -31,17 +25,13 @@ ArenaTracker::Arena& ArenaTracker::Split(uint64_t id, const Residency& residency
   const uint64_t chunks = (whole.size + kArenaChunkBytes - 1) / kArenaChunkBytes;
   for (uint64_t c = 0; c < chunks; ++c) {
     const uint64_t offset = c * kArenaChunkBytes;
-    const uint64_t size = std::min(kArenaChunkBytes, whole.size - offset);
-    bool in = !partly && was_resident;
-    for (uint64_t a = (whole.base + offset) / kChunkBytes;
-         partly && !in && a <= (whole.base + offset + size - 1) / kChunkBytes; ++a) {
-      in = !std::binary_search(absent.begin(), absent.end(), a);
-    }
     TrackedAllocation piece;
     piece.base = whole.base + offset;
-    piece.size = size;
-    piece.resident = in;
-    piece.pending_batch = in ? whole.pending_batch : 0;
+    piece.size = std::min(kArenaChunkBytes, whole.size - offset);
+    // A chunk of an arena a schedule left partly on the device is resident if any of it is there
+    // (the count errs high, so the engine's moves never overfill the device).
+    piece.resident = AnyOnDevice(whole, piece.base, piece.size);
+    piece.pending_batch = piece.resident ? whole.pending_batch : 0;
     piece.footprint = GranuleFootprint(piece.base, piece.size, residency.granule);
     if (piece.resident) resident_bytes += piece.footprint;
     tracked[ArenaPieceId(id, c)] = piece;

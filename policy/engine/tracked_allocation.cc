@@ -3,6 +3,8 @@
 // allocation, so the engine's own moves after following ends do not overfill the device.
 #include "policy/engine/tracked_allocation.h"
 
+#include <algorithm>
+
 #include "common/cost_model.h"
 
 namespace spillway::policy {
@@ -18,6 +20,14 @@ uint64_t ChunkFootprint(const TrackedAllocation& t, uint64_t c, uint64_t granule
 }
 
 }  // namespace
+
+bool AnyOnDevice(const TrackedAllocation& t, uint64_t address, uint64_t bytes) {
+  if (t.resident || t.part_in == 0 || bytes == 0) return t.resident;
+  for (uint64_t c = address / kChunkBytes; c <= (address + bytes - 1) / kChunkBytes; ++c) {
+    if (!std::binary_search(t.absent_chunks.begin(), t.absent_chunks.end(), c)) return true;
+  }
+  return false;
+}
 
 void MarkResident(TrackedAllocation* t, uint64_t* resident_bytes) {
   *resident_bytes += Missing(*t);

@@ -42,6 +42,8 @@ inline uint64_t Missing(const TrackedAllocation& t) {
   return t.resident ? 0 : t.footprint - t.part_in;
 }
 
+// Whether any chunk of [address, address + bytes) of it is on the device.
+bool AnyOnDevice(const TrackedAllocation& t, uint64_t address, uint64_t bytes);
 // It comes in whole: `resident_bytes` (the engine's count) grows by what was missing.
 void MarkResident(TrackedAllocation* t, uint64_t* resident_bytes);
 // It leaves whole: `resident_bytes` shrinks by what it had on the device, which is returned.

@@ -14,7 +14,6 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/container/flat_hash_set.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -677,24 +676,29 @@ absl::Status CheckPolicyMatches(const PolicyFile& p, std::string_view file_name,
 namespace {
 
 // Per persistent chunk the schedule moves, what its first move is (in the order the engine executes
-// a position's moves: evictions and discards before prefetches and populates).
-enum class FirstMove { kIn, kOut, kOutIfThere };
+// a position's moves: evictions and discards before prefetches and populates) and its position.
+enum class FirstMoveKind { kIn, kOut, kOutIfThere };
+struct FirstMove {
+  FirstMoveKind kind;
+  uint32_t position;
+};
 absl::flat_hash_map<std::pair<uint64_t, uint32_t>, FirstMove> FirstMoves(const PolicyFile& policy) {
   absl::flat_hash_map<std::pair<uint64_t, uint32_t>, FirstMove> first;
-  const auto note = [&](const std::vector<ChunkRange>& ranges, FirstMove move) {
+  const auto note = [&](const std::vector<ChunkRange>& ranges, FirstMoveKind kind,
+                        uint32_t position) {
     for (const ChunkRange& r : ranges) {
       if (r.alloc_id == 0 || r.alloc_id > policy.persistent) continue;
       for (uint32_t k = r.first_chunk; k < r.first_chunk + r.num_chunks; ++k) {
-        first.try_emplace({r.alloc_id, k}, move);
+        first.try_emplace({r.alloc_id, k}, FirstMove{kind, position});
       }
     }
   };
-  for (const ScheduleEntry& e : policy.schedule) {
-    note(e.evict_absent, FirstMove::kOutIfThere);
-    note(e.evict, FirstMove::kOut);
-    note(e.discard, FirstMove::kOut);
-    note(e.prefetch, FirstMove::kIn);
-    note(e.populate, FirstMove::kIn);
+  for (const ScheduleEntry& e : policy.schedule) {  // by position (ReadPolicyFile checks it)
+    note(e.evict_absent, FirstMoveKind::kOutIfThere, e.position);
+    note(e.evict, FirstMoveKind::kOut, e.position);
+    note(e.discard, FirstMoveKind::kOut, e.position);
+    note(e.prefetch, FirstMoveKind::kIn, e.position);
+    note(e.populate, FirstMoveKind::kIn, e.position);
   }
   return first;
 }
@@ -719,7 +723,7 @@ std::vector<ChunkRange> MergeChunks(std::vector<std::pair<uint64_t, uint32_t>> c
 std::vector<ChunkRange> OffDeviceAtStepStart(const PolicyFile& policy) {
   std::vector<std::pair<uint64_t, uint32_t>> off;
   for (const auto& [chunk, move] : FirstMoves(policy)) {
-    if (move == FirstMove::kIn) off.push_back(chunk);
+    if (move.kind == FirstMoveKind::kIn) off.push_back(chunk);
   }
   return MergeChunks(std::move(off));
 }
@@ -727,24 +731,14 @@ std::vector<ChunkRange> OffDeviceAtStepStart(const PolicyFile& policy) {
 std::vector<ChunkRange> OnDeviceAtStepStart(const PolicyFile& policy,
                                             const std::vector<uint64_t>& persistent_bytes) {
   const absl::flat_hash_map<std::pair<uint64_t, uint32_t>, FirstMove> first = FirstMoves(policy);
-  // Sent out at the step's first launch: not brought in only to leave again.
-  absl::flat_hash_set<std::pair<uint64_t, uint32_t>> out_at_first;
-  for (const ScheduleEntry& e : policy.schedule) {
-    if (e.position != 0) continue;
-    for (const std::vector<ChunkRange>* out : {&e.evict, &e.discard, &e.evict_absent}) {
-      for (const ChunkRange& r : *out) {
-        for (uint32_t k = r.first_chunk; k < r.first_chunk + r.num_chunks; ++k) {
-          out_at_first.insert({r.alloc_id, k});
-        }
-      }
-    }
-  }
   std::vector<std::pair<uint64_t, uint32_t>> on;
   const uint64_t n = std::min<uint64_t>(policy.persistent, persistent_bytes.size());
   for (uint64_t id = 1; id <= n; ++id) {
     for (uint32_t k = 0; k < ChunksOf(persistent_bytes[id - 1]); ++k) {
       const auto it = first.find({id, k});
-      if ((it == first.end() || it->second == FirstMove::kOut) && !out_at_first.contains({id, k})) {
+      // Sent out at the step's first launch: not brought in only to leave again.
+      if (it == first.end() ||
+          (it->second.kind == FirstMoveKind::kOut && it->second.position != 0)) {
         on.emplace_back(id, k);
       }
     }

@@ -89,6 +89,19 @@ TEST(TrackedAllocation, ChunksOfAnUnalignedAllocationCountTheirGranules) {
   EXPECT_TRUE(t.absent_chunks.empty());
 }
 
+TEST(TrackedAllocation, AnyOnDeviceAsksTheChunksOfARange) {
+  const uint64_t base = 16 * kChunkBytes;
+  TrackedAllocation t = Make(base, 3 * kChunkBytes, 1);
+  uint64_t resident = 0;
+  EXPECT_FALSE(AnyOnDevice(t, base, 3 * kChunkBytes));
+  MarkResident(&t, &resident);
+  EXPECT_TRUE(AnyOnDevice(t, base + kChunkBytes, 1));
+  MovePart(&t, base, 2 * kChunkBytes, /*in=*/false, 1, &resident);  // chunks 0 and 1 leave
+  EXPECT_FALSE(AnyOnDevice(t, base, 2 * kChunkBytes));
+  EXPECT_TRUE(AnyOnDevice(t, base + kChunkBytes, 2 * kChunkBytes));
+  EXPECT_TRUE(AnyOnDevice(t, base + 2 * kChunkBytes + 5, 1));
+}
+
 // A schedule's chunks count from the allocation's start: in an allocation that starts inside a
 // 2 MiB block, its chunk 0 covers the end of one block and the start of the next. A block counts as
 // gone only when all of the allocation's bytes in it left; one coming in counts when any of it did.
